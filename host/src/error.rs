@@ -1,0 +1,124 @@
+//! The host's error types.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Whether a failed call is worth retrying unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureKind {
+    /// The same call may succeed later without operator action.
+    Retryable,
+    /// An operator must change something first.
+    Permanent,
+}
+
+impl FailureKind {
+    /// The process exit code the CLI uses for this kind of failure: sysexits'
+    /// `EX_TEMPFAIL` (try again later) and `EX_DATAERR` (fix the input first).
+    pub fn exit_code(self) -> i32 {
+        match self {
+            FailureKind::Retryable => 75,
+            FailureKind::Permanent => 65,
+        }
+    }
+}
+
+/// A contract call that did not succeed: the driver's own error, or the host's
+/// verdict on a driver that misbehaved or was stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{message}")]
+#[serde(rename_all = "camelCase")]
+pub struct CallError {
+    /// Whether the controller should retry.
+    pub failure: FailureKind,
+    /// A stable code: the driver's own, or one of the host's (`driver-trap`,
+    /// `cpu-limit`, `memory-limit`, `call-timeout`, `cancelled`, `invalid-params`).
+    pub code: String,
+    /// A message for the operator.
+    pub message: String,
+    /// The configured host alias involved, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+impl CallError {
+    pub(crate) fn new(failure: FailureKind, code: &str, message: impl Into<String>) -> Self {
+        CallError {
+            failure,
+            code: code.to_string(),
+            message: message.into(),
+            host: None,
+        }
+    }
+
+    /// An error in the parameters the controller passed.
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        CallError::new(FailureKind::Permanent, "invalid-params", message)
+    }
+
+    /// The controller cancelled the call.
+    pub fn cancelled() -> Self {
+        CallError::new(
+            FailureKind::Retryable,
+            "cancelled",
+            "the operation was cancelled; its ssh client was killed",
+        )
+    }
+}
+
+/// Failures loading a driver component or reading an installation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The component file could not be read.
+    #[error("cannot read component {path}: {source}")]
+    ReadComponent {
+        /// The file named in the installation or on the command line.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a valid component for this engine.
+    #[error("{path} is not a loadable WebAssembly component: {message}")]
+    InvalidComponent {
+        /// The component file.
+        path: PathBuf,
+        /// What the engine said.
+        message: String,
+    },
+    /// The component imports something outside the granted world.
+    #[error(
+        "{path} imports {}, which this host does not grant (granted: the occ:compute@0.1.0 driver world plus sealed wasi:io, wasi:cli, wasi:random and wasi:clocks)",
+        refused.join(", ")
+    )]
+    RefusedImports {
+        /// The component file.
+        path: PathBuf,
+        /// Every refused import name.
+        refused: Vec<String>,
+    },
+    /// The component does not export the ComputeDriver contract.
+    #[error("{path} does not export {expected}; it exports: {}", found.join(", "))]
+    MissingExport {
+        /// The component file.
+        path: PathBuf,
+        /// The export the host needs.
+        expected: String,
+        /// What it exports instead.
+        found: Vec<String>,
+    },
+    /// The installation document is invalid.
+    #[error("{path}: {message}")]
+    Installation {
+        /// The installation file.
+        path: PathBuf,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// Any other engine failure.
+    #[error("{0}")]
+    Engine(String),
+}

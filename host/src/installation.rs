@@ -1,0 +1,169 @@
+//! The trusted Installation document: the spec's OCC Installation YAML plus the
+//! component file to load.
+//!
+//! ```yaml
+//! drivers:
+//!   compute:
+//!     id: compute-ssh
+//!     component: ../target/wasm32-wasip2/release/guest_ssh_driver.wasm
+//!     configuration: { ssh: ..., hosts: ..., runtime: ..., network: ... }
+//! ```
+//!
+//! The host reads `drivers.compute` only; the other selections OCC keeps in the same
+//! document (occ, Configuration, IAM, Secret) are left alone. A relative `component`
+//! path is resolved against the installation file's directory. The driver itself
+//! validates `configuration` (unknown keys fail there); the host reads from it only
+//! the trusted inputs of the SSH grant (see [`crate::ssh_exec::SshGrant`]).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::error::LoadError;
+
+/// Keys the host accepts under `drivers.compute`.
+const COMPUTE_KEYS: &[&str] = &["id", "implementation", "component", "configuration"];
+
+/// A parsed Installation document.
+#[derive(Debug, Clone)]
+pub struct Installation {
+    /// Where it was read from, for error messages.
+    pub path: PathBuf,
+    /// `drivers.compute.id`.
+    pub driver_id: String,
+    /// The component file, resolved against the installation's directory.
+    pub component: PathBuf,
+    /// `drivers.compute.configuration`, as JSON for the driver.
+    pub configuration: Value,
+}
+
+impl Installation {
+    /// Read and parse an installation file.
+    pub fn load(path: &Path) -> Result<Installation, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|e| LoadError::Installation {
+            path: path.to_path_buf(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Installation::parse(path, &text)
+    }
+
+    /// Parse installation text; `path` names it in errors and anchors a relative
+    /// component path.
+    pub fn parse(path: &Path, text: &str) -> Result<Installation, LoadError> {
+        let err = |message: String| LoadError::Installation {
+            path: path.to_path_buf(),
+            message,
+        };
+        let doc: Value =
+            serde_yaml::from_str(text).map_err(|e| err(format!("not valid YAML: {e}")))?;
+        let compute = doc
+            .get("drivers")
+            .and_then(|d| d.get("compute"))
+            .ok_or_else(|| err("drivers.compute: missing; select a compute driver".into()))?;
+        let compute = compute
+            .as_object()
+            .ok_or_else(|| err("drivers.compute: must be a mapping".into()))?;
+        if let Some(unknown) = compute.keys().find(|k| !COMPUTE_KEYS.contains(&k.as_str())) {
+            return Err(err(format!(
+                "drivers.compute.{unknown}: unknown key (expected one of: {})",
+                COMPUTE_KEYS.join(", ")
+            )));
+        }
+        let driver_id = match compute.get("id") {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(_) => return Err(err("drivers.compute.id: must be a nonempty string".into())),
+            None => return Err(err("drivers.compute.id: missing".into())),
+        };
+        let component = match compute.get("component") {
+            Some(Value::String(s)) if !s.is_empty() => PathBuf::from(s),
+            Some(_) => return Err(err("drivers.compute.component: must be a file path".into())),
+            None => {
+                return Err(err(
+                    "drivers.compute.component: missing; name the driver component (.wasm) to load"
+                        .into(),
+                ));
+            }
+        };
+        let component = if component.is_relative() {
+            path.parent().unwrap_or(Path::new(".")).join(component)
+        } else {
+            component
+        };
+        let configuration = match compute.get("configuration") {
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => {
+                return Err(err(
+                    "drivers.compute.configuration: must be a mapping".into()
+                ));
+            }
+            None => return Err(err("drivers.compute.configuration: missing".into())),
+        };
+        Ok(Installation {
+            path: path.to_path_buf(),
+            driver_id,
+            component,
+            configuration,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Installation, String> {
+        Installation::parse(Path::new("/etc/occ/installation.yaml"), text)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn resolves_a_relative_component_against_the_file() {
+        let i = parse(
+            "occ: {}\ndrivers:\n  iam: {id: x}\n  compute:\n    id: compute-ssh\n    component: drivers/ssh.wasm\n    configuration: {ssh: {}}\n",
+        )
+        .unwrap();
+        assert_eq!(i.component, PathBuf::from("/etc/occ/drivers/ssh.wasm"));
+        assert_eq!(i.driver_id, "compute-ssh");
+        assert_eq!(i.configuration["ssh"], serde_json::json!({}));
+    }
+
+    #[test]
+    fn refusals_name_the_key() {
+        let cases = [
+            ("drivers: {}", "drivers.compute: missing"),
+            (
+                "drivers: {compute: []}",
+                "drivers.compute: must be a mapping",
+            ),
+            (
+                "drivers: {compute: {id: a, component: c.wasm, configuration: {}, extra: 1}}",
+                "drivers.compute.extra: unknown key",
+            ),
+            (
+                "drivers: {compute: {component: c.wasm, configuration: {}}}",
+                "drivers.compute.id: missing",
+            ),
+            (
+                "drivers: {compute: {id: a, configuration: {}}}",
+                "drivers.compute.component: missing",
+            ),
+            (
+                "drivers: {compute: {id: a, component: c.wasm}}",
+                "drivers.compute.configuration: missing",
+            ),
+            (
+                "drivers: {compute: {id: a, component: c.wasm, configuration: 3}}",
+                "must be a mapping",
+            ),
+            ("drivers: [", "not valid YAML"),
+        ];
+        for (text, expected) in cases {
+            let got = parse(text).unwrap_err();
+            assert!(
+                got.contains(expected),
+                "{text:?}: expected {expected:?} in {got:?}"
+            );
+            assert!(got.starts_with("/etc/occ/installation.yaml: "), "{got}");
+        }
+    }
+}

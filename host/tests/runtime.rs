@@ -1,0 +1,216 @@
+//! The runtime's bounds, proven with real misbehaving components.
+//!
+//! The guests are built by `cargo guests` (see the README) into
+//! `<target>/wasm32-wasip2/release/`; each test ends in a clear error and then shows
+//! the same host serving the next call.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use occ_driver_host::{
+    CallOptions, ComponentCache, Driver, DriverOptions, FailureKind, Installation, Limits,
+    LoadError, Method, Runtime,
+};
+use serde_json::{Value, json};
+
+fn component(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("wasm32-wasip2/release")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo guests` first",
+        path.display()
+    );
+    path
+}
+
+fn installation(component: PathBuf, fault: &str) -> Installation {
+    Installation {
+        path: PathBuf::from("test-installation.yaml"),
+        driver_id: "compute-fault".into(),
+        component,
+        configuration: json!({
+            "fault": fault,
+            "ssh": {"identityFile": "/nonexistent/id", "knownHostsFile": "/nonexistent/known_hosts"},
+            "hosts": {"granted": {"address": "127.0.0.1", "port": 22, "user": "root"}},
+        }),
+    }
+}
+
+fn limits() -> Limits {
+    Limits {
+        cpu: Duration::from_millis(300),
+        wall: Duration::from_secs(20),
+        memory_bytes: 32 << 20,
+        max_instances: 16,
+    }
+}
+
+async fn validate(driver: &Driver) -> Result<Value, occ_driver_host::CallError> {
+    driver
+        .call_json(
+            Method::ValidateConfiguration,
+            &json!({}),
+            CallOptions::default(),
+        )
+        .await
+}
+
+fn open(rt: &Arc<Runtime>, fault: &str) -> Driver {
+    Driver::open(
+        rt.clone(),
+        installation(component("fault_guest"), fault),
+        &DriverOptions::default(),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn misbehaving_guests_end_in_clear_errors_and_the_host_serves_on() {
+    let rt = Arc::new(Runtime::new(limits()).unwrap());
+    let healthy = open(&rt, "none");
+
+    let cases = [
+        ("loop", "cpu-limit", "more than 300 ms of CPU"),
+        ("alloc", "memory-limit", "past the 32 MiB limit"),
+        ("panic", "driver-panic", "the fault guest panics on request"),
+        (
+            "ungranted-host",
+            "exec-refused",
+            "UnknownHost(\"not-granted\")",
+        ),
+    ];
+    for (fault, code, message) in cases {
+        let err = validate(&open(&rt, fault)).await.unwrap_err();
+        assert_eq!(err.code, code, "{fault}: {err:?}");
+        assert!(
+            err.message.contains(message),
+            "{fault}: {:?} lacks {message:?}",
+            err.message
+        );
+        assert_eq!(err.failure, FailureKind::Permanent, "{fault}");
+        // The same runtime, and a sibling driver, keep serving.
+        let ok = validate(&healthy).await.unwrap();
+        assert_eq!(ok["warnings"][0]["code"], "fault-guest", "after {fault}");
+    }
+}
+
+#[tokio::test]
+async fn cpu_bound_does_not_count_time_outside_the_guest() {
+    // A generous CPU budget but a short wall-clock bound: the loop yields at every
+    // epoch, so the wall-clock bound fires on time instead of hanging the host.
+    let rt = Arc::new(
+        Runtime::new(Limits {
+            cpu: Duration::from_secs(60),
+            wall: Duration::from_millis(400),
+            ..limits()
+        })
+        .unwrap(),
+    );
+    let started = Instant::now();
+    let err = validate(&open(&rt, "loop")).await.unwrap_err();
+    assert_eq!(err.code, "call-timeout");
+    assert_eq!(err.failure, FailureKind::Retryable);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the wall-clock bound did not interrupt the guest"
+    );
+}
+
+#[tokio::test]
+async fn cancellation_stops_a_running_call() {
+    let rt = Arc::new(
+        Runtime::new(Limits {
+            cpu: Duration::from_secs(60),
+            ..limits()
+        })
+        .unwrap(),
+    );
+    let driver = open(&rt, "loop");
+    let options = CallOptions::default();
+    let cancel = options.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancel.cancel();
+    });
+    let err = driver
+        .call_json(Method::ValidateConfiguration, &json!({}), options)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "cancelled");
+    assert_eq!(err.failure, FailureKind::Retryable);
+}
+
+#[tokio::test]
+async fn concurrent_calls_get_their_own_instances() {
+    let rt = Arc::new(Runtime::new(limits()).unwrap());
+    let driver = Arc::new(open(&rt, "none"));
+    let calls = (0..12).map(|_| {
+        let d = driver.clone();
+        tokio::spawn(async move { validate(&d).await })
+    });
+    for c in calls {
+        assert!(c.await.unwrap().is_ok());
+    }
+}
+
+#[test]
+fn a_component_importing_the_filesystem_is_refused_before_it_runs() {
+    let rt = Arc::new(Runtime::new(limits()).unwrap());
+    let err = match Driver::open(
+        rt,
+        installation(component("fs_guest"), "none"),
+        &DriverOptions::default(),
+    ) {
+        Err(e) => e,
+        Ok(_) => panic!("the filesystem guest was loaded"),
+    };
+    match &err {
+        LoadError::RefusedImports { refused, .. } => {
+            assert!(
+                refused.iter().any(|i| i.starts_with("wasi:filesystem/")),
+                "{refused:?}"
+            );
+        }
+        other => panic!("unexpected error: {other}"),
+    }
+    assert!(
+        err.to_string().contains("imports wasi:filesystem/"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_precompiled_cache_is_used_on_the_next_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ComponentCache::open(dir.path().join("cache")).unwrap();
+    let rt = Runtime::new(limits()).unwrap();
+    let path = component("fault_guest");
+    let first = rt.compile(&path, Some(&cache)).unwrap();
+    assert!(!first.from_cache);
+    let artifact = cache.artifact_path(rt.engine(), &first.sha256);
+    assert!(artifact.exists(), "{} was not written", artifact.display());
+    let second = rt.compile(&path, Some(&cache)).unwrap();
+    assert!(second.from_cache);
+    assert_eq!(first.imports, second.imports);
+    // A corrupt artifact is ignored and replaced, not trusted.
+    std::fs::write(&artifact, b"not an artifact").unwrap();
+    let third = rt.compile(&path, Some(&cache)).unwrap();
+    assert!(!third.from_cache);
+    assert!(rt.compile(&path, Some(&cache)).unwrap().from_cache);
+}
+
+#[test]
+fn a_cache_directory_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = ComponentCache::open(&shared).unwrap_err();
+    assert!(err.to_string().contains("not writable by others"), "{err}");
+}
