@@ -1,0 +1,538 @@
+//! Admission: what the SSH topology accepts, decided before any host effect.
+//!
+//! Only embedded OpenClaw with runtime authentication, no OCC Secrets, no plugins and
+//! no plugin approver policy, and native gateway authentication limited to the
+//! modes the driver can serve: password through the managed environment SecretRef,
+//! or trusted-proxy.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::Error;
+use crate::model::{AgentBinding, Revision, RevisionContext, Warning};
+use crate::snapshot::Snapshot;
+
+/// The environment variable the managed gateway password is delivered in.
+pub const GATEWAY_PASSWORD_ENV: &str = "OPENCLAW_GATEWAY_PASSWORD";
+
+/// The only SecretRef a native `gateway.auth.password` may hold.
+pub fn gateway_password_ref() -> Value {
+    json!({"source": "env", "provider": "default", "id": GATEWAY_PASSWORD_ENV})
+}
+
+/// `gateway.auth` fields admitted in password mode (explicit or defaulted).
+const PASSWORD_FIELDS: &[&str] = &["mode", "password"];
+/// `gateway.auth` fields admitted in trusted-proxy mode; `password` opts into the
+/// loopback password.
+const TRUSTED_PROXY_FIELDS: &[&str] = &["mode", "password", "trustedProxy"];
+
+/// An admitted revision: its snapshot and what the operator should know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub snapshot: Snapshot,
+    pub warnings: Vec<Warning>,
+}
+
+/// The binding that owns `revision`. No binding, or one for another Namespace or
+/// Agent, fails closed.
+pub fn bound<'a>(
+    binding: Option<&'a AgentBinding>,
+    revision: &Revision,
+) -> Result<&'a AgentBinding, Error> {
+    let binding = binding.ok_or_else(|| {
+        Error::UnboundAgent(format!(
+            "revision {:?} has no agent binding: bindAgent must accept the Agent before \
+             revision operations",
+            revision.id
+        ))
+    })?;
+    if binding.namespace.id != revision.namespace_id {
+        return Err(Error::UnboundAgent(format!(
+            "revision {:?} belongs to namespace {:?} but its binding is for namespace {:?}",
+            revision.id, revision.namespace_id, binding.namespace.id
+        )));
+    }
+    if binding.agent_id != revision.agent_id {
+        return Err(Error::UnboundAgent(format!(
+            "revision {:?} belongs to agent {:?} but its binding is for agent {:?}",
+            revision.id, revision.agent_id, binding.agent_id
+        )));
+    }
+    Ok(binding)
+}
+
+/// Admits a revision, or refuses it naming the field at fault. `context` is checked
+/// when the call has one (preparation).
+pub fn admit(revision: &Revision, context: Option<&RevisionContext>) -> Result<Admission, Error> {
+    let mut warnings = Vec::new();
+    let harness = &revision.harness;
+    if harness.id != "openclaw" || harness.mode != "embedded" {
+        return Err(Error::refused(
+            "unsupported-harness",
+            "revision.harness",
+            format!(
+                "{}/{} is unsupported: SSH Compute runs only openclaw/embedded; use Kubernetes \
+                 Compute for dedicated Codex",
+                harness.id, harness.mode
+            ),
+        ));
+    }
+    if let Some(version) = &harness.version {
+        warnings.push(Warning::new(
+            "harness-version-not-enforced",
+            format!(
+                "revision.harness.version {version:?} is not enforced: the gateway runs the \
+                 host's OpenClaw entrypoint"
+            ),
+        ));
+    }
+    check_harness_auth(&revision.harness_auth)?;
+    if !revision.secret_bindings.is_empty() {
+        let names: Vec<&str> = revision
+            .secret_bindings
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect();
+        return Err(secret_refusal(
+            "revision.secretBindings",
+            "OCC Secret bindings",
+            &names,
+        ));
+    }
+    if let Some(context) = context.filter(|c| !c.secret_environment.is_empty()) {
+        let names: Vec<&str> = context
+            .secret_environment
+            .iter()
+            .map(String::as_str)
+            .collect();
+        return Err(secret_refusal(
+            "context.secretEnvironment",
+            "Secret-backed environment entries",
+            &names,
+        ));
+    }
+    check_plugins(revision)?;
+    let native = render_native(&revision.configuration)?;
+    if native.defaulted_mode {
+        warnings.push(Warning::new(
+            "gateway-auth-defaulted",
+            format!(
+                "configuration.gateway.auth.mode is omitted: the snapshot uses password mode \
+                 with the managed {GATEWAY_PASSWORD_ENV} SecretRef"
+            ),
+        ));
+    }
+    Ok(Admission {
+        snapshot: Snapshot::new(&native.document, native.needs_password),
+        warnings,
+    })
+}
+
+fn check_harness_auth(harness_auth: &str) -> Result<(), Error> {
+    let auth: Option<Value> = serde_json::from_str(harness_auth).ok();
+    if auth != Some(json!({"method": "runtime"})) {
+        return Err(Error::refused(
+            "unsupported-harness-auth",
+            "revision.harnessAuth",
+            "must be exactly {\"method\":\"runtime\"}: SSH Compute uses model credentials \
+             supplied on the host (OCC Secret-backed keys and managed ChatGPT accounts are \
+             unsupported)",
+        ));
+    }
+    Ok(())
+}
+
+fn secret_refusal(path: &str, what: &str, names: &[&str]) -> Error {
+    Error::refused(
+        "unsupported-secret",
+        path,
+        format!(
+            "{what} are unsupported by SSH Compute (found {}); provision credentials in the \
+             operator-owned <agentDir>/env file and reference them through native environment \
+             SecretRefs",
+            names.join(", ")
+        ),
+    )
+}
+
+const CLEAR_PLUGINS: &str = "clear the requested plugins and the Agent default plugin approver \
+                             policy before deploying through SSH; use Kubernetes Compute for \
+                             PluginDriver";
+
+fn check_plugins(revision: &Revision) -> Result<(), Error> {
+    let plugins: Map<String, Value> = match serde_json::from_str(&revision.requested_plugins) {
+        Ok(Value::Object(map)) => map,
+        _ => {
+            return Err(Error::refused(
+                "invalid-revision",
+                "revision.requestedPlugins",
+                "must be a JSON object",
+            ));
+        }
+    };
+    if !plugins.is_empty() {
+        let mut names: Vec<&str> = plugins.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        return Err(Error::refused(
+            "unsupported-plugins",
+            "revision.requestedPlugins",
+            format!(
+                "SSH Compute refuses a nonempty requested plugin map (found {}); {CLEAR_PLUGINS}",
+                names.join(", ")
+            ),
+        ));
+    }
+    if revision.default_plugin_approver_policy.is_some() {
+        return Err(Error::refused(
+            "unsupported-plugin-approver-policy",
+            "revision.defaultPluginApproverPolicy",
+            format!(
+                "SSH Compute refuses any Agent default plugin approver policy, including an \
+                 explicit empty approver list; {CLEAR_PLUGINS}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The native document with its gateway authentication rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NativeDocument {
+    pub document: Value,
+    pub needs_password: bool,
+    /// `gateway.auth.mode` was omitted and password mode was rendered.
+    pub defaulted_mode: bool,
+}
+
+/// Admits `gateway.auth` and renders it: password mode always carries the managed
+/// SecretRef; trusted-proxy is kept as written.
+pub fn render_native(configuration: &str) -> Result<NativeDocument, Error> {
+    let refuse = |path: &str, reason: String| {
+        Error::refused(
+            "unsupported-gateway-auth",
+            format!("configuration{path}"),
+            reason,
+        )
+    };
+    let mut document: Value = serde_json::from_str(configuration).map_err(|e| {
+        Error::refused(
+            "invalid-native-configuration",
+            "configuration",
+            format!("not valid JSON: {e}"),
+        )
+    })?;
+    let Value::Object(root) = &mut document else {
+        return Err(Error::refused(
+            "invalid-native-configuration",
+            "configuration",
+            "the native configuration must be a JSON object",
+        ));
+    };
+    let gateway = root
+        .entry("gateway")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or_else(|| refuse(".gateway", "must be an object".into()))?;
+    let auth = gateway
+        .entry("auth")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or_else(|| refuse(".gateway.auth", "must be an object".into()))?;
+
+    let mode = match auth.get("mode") {
+        None => None,
+        Some(Value::String(mode)) if mode == "password" || mode == "trusted-proxy" => {
+            Some(mode.clone())
+        }
+        Some(Value::String(mode)) => {
+            return Err(refuse(
+                ".gateway.auth.mode",
+                format!(
+                    "{mode:?} is unsupported: SSH Compute supports password (the default) and \
+                     trusted-proxy"
+                ),
+            ));
+        }
+        Some(_) => return Err(refuse(".gateway.auth.mode", "must be a string".into())),
+    };
+    let trusted_proxy = mode.as_deref() == Some("trusted-proxy");
+    let allowed = if trusted_proxy {
+        TRUSTED_PROXY_FIELDS
+    } else {
+        PASSWORD_FIELDS
+    };
+    let mut fields: Vec<&String> = auth.keys().collect();
+    fields.sort_unstable();
+    if let Some(field) = fields.into_iter().find(|f| !allowed.contains(&f.as_str())) {
+        return Err(refuse(
+            &format!(".gateway.auth.{field}"),
+            format!(
+                "unsupported field in {} mode: SSH Compute admits only {}",
+                mode.as_deref().unwrap_or("password"),
+                allowed.join(", ")
+            ),
+        ));
+    }
+    if auth
+        .get("password")
+        .is_some_and(|p| *p != gateway_password_ref())
+    {
+        return Err(refuse(
+            ".gateway.auth.password",
+            format!(
+                "must be the managed SecretRef \
+                 {{\"source\":\"env\",\"provider\":\"default\",\"id\":\"{GATEWAY_PASSWORD_ENV}\"}}"
+            ),
+        ));
+    }
+    if trusted_proxy && !auth.get("trustedProxy").is_some_and(Value::is_object) {
+        return Err(refuse(
+            ".gateway.auth.trustedProxy",
+            "must be an object in trusted-proxy mode".into(),
+        ));
+    }
+
+    let needs_password = !trusted_proxy || auth.contains_key("password");
+    if !trusted_proxy {
+        auth.insert("mode".into(), json!("password"));
+        auth.insert("password".into(), gateway_password_ref());
+    }
+    Ok(NativeDocument {
+        document,
+        needs_password,
+        defaulted_mode: mode.is_none(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::SecretBinding;
+    use crate::testing;
+
+    fn refusal(result: Result<impl std::fmt::Debug, Error>) -> (String, String) {
+        let err = result.unwrap_err();
+        assert_eq!(err.kind(), crate::error::FailureKind::Permanent, "{err}");
+        (err.code().to_owned(), err.to_string())
+    }
+
+    #[test]
+    fn the_sample_revision_is_admitted() {
+        let admission = admit(&testing::revision(), Some(&RevisionContext::default())).unwrap();
+        assert!(admission.snapshot.needs_password);
+        assert_eq!(admission.warnings, []);
+    }
+
+    #[test]
+    fn binding_must_own_the_revision() {
+        let revision = testing::revision();
+        let binding = testing::binding();
+        assert_eq!(bound(Some(&binding), &revision).unwrap(), &binding);
+        let mut other_namespace = binding.clone();
+        other_namespace.namespace.id = "ns-2".into();
+        let mut other_agent = binding.clone();
+        other_agent.agent_id = "agent-2".into();
+        let cases = [
+            (
+                None,
+                "revision \"rev-1\" has no agent binding: bindAgent must accept the Agent before revision operations",
+            ),
+            (
+                Some(&other_namespace),
+                "revision \"rev-1\" belongs to namespace \"ns-1\" but its binding is for namespace \"ns-2\"",
+            ),
+            (
+                Some(&other_agent),
+                "revision \"rev-1\" belongs to agent \"agent-1\" but its binding is for agent \"agent-2\"",
+            ),
+        ];
+        for (binding, message) in cases {
+            let (code, text) = refusal(bound(binding, &revision));
+            assert_eq!((code.as_str(), text.as_str()), ("unbound-agent", message));
+        }
+    }
+
+    #[test]
+    fn revision_refusals_name_the_field() {
+        let clear = "clear the requested plugins and the Agent default plugin approver policy \
+                     before deploying through SSH; use Kubernetes Compute for PluginDriver";
+        type Edit = fn(&mut Revision);
+        let cases: Vec<(Edit, &str, String)> = vec![
+            (|r| r.harness.mode = "dedicated".into(), "unsupported-harness",
+             "revision.harness: openclaw/dedicated is unsupported: SSH Compute runs only openclaw/embedded; use Kubernetes Compute for dedicated Codex".into()),
+            (|r| r.harness.id = "codex".into(), "unsupported-harness",
+             "revision.harness: codex/embedded is unsupported: SSH Compute runs only openclaw/embedded; use Kubernetes Compute for dedicated Codex".into()),
+            (|r| r.harness_auth = r#"{"method":"secret","secretId":"s"}"#.into(), "unsupported-harness-auth", harness_auth_message()),
+            (|r| r.harness_auth = r#"{"method":"runtime","account":"a"}"#.into(), "unsupported-harness-auth", harness_auth_message()),
+            (|r| r.harness_auth = r#"{"method":"chatgpt"}"#.into(), "unsupported-harness-auth", harness_auth_message()),
+            (|r| r.harness_auth = "{}".into(), "unsupported-harness-auth", harness_auth_message()),
+            (|r| r.harness_auth = "not json".into(), "unsupported-harness-auth", harness_auth_message()),
+            (|r| r.secret_bindings = vec![SecretBinding { name: "OPENAI_API_KEY".into(), secret_id: "s-1".into() }],
+             "unsupported-secret",
+             "revision.secretBindings: OCC Secret bindings are unsupported by SSH Compute (found OPENAI_API_KEY); provision credentials in the operator-owned <agentDir>/env file and reference them through native environment SecretRefs".into()),
+            (|r| r.requested_plugins = r#"{"zeta":{},"alpha":{"version":"1"}}"#.into(), "unsupported-plugins",
+             format!("revision.requestedPlugins: SSH Compute refuses a nonempty requested plugin map (found alpha, zeta); {clear}")),
+            (|r| r.requested_plugins = "[]".into(), "invalid-revision", "revision.requestedPlugins: must be a JSON object".into()),
+            (|r| r.default_plugin_approver_policy = Some(r#"{"approvers":[]}"#.into()), "unsupported-plugin-approver-policy",
+             format!("revision.defaultPluginApproverPolicy: SSH Compute refuses any Agent default plugin approver policy, including an explicit empty approver list; {clear}")),
+            (|r| r.default_plugin_approver_policy = Some(r#"{"approvers":["u-1"]}"#.into()), "unsupported-plugin-approver-policy",
+             format!("revision.defaultPluginApproverPolicy: SSH Compute refuses any Agent default plugin approver policy, including an explicit empty approver list; {clear}")),
+            (|r| r.configuration = "[]".into(), "invalid-native-configuration",
+             "configuration: the native configuration must be a JSON object".into()),
+            (|r| r.configuration = "null".into(), "invalid-native-configuration",
+             "configuration: the native configuration must be a JSON object".into()),
+        ];
+        for (edit, code, message) in cases {
+            let mut revision = testing::revision();
+            edit(&mut revision);
+            assert_eq!(refusal(admit(&revision, None)), (code.to_owned(), message));
+        }
+    }
+
+    fn harness_auth_message() -> String {
+        "revision.harnessAuth: must be exactly {\"method\":\"runtime\"}: SSH Compute uses model \
+         credentials supplied on the host (OCC Secret-backed keys and managed ChatGPT accounts \
+         are unsupported)"
+            .into()
+    }
+
+    #[test]
+    fn secret_environment_is_refused_when_the_context_has_it() {
+        let context = RevisionContext {
+            secret_environment: vec!["A".into(), "B".into()],
+        };
+        assert_eq!(
+            refusal(admit(&testing::revision(), Some(&context))),
+            (
+                "unsupported-secret".into(),
+                "context.secretEnvironment: Secret-backed environment entries are unsupported by \
+                 SSH Compute (found A, B); provision credentials in the operator-owned \
+                 <agentDir>/env file and reference them through native environment SecretRefs"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn harness_version_and_defaulted_mode_are_warned() {
+        let mut revision = testing::revision();
+        revision.harness.version = Some("2026.5.1".into());
+        revision.configuration = "{}".into();
+        let codes: Vec<String> = admit(&revision, None)
+            .unwrap()
+            .warnings
+            .into_iter()
+            .map(|w| w.code)
+            .collect();
+        assert_eq!(
+            codes,
+            ["harness-version-not-enforced", "gateway-auth-defaulted"]
+        );
+    }
+
+    #[test]
+    fn gateway_auth_is_rendered() {
+        let reference = gateway_password_ref();
+        let password = json!({"mode": "password", "password": reference});
+        let cases = [
+            // Omitted gateway, auth or mode: password mode with the managed SecretRef.
+            (
+                json!({}),
+                json!({"gateway": {"auth": password}}),
+                true,
+                true,
+            ),
+            (
+                json!({"gateway": {"mode": "local"}}),
+                json!({"gateway": {"mode": "local", "auth": password}}),
+                true,
+                true,
+            ),
+            (
+                json!({"gateway": {"auth": {}}}),
+                json!({"gateway": {"auth": password}}),
+                true,
+                true,
+            ),
+            (
+                json!({"gateway": {"auth": {"password": reference}}}),
+                json!({"gateway": {"auth": password}}),
+                true,
+                true,
+            ),
+            // Explicit password mode, with or without the SecretRef.
+            (
+                json!({"gateway": {"auth": {"mode": "password"}}}),
+                json!({"gateway": {"auth": password}}),
+                true,
+                false,
+            ),
+            (
+                json!({"gateway": {"auth": password}}),
+                json!({"gateway": {"auth": password}}),
+                true,
+                false,
+            ),
+            // Trusted proxy, with and without the loopback password: kept as written.
+            (
+                json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {"userHeader": "x-user"}}}}),
+                json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {"userHeader": "x-user"}}}}),
+                false,
+                false,
+            ),
+            (
+                json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {}, "password": reference}}}),
+                json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {}, "password": reference}}}),
+                true,
+                false,
+            ),
+        ];
+        for (input, expected, needs_password, defaulted) in cases {
+            let native = render_native(&input.to_string()).unwrap();
+            assert_eq!(native.document, expected, "{input}");
+            assert_eq!(native.needs_password, needs_password, "{input}");
+            assert_eq!(native.defaulted_mode, defaulted, "{input}");
+        }
+    }
+
+    #[test]
+    fn unsupported_gateway_auth_is_refused_naming_the_field() {
+        let reference = gateway_password_ref();
+        let sref = "must be the managed SecretRef {\"source\":\"env\",\"provider\":\"default\",\"id\":\"OPENCLAW_GATEWAY_PASSWORD\"}";
+        let cases = [
+            (json!({"gateway": []}), "configuration.gateway: must be an object".to_owned()),
+            (json!({"gateway": {"auth": "password"}}), "configuration.gateway.auth: must be an object".into()),
+            (json!({"gateway": {"auth": {"mode": "token", "token": "t"}}}),
+             "configuration.gateway.auth.mode: \"token\" is unsupported: SSH Compute supports password (the default) and trusted-proxy".into()),
+            (json!({"gateway": {"auth": {"mode": "none"}}}),
+             "configuration.gateway.auth.mode: \"none\" is unsupported: SSH Compute supports password (the default) and trusted-proxy".into()),
+            (json!({"gateway": {"auth": {"mode": 1}}}), "configuration.gateway.auth.mode: must be a string".into()),
+            (json!({"gateway": {"auth": {"token": "t"}}}),
+             "configuration.gateway.auth.token: unsupported field in password mode: SSH Compute admits only mode, password".into()),
+            (json!({"gateway": {"auth": {"mode": "password", "trustedProxy": {}}}}),
+             "configuration.gateway.auth.trustedProxy: unsupported field in password mode: SSH Compute admits only mode, password".into()),
+            (json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {}, "rateLimit": {}}}}),
+             "configuration.gateway.auth.rateLimit: unsupported field in trusted-proxy mode: SSH Compute admits only mode, password, trustedProxy".into()),
+            (json!({"gateway": {"auth": {"mode": "password", "password": "hunter2"}}}),
+             format!("configuration.gateway.auth.password: {sref}")),
+            (json!({"gateway": {"auth": {"password": {"source": "env", "provider": "default", "id": "OTHER"}}}}),
+             format!("configuration.gateway.auth.password: {sref}")),
+            (json!({"gateway": {"auth": {"password": {"source": "file", "provider": "default", "id": "OPENCLAW_GATEWAY_PASSWORD"}}}}),
+             format!("configuration.gateway.auth.password: {sref}")),
+            (json!({"gateway": {"auth": {"password": {"source": "env", "provider": "default", "id": "OPENCLAW_GATEWAY_PASSWORD", "x": 1}}}}),
+             format!("configuration.gateway.auth.password: {sref}")),
+            (json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {}, "password": "p"}}}),
+             format!("configuration.gateway.auth.password: {sref}")),
+            (json!({"gateway": {"auth": {"mode": "trusted-proxy"}}}),
+             "configuration.gateway.auth.trustedProxy: must be an object in trusted-proxy mode".into()),
+            (json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": true, "password": reference}}}),
+             "configuration.gateway.auth.trustedProxy: must be an object in trusted-proxy mode".into()),
+        ];
+        for (input, message) in cases {
+            assert_eq!(
+                refusal(render_native(&input.to_string())),
+                ("unsupported-gateway-auth".to_owned(), message),
+                "{input}"
+            );
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! The SSH Compute Driver as a WebAssembly component.
+//!
+//! Everything the driver decides is pure Rust in the policy modules below, compiled
+//! and unit-tested natively on the plain values of [`model`], failing with the one
+//! [`Error`] type: the configuration ([`config`]), identities and host
+//! layout ([`ids`], [`layout`]), admission ([`admission`]), the native configuration
+//! snapshot ([`snapshot`]), lifecycle placeholders ([`placeholders`]), the systemd
+//! unit ([`unit`](mod@unit)), the helper protocol ([`operation`]) and the orchestration of each
+//! contract method ([`lifecycle`]). Effects on a host are the helper's
+//! (`helper/helper.js`, embedded in the component and sent over one SSH exec per
+//! step); the component layer only maps WIT values onto these types.
+
+pub mod admission;
+pub mod config;
+pub mod error;
+pub mod ids;
+pub mod layout;
+pub mod lifecycle;
+pub mod model;
+pub mod operation;
+pub mod placeholders;
+pub mod snapshot;
+pub mod unit;
+
+#[cfg(target_arch = "wasm32")]
+mod bindings;
+#[cfg(target_arch = "wasm32")]
+mod component;
+
+#[cfg(test)]
+mod lifecycle_tests;
+#[cfg(test)]
+mod testing;
+
+pub use error::{Error, ExecError, FailureKind};
+pub use lifecycle::{Driver, Effects, validate_configuration};

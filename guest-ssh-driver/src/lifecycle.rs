@@ -1,0 +1,453 @@
+//! The ComputeDriver contract: each method's checks, hooks and helper runs, in the
+//! spec's order.
+//!
+//! The driver reaches the world only through [`Effects`]: the component implements
+//! it with the WIT imports, and the unit tests with a script, which lets them check
+//! the exact sequence of hook calls and helper runs.
+
+use crate::admission::{self, Admission};
+use crate::config::{Config, Placement};
+use crate::error::Error;
+use crate::ids::{AgentIds, RevisionIds, check_id, sha256_hex};
+use crate::layout::Layout;
+use crate::model::{
+    AgentBinding, ExecOutput, Level, Namespace, PrepareResult, Revision, RevisionContext, Warning,
+};
+use crate::operation::{self, OPERATION_TIMEOUT_MS, Op, Operation, READINESS_TIMEOUT_MS};
+use crate::snapshot::Snapshot;
+use crate::unit::{self, UnitSpec};
+use crate::{error::ExecError, placeholders};
+
+use serde_json::{Map, Value};
+
+/// Everything the driver can do outside its own memory.
+pub trait Effects {
+    /// Runs `argv` on the host granted under `host`, with `stdin` as its input.
+    fn exec(
+        &mut self,
+        host: &str,
+        argv: &[String],
+        stdin: &[u8],
+        timeout_ms: u32,
+    ) -> Result<ExecOutput, ExecError>;
+    /// The `afterNamespacePrepared` hook.
+    fn after_namespace_prepared(&mut self, namespace: &Namespace) -> Result<(), String>;
+    /// The `beforeWorkloadStart` hook: the placeholders as `(name, value)`.
+    fn before_workload_start(
+        &mut self,
+        binding: &AgentBinding,
+        revision_id: &str,
+    ) -> Result<Vec<(String, String)>, String>;
+    /// The `beforeWorkloadStop` hook.
+    fn before_workload_stop(
+        &mut self,
+        binding: &AgentBinding,
+        revision_id: &str,
+    ) -> Result<(), String>;
+    /// The `beforeNamespaceDelete` hook.
+    fn before_namespace_delete(&mut self, namespace: &Namespace) -> Result<(), String>;
+    /// One line in the host's log.
+    fn log(&mut self, level: Level, message: &str);
+}
+
+/// `validate-configuration`: parse only, no host touched.
+pub fn validate_configuration(configuration: &str) -> Result<Vec<Warning>, Error> {
+    Config::parse(configuration).map(|_| Vec::new())
+}
+
+/// One contract call: the parsed configuration, the helper source and the effects.
+pub struct Driver<'a, E: Effects> {
+    config: Config,
+    helper: &'a [u8],
+    fx: &'a mut E,
+}
+
+/// A bound revision resolved to its binding, host and identities.
+struct Target<'c> {
+    binding: &'c AgentBinding,
+    placement: Placement<'c>,
+    agent: AgentIds,
+    revision: RevisionIds,
+}
+
+impl<'a, E: Effects> Driver<'a, E> {
+    /// Parses the configuration; `helper` is the helper source sent on every exec.
+    pub fn new(configuration: &str, helper: &'a [u8], fx: &'a mut E) -> Result<Self, Error> {
+        Ok(Self {
+            config: Config::parse(configuration)?,
+            helper,
+            fx,
+        })
+    }
+
+    /// Probes every configured host, in alias order, logging a result per host. All
+    /// hosts are probed so that one run shows the operator every broken host; the
+    /// first failure is returned.
+    pub fn preflight(&mut self) -> Result<Vec<Warning>, Error> {
+        let mut first_failure = None;
+        let placements: Vec<Placement<'_>> = self.config.placements().collect();
+        for placement in placements {
+            let operation = Operation::probe(&self.config.runtime, &placement);
+            match run(self.fx, self.helper, &placement, &operation) {
+                Ok(_) => self.fx.log(
+                    Level::Info,
+                    &format!("host {}: preflight probe passed", placement.alias),
+                ),
+                Err(err) => {
+                    self.fx
+                        .log(Level::Error, &format!("preflight failed: {err}"));
+                    first_failure.get_or_insert(err);
+                }
+            }
+        }
+        first_failure.map_or(Ok(Vec::new()), Err)
+    }
+
+    /// Creates or verifies the Namespace marker, then runs `afterNamespacePrepared`.
+    pub fn ensure_namespace(&mut self, namespace: &Namespace) -> Result<(), Error> {
+        check_id("namespace.id", &namespace.id)?;
+        let placement = self.config.placement(&namespace.name)?;
+        let operation =
+            Operation::namespace(Op::EnsureNamespace, &self.config.runtime, &namespace.id);
+        run(self.fx, self.helper, &placement, &operation)?;
+        self.fx
+            .after_namespace_prepared(namespace)
+            .map_err(|message| Error::HookRefused {
+                hook: "afterNamespacePrepared",
+                message,
+            })
+    }
+
+    /// Checks the server-owned identities and the Namespace's placement; no host effect.
+    pub fn bind_agent(&self, binding: &AgentBinding) -> Result<(), Error> {
+        AgentIds::new(binding, &self.config.runtime.user)?;
+        self.config.placement(&binding.namespace.name)?;
+        Ok(())
+    }
+
+    /// Admission alone, without side effects.
+    pub fn validate_harness_auth(
+        &self,
+        binding: Option<&AgentBinding>,
+        revision: &Revision,
+    ) -> Result<Vec<Warning>, Error> {
+        target(&self.config, binding, revision)?;
+        Ok(admission::admit(revision, None)?.warnings)
+    }
+
+    /// Admits the revision, then prepares it on its host without touching the running
+    /// gateway.
+    pub fn prepare_revision(
+        &mut self,
+        binding: Option<&AgentBinding>,
+        revision: &Revision,
+        context: &RevisionContext,
+    ) -> Result<PrepareResult, Error> {
+        let target = target(&self.config, binding, revision)?;
+        let Admission { snapshot, warnings } = admission::admit(revision, Some(context))?;
+        let range = self.config.network.gateway_port_range;
+        let operation = agent_operation(&self.config, Op::Prepare, &target, &snapshot.config_hash)
+            .with("snapshot", snapshot.text.as_str())
+            .with("needsPassword", snapshot.needs_password)
+            .with(
+                "portRange",
+                serde_json::json!({"start": range.start, "end": range.end}),
+            );
+        let result = run(self.fx, self.helper, &target.placement, &operation)?;
+        let ready = match result.get("ready") {
+            Some(Value::Bool(ready)) => *ready,
+            _ => {
+                return Err(Error::HelperProtocol {
+                    host: target.placement.alias.to_owned(),
+                    op: Op::Prepare.name(),
+                    detail: "`ready` is not a boolean".into(),
+                });
+            }
+        };
+        if !ready {
+            self.fx.log(
+                Level::Info,
+                &format!(
+                    "host {}: revision {:?} was superseded by a newer revision; nothing changed",
+                    target.placement.alias, revision.id
+                ),
+            );
+        }
+        Ok(PrepareResult { ready, warnings })
+    }
+
+    /// Runs `beforeWorkloadStart`, renders the unit and activates it. A failure after
+    /// the hook accepted runs `beforeWorkloadStop` as compensation and returns the
+    /// original error.
+    pub fn activate_revision(
+        &mut self,
+        binding: Option<&AgentBinding>,
+        revision: &Revision,
+    ) -> Result<(), Error> {
+        let target = target(&self.config, binding, revision)?;
+        let Admission { snapshot, .. } = admission::admit(revision, None)?;
+        // The port lives in agent.json on the host: read it (and verify ownership)
+        // before the hook, so that an unprepared Agent fails without hooks to undo.
+        let inspect = agent_operation(
+            &self.config,
+            Op::InspectAgent,
+            &target,
+            &snapshot.config_hash,
+        );
+        let agent_state = run(self.fx, self.helper, &target.placement, &inspect)?;
+        if agent_state.get("exists") == Some(&Value::Bool(false)) {
+            return Err(Error::Helper {
+                host: target.placement.alias.to_owned(),
+                op: Op::InspectAgent.name(),
+                code: "missing-revision".into(),
+                message: format!(
+                    "agent {:?} has not been prepared on this host; prepare revision {:?} first",
+                    target.agent.agent_id, revision.id
+                ),
+                permanent: true,
+            });
+        }
+        let port = operation::result_port(
+            target.placement.alias,
+            Op::InspectAgent,
+            &agent_state,
+            "port",
+        )?;
+        check_account(&target, &agent_state)?;
+
+        let placeholders = self
+            .fx
+            .before_workload_start(target.binding, &revision.id)
+            .map_err(|message| Error::HookRefused {
+                hook: "beforeWorkloadStart",
+                message,
+            })?;
+        let result = launch(
+            &self.config,
+            self.fx,
+            self.helper,
+            &target,
+            &snapshot,
+            port,
+            placeholders,
+        );
+        // Compensation runs for every failure after the hook accepted; its own failure
+        // is only logged, so that the controller sees why activation failed.
+        if let Err(err) = &result
+            && let Err(message) = self.fx.before_workload_stop(target.binding, &revision.id)
+        {
+            self.fx.log(
+                Level::Warn,
+                &format!(
+                    "compensating beforeWorkloadStop for revision {:?} failed: {message} \
+                     (activation failed: {err})",
+                    revision.id
+                ),
+            );
+        }
+        result
+    }
+
+    /// Verifies ownership; nothing else to deactivate in this topology.
+    pub fn deactivate_revision(
+        &mut self,
+        binding: Option<&AgentBinding>,
+        revision: &Revision,
+    ) -> Result<(), Error> {
+        let target = target(&self.config, binding, revision)?;
+        teardown(
+            &self.config,
+            self.fx,
+            self.helper,
+            Op::Deactivate,
+            &target,
+            revision,
+        )
+    }
+
+    /// Runs `beforeWorkloadStop`, then stops the gateway keeping its files.
+    pub fn stop_revision(
+        &mut self,
+        binding: Option<&AgentBinding>,
+        revision: &Revision,
+    ) -> Result<(), Error> {
+        self.stop_then(Op::Stop, binding, revision)
+    }
+
+    /// Runs `beforeWorkloadStop`, then removes the revision's snapshot (stopping the
+    /// gateway first when it is current).
+    pub fn retire_revision(
+        &mut self,
+        binding: Option<&AgentBinding>,
+        revision: &Revision,
+    ) -> Result<(), Error> {
+        self.stop_then(Op::Retire, binding, revision)
+    }
+
+    fn stop_then(
+        &mut self,
+        op: Op,
+        binding: Option<&AgentBinding>,
+        revision: &Revision,
+    ) -> Result<(), Error> {
+        let target = target(&self.config, binding, revision)?;
+        self.fx
+            .before_workload_stop(target.binding, &revision.id)
+            .map_err(|message| Error::HookRefused {
+                hook: "beforeWorkloadStop",
+                message,
+            })?;
+        teardown(&self.config, self.fx, self.helper, op, &target, revision)
+    }
+
+    /// Runs `beforeNamespaceDelete`, then removes every owned unit, file and account.
+    pub fn delete_namespace(&mut self, namespace: &Namespace) -> Result<(), Error> {
+        check_id("namespace.id", &namespace.id)?;
+        let placement = self.config.placement(&namespace.name)?;
+        self.fx
+            .before_namespace_delete(namespace)
+            .map_err(|message| Error::HookRefused {
+                hook: "beforeNamespaceDelete",
+                message,
+            })?;
+        let operation =
+            Operation::namespace(Op::DeleteNamespace, &self.config.runtime, &namespace.id);
+        run(self.fx, self.helper, &placement, &operation).map(drop)
+    }
+}
+
+/// Checks the placeholders, renders the unit and runs `activate`.
+fn launch<E: Effects>(
+    config: &Config,
+    fx: &mut E,
+    helper: &[u8],
+    target: &Target<'_>,
+    snapshot: &Snapshot,
+    port: u16,
+    placeholders: Vec<(String, String)>,
+) -> Result<(), Error> {
+    let placeholders = placeholders::admit(placeholders)?;
+    let layout = Layout::new(&config.runtime, &target.agent, &target.revision.hash);
+    let unit = unit::render(&UnitSpec {
+        agent: &target.agent,
+        layout: &layout,
+        node_path: target.placement.node_path,
+        openclaw_path: target.placement.openclaw_path,
+        port,
+        placeholders: &placeholders,
+        needs_password: snapshot.needs_password,
+    })?;
+    let operation = agent_operation(config, Op::Activate, target, &snapshot.config_hash)
+        .with("unit", serde_json::json!({ "text": unit }))
+        .with("port", port)
+        .with("readinessTimeoutMs", READINESS_TIMEOUT_MS);
+    let result = run(fx, helper, &target.placement, &operation)?;
+    fx.log(
+        Level::Info,
+        &format!(
+            "host {}: revision {:?} is serving on port {port} (ready after {} ms)",
+            target.placement.alias,
+            target.revision.id,
+            result
+                .get("readyAfterMs")
+                .and_then(Value::as_u64)
+                .unwrap_or_default()
+        ),
+    );
+    Ok(())
+}
+
+/// Teardown must work for revisions that admission would refuse today (a refused
+/// preparation, a policy change): it checks ownership, not admission. The helper
+/// compares `configHash` with the revision marker, so the rendered snapshot's hash is
+/// sent. A document that no longer renders cannot have been prepared by this driver;
+/// the SHA-256 of the document as received stands in, so that the helper finds no
+/// snapshot (nothing to do) or refuses an existing one as changed.
+fn teardown<E: Effects>(
+    config: &Config,
+    fx: &mut E,
+    helper: &[u8],
+    op: Op,
+    target: &Target<'_>,
+    revision: &Revision,
+) -> Result<(), Error> {
+    let config_hash = match admission::render_native(&revision.configuration) {
+        Ok(native) => Snapshot::new(&native.document, native.needs_password).config_hash,
+        Err(_) => sha256_hex(revision.configuration.as_bytes()),
+    };
+    let operation = agent_operation(config, op, target, &config_hash);
+    run(fx, helper, &target.placement, &operation).map(drop)
+}
+
+/// The checks every revision operation starts with: a binding that owns the revision,
+/// valid IDs, and a mapped Namespace name.
+fn target<'c>(
+    config: &'c Config,
+    binding: Option<&'c AgentBinding>,
+    revision: &Revision,
+) -> Result<Target<'c>, Error> {
+    let binding = admission::bound(binding, revision)?;
+    let agent = AgentIds::new(binding, &config.runtime.user)?;
+    let revision = RevisionIds::new(revision)?;
+    let placement = config.placement(&binding.namespace.name)?;
+    Ok(Target {
+        binding,
+        placement,
+        agent,
+        revision,
+    })
+}
+
+fn agent_operation(config: &Config, op: Op, target: &Target<'_>, config_hash: &str) -> Operation {
+    Operation::agent(
+        op,
+        &config.runtime,
+        &target.agent,
+        &target.revision,
+        config_hash,
+    )
+}
+
+/// The account the helper reports must be the one this driver derives: the unit's
+/// `User=` is rendered from the derived name.
+fn check_account(target: &Target<'_>, state: &Map<String, Value>) -> Result<(), Error> {
+    let account = state.get("account").and_then(Value::as_str);
+    if account != Some(target.agent.account.as_str()) {
+        return Err(Error::HelperProtocol {
+            host: target.placement.alias.to_owned(),
+            op: Op::InspectAgent.name(),
+            detail: format!(
+                "account {account:?} differs from the derived account {:?}",
+                target.agent.account
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// One helper run: one exec, helper source on stdin, result read from stdout.
+/// A free function so that it can borrow the effects while `Driver` lends its
+/// configuration.
+fn run<E: Effects>(
+    fx: &mut E,
+    helper: &[u8],
+    placement: &Placement<'_>,
+    operation: &Operation,
+) -> Result<Map<String, Value>, Error> {
+    let host = placement.alias;
+    let argv = operation.argv(placement.node_path);
+    let output = fx
+        .exec(host, &argv, helper, OPERATION_TIMEOUT_MS)
+        .map_err(|error| Error::Transport {
+            host: host.to_owned(),
+            op: operation.op.name(),
+            error,
+        })?;
+    for (step, message) in operation::progress(&output.stdout) {
+        fx.log(
+            Level::Debug,
+            &format!("host {host}: {}: {step}: {message}", operation.op.name()),
+        );
+    }
+    operation::read_result(host, operation.op, &output)
+}

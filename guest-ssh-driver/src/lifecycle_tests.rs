@@ -1,0 +1,869 @@
+//! Orchestration tests: a scripted [`Effects`] records every hook call and helper run
+//! so that each contract method's order, operations and failure handling are checked
+//! exactly.
+
+use std::collections::{HashMap, VecDeque};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde_json::{Value, json};
+
+use crate::error::{Error, ExecError, FailureKind};
+use crate::lifecycle::{Driver, Effects, validate_configuration};
+use crate::model::{
+    AgentBinding, ExecOutput, Level, Namespace, Revision, RevisionContext, Warning,
+};
+use crate::testing;
+
+const HELPER: &[u8] = b"'use strict'; /* helper */";
+
+/// Scripted effects: queued helper outputs per operation (a default success
+/// otherwise), hook answers, and a record of every call.
+#[derive(Default)]
+struct Script {
+    /// `exec <host> <op>` and `<hook> <subject>` in call order.
+    calls: Vec<String>,
+    /// Decoded operation JSON of every exec.
+    operations: Vec<Value>,
+    logs: Vec<(Level, String)>,
+    outputs: HashMap<String, VecDeque<Result<ExecOutput, ExecError>>>,
+    after_namespace_prepared: Option<String>,
+    before_workload_start: Option<Result<Vec<(String, String)>, String>>,
+    before_workload_stop: Option<String>,
+    before_namespace_delete: Option<String>,
+}
+
+fn ok_line(fields: Value) -> ExecOutput {
+    let mut result = json!({"event": "result", "ok": true, "changed": true});
+    result
+        .as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
+    ExecOutput {
+        exit_status: Some(0),
+        stdout: format!("{{\"event\":\"heartbeat\",\"elapsedMs\":1000}}\n{result}\n").into_bytes(),
+        stderr_tail: Vec::new(),
+    }
+}
+
+fn failure_line(code: &str, permanent: bool) -> ExecOutput {
+    let result = json!({"event": "result", "ok": false,
+        "error": {"code": code, "message": "refused by helper", "permanent": permanent}});
+    ExecOutput {
+        exit_status: Some(1),
+        stdout: format!("{result}\n").into_bytes(),
+        stderr_tail: Vec::new(),
+    }
+}
+
+impl Script {
+    fn answer(&mut self, op: &str, output: Result<ExecOutput, ExecError>) -> &mut Self {
+        self.outputs
+            .entry(op.to_owned())
+            .or_default()
+            .push_back(output);
+        self
+    }
+
+    fn default_output(op: &str) -> ExecOutput {
+        match op {
+            "prepare" => ok_line(json!({"ready": true, "port": 18800, "uid": 990, "gid": 990})),
+            "inspect-agent" => ok_line(json!({
+                "port": 18805, "account": "openclaw-cd338df39c47", "uid": 990, "gid": 990
+            })),
+            "activate" => ok_line(json!({"port": 18805, "readyAfterMs": 7000})),
+            "probe" => ok_line(json!({"checks": []})),
+            _ => ok_line(json!({})),
+        }
+    }
+
+    fn ops(&self, key: &str) -> Vec<&Value> {
+        self.operations.iter().map(|op| &op[key]).collect()
+    }
+}
+
+impl Effects for Script {
+    fn exec(
+        &mut self,
+        host: &str,
+        argv: &[String],
+        stdin: &[u8],
+        timeout_ms: u32,
+    ) -> Result<ExecOutput, ExecError> {
+        assert_eq!(stdin, HELPER, "the helper source goes on stdin");
+        assert_eq!(timeout_ms, 180_000);
+        assert_eq!(argv.len(), 3);
+        assert_eq!(argv[1], "-");
+        let operation: Value = serde_json::from_slice(&BASE64.decode(&argv[2]).unwrap()).unwrap();
+        assert_eq!(operation["deadlineMs"], 170_000);
+        let op = operation["op"].as_str().unwrap().to_owned();
+        self.calls.push(format!("exec {host} {op}"));
+        self.operations.push(operation);
+        self.outputs
+            .get_mut(&op)
+            .and_then(VecDeque::pop_front)
+            .unwrap_or_else(|| Ok(Self::default_output(&op)))
+    }
+
+    fn after_namespace_prepared(&mut self, namespace: &Namespace) -> Result<(), String> {
+        self.calls
+            .push(format!("afterNamespacePrepared {}", namespace.id));
+        self.after_namespace_prepared.clone().map_or(Ok(()), Err)
+    }
+
+    fn before_workload_start(
+        &mut self,
+        binding: &AgentBinding,
+        revision_id: &str,
+    ) -> Result<Vec<(String, String)>, String> {
+        self.calls.push(format!(
+            "beforeWorkloadStart {} {revision_id}",
+            binding.agent_id
+        ));
+        self.before_workload_start.clone().unwrap_or(Ok(Vec::new()))
+    }
+
+    fn before_workload_stop(
+        &mut self,
+        binding: &AgentBinding,
+        revision_id: &str,
+    ) -> Result<(), String> {
+        self.calls.push(format!(
+            "beforeWorkloadStop {} {revision_id}",
+            binding.agent_id
+        ));
+        self.before_workload_stop.clone().map_or(Ok(()), Err)
+    }
+
+    fn before_namespace_delete(&mut self, namespace: &Namespace) -> Result<(), String> {
+        self.calls
+            .push(format!("beforeNamespaceDelete {}", namespace.id));
+        self.before_namespace_delete.clone().map_or(Ok(()), Err)
+    }
+
+    fn log(&mut self, level: Level, message: &str) {
+        self.logs.push((level, message.to_owned()));
+    }
+}
+
+fn config_json() -> String {
+    testing::spec_example().to_string()
+}
+
+fn with_driver<T>(script: &mut Script, f: impl FnOnce(&mut Driver<'_, Script>) -> T) -> T {
+    let config = config_json();
+    let mut driver = Driver::new(&config, HELPER, script).unwrap();
+    f(&mut driver)
+}
+
+fn summary(err: &Error) -> (FailureKind, &str, Option<&str>, String) {
+    (err.kind(), err.code(), err.host(), err.to_string())
+}
+
+#[test]
+fn validate_configuration_parses_only() {
+    assert_eq!(
+        validate_configuration(&config_json()).unwrap(),
+        Vec::<Warning>::new()
+    );
+    let err = validate_configuration("{}").unwrap_err();
+    assert_eq!(err.to_string(), "configuration.ssh: required");
+}
+
+#[test]
+fn preflight_probes_every_host_in_order_and_returns_the_first_failure() {
+    let mut doc = testing::spec_example();
+    doc["hosts"]["canary"] = doc["hosts"]["stable"].clone();
+    doc["hosts"]["canary"]["nodePath"] = json!("/opt/node24/bin/node");
+    doc["hosts"]["alpha"] = doc["hosts"]["stable"].clone();
+    let config = doc.to_string();
+
+    // All pass.
+    let mut script = Script::default();
+    let warnings = Driver::new(&config, HELPER, &mut script)
+        .unwrap()
+        .preflight()
+        .unwrap();
+    assert_eq!(warnings, []);
+    assert_eq!(
+        script.calls,
+        ["exec alpha probe", "exec canary probe", "exec stable probe"]
+    );
+    // Each probe checks the executables of its own host.
+    assert_eq!(
+        script.ops("nodePath"),
+        [
+            &json!("/usr/bin/node"),
+            &json!("/opt/node24/bin/node"),
+            &json!("/usr/bin/node")
+        ]
+    );
+    let infos: Vec<&str> = script.logs.iter().map(|(_, m)| m.as_str()).collect();
+    assert_eq!(
+        infos,
+        [
+            "host alpha: preflight probe passed",
+            "host canary: preflight probe passed",
+            "host stable: preflight probe passed"
+        ]
+    );
+
+    // canary fails its probe, stable cannot be reached: canary is named, all are tried.
+    let mut script = Script::default();
+    script
+        .answer("probe", Ok(Script::default_output("probe")))
+        .answer("probe", Ok(failure_line("probe-failed", true)))
+        .answer(
+            "probe",
+            Err(ExecError::Connect("connection refused".into())),
+        );
+    let err = Driver::new(&config, HELPER, &mut script)
+        .unwrap()
+        .preflight()
+        .unwrap_err();
+    assert_eq!(
+        summary(&err),
+        (
+            FailureKind::Permanent,
+            "probe-failed",
+            Some("canary"),
+            "host canary: probe failed: probe-failed: refused by helper".into()
+        )
+    );
+    assert_eq!(script.calls.len(), 3);
+    let levels: Vec<Level> = script.logs.iter().map(|(l, _)| *l).collect();
+    assert_eq!(levels, [Level::Info, Level::Error, Level::Error]);
+    assert_eq!(
+        script.logs[2].1,
+        "preflight failed: host stable: probe: ssh connection failed: connection refused"
+    );
+}
+
+#[test]
+fn ensure_namespace_runs_the_helper_then_the_hook() {
+    let mut script = Script::default();
+    with_driver(&mut script, |d| d.ensure_namespace(&testing::namespace())).unwrap();
+    assert_eq!(
+        script.calls,
+        [
+            "exec stable ensure-namespace",
+            "afterNamespacePrepared ns-1"
+        ]
+    );
+    assert_eq!(
+        script.operations[0],
+        json!({
+            "version": 1, "op": "ensure-namespace", "deadlineMs": 170000, "driver": "occ/ssh",
+            "root": "/var/lib/openclaw-enterprise", "unitDirectory": "/etc/systemd/system",
+            "namespace": {"id": "ns-1", "hash": "7a6379f31660"}
+        })
+    );
+}
+
+#[test]
+fn ensure_namespace_failures() {
+    // The hook refuses after the marker exists.
+    let mut script = Script {
+        after_namespace_prepared: Some("quota exceeded".into()),
+        ..Script::default()
+    };
+    let err = with_driver(&mut script, |d| d.ensure_namespace(&testing::namespace())).unwrap_err();
+    assert_eq!(
+        summary(&err),
+        (
+            FailureKind::Retryable,
+            "hook-refused",
+            None,
+            "lifecycle hook afterNamespacePrepared refused: quota exceeded".into()
+        )
+    );
+
+    // A helper failure skips the hook.
+    let mut script = Script::default();
+    script.answer("ensure-namespace", Ok(failure_line("foreign-marker", true)));
+    let err = with_driver(&mut script, |d| d.ensure_namespace(&testing::namespace())).unwrap_err();
+    assert_eq!(err.kind(), FailureKind::Permanent);
+    assert_eq!(script.calls, ["exec stable ensure-namespace"]);
+
+    // An unmapped name or an invalid ID touches nothing.
+    for (namespace, code) in [
+        (
+            Namespace {
+                id: "ns-1".into(),
+                name: "canary".into(),
+            },
+            "unmapped-namespace",
+        ),
+        (
+            Namespace {
+                id: "".into(),
+                name: "stable".into(),
+            },
+            "invalid-identity",
+        ),
+    ] {
+        let mut script = Script::default();
+        let err = with_driver(&mut script, |d| d.ensure_namespace(&namespace)).unwrap_err();
+        assert_eq!((err.code(), err.kind()), (code, FailureKind::Permanent));
+        assert_eq!(script.calls, Vec::<String>::new());
+    }
+}
+
+#[test]
+fn bind_agent_checks_identities_and_placement_without_effects() {
+    let mut script = Script::default();
+    with_driver(&mut script, |d| {
+        d.bind_agent(&testing::binding()).unwrap();
+        let mut unmapped = testing::binding();
+        unmapped.namespace.name = "canary".into();
+        assert_eq!(
+            d.bind_agent(&unmapped).unwrap_err().code(),
+            "unmapped-namespace"
+        );
+        let mut bad = testing::binding();
+        bad.service_principal_id = "sp\n1".into();
+        assert_eq!(
+            d.bind_agent(&bad).unwrap_err().to_string(),
+            "servicePrincipalId: must not contain control character '\\n'"
+        );
+    });
+    assert!(script.calls.is_empty());
+}
+
+/// Every revision method, called with a binding and a revision.
+type RevisionCall =
+    fn(&mut Driver<'_, Script>, Option<&AgentBinding>, &Revision) -> Result<(), Error>;
+
+fn revision_methods() -> Vec<(&'static str, RevisionCall)> {
+    vec![
+        ("validate-harness-auth", |d, b, r| {
+            d.validate_harness_auth(b, r).map(drop)
+        }),
+        ("prepare", |d, b, r| {
+            d.prepare_revision(b, r, &RevisionContext::default())
+                .map(drop)
+        }),
+        ("activate", |d, b, r| d.activate_revision(b, r)),
+        ("deactivate", |d, b, r| d.deactivate_revision(b, r)),
+        ("stop", |d, b, r| d.stop_revision(b, r)),
+        ("retire", |d, b, r| d.retire_revision(b, r)),
+    ]
+}
+
+#[test]
+fn every_revision_method_fails_closed_without_touching_anything() {
+    let mut other = testing::binding();
+    other.agent_id = "agent-2".into();
+    let mut unmapped = testing::binding();
+    unmapped.namespace.name = "canary".into();
+    let mut zero = testing::revision();
+    zero.number = 0;
+    let cases: Vec<(Option<AgentBinding>, Revision, &str)> = vec![
+        (None, testing::revision(), "unbound-agent"),
+        (Some(other), testing::revision(), "unbound-agent"),
+        (Some(unmapped), testing::revision(), "unmapped-namespace"),
+        (Some(testing::binding()), zero, "invalid-identity"),
+    ];
+    for (name, method) in revision_methods() {
+        for (binding, revision, code) in &cases {
+            let mut script = Script::default();
+            let err =
+                with_driver(&mut script, |d| method(d, binding.as_ref(), revision)).unwrap_err();
+            assert_eq!(
+                (err.code(), err.kind()),
+                (*code, FailureKind::Permanent),
+                "{name}"
+            );
+            assert!(script.calls.is_empty(), "{name}: {:?}", script.calls);
+        }
+    }
+}
+
+#[test]
+fn validate_harness_auth_admits_without_effects() {
+    let mut script = Script::default();
+    let mut revision = testing::revision();
+    revision.configuration = "{}".into();
+    let warnings = with_driver(&mut script, |d| {
+        d.validate_harness_auth(Some(&testing::binding()), &revision)
+    })
+    .unwrap();
+    assert_eq!(warnings[0].code, "gateway-auth-defaulted");
+    revision.harness_auth = r#"{"method":"secret"}"#.into();
+    let err = with_driver(&mut script, |d| {
+        d.validate_harness_auth(Some(&testing::binding()), &revision)
+    })
+    .unwrap_err();
+    assert_eq!(err.code(), "unsupported-harness-auth");
+    assert!(script.calls.is_empty());
+}
+
+#[test]
+fn prepare_sends_the_snapshot_and_reads_readiness() {
+    let mut script = Script::default();
+    let result = with_driver(&mut script, |d| {
+        d.prepare_revision(
+            Some(&testing::binding()),
+            &testing::revision(),
+            &RevisionContext::default(),
+        )
+    })
+    .unwrap();
+    assert!(result.ready);
+    assert_eq!(script.calls, ["exec stable prepare"]);
+    let op = &script.operations[0];
+    let snapshot = op["snapshot"].as_str().unwrap();
+    testing::golden("snapshot-password.json", snapshot);
+    assert_eq!(op["needsPassword"], true);
+    assert_eq!(op["portRange"], json!({"start": 18800, "end": 18899}));
+    assert_eq!(
+        op["revision"],
+        json!({
+            "id": "rev-1", "hash": "a6d1d4ea8e5a", "number": 1,
+            "configHash": crate::ids::sha256_hex(snapshot.as_bytes()),
+            "harness": "openclaw/embedded"
+        })
+    );
+    assert_eq!(op["agent"]["account"], "openclaw-cd338df39c47");
+    // sha256sum tests/golden/snapshot-password.json
+    assert_eq!(
+        op["revision"]["configHash"],
+        "240a1a15660c4a8f3e2c8789f5a6506a0dbad1ccc94db1cc82705d1fef723831"
+    );
+}
+
+#[test]
+fn prepare_of_a_trusted_proxy_revision_without_password() {
+    let mut revision = testing::revision();
+    revision.configuration = r#"{"gateway":{"mode":"local","bind":"loopback","auth":{"mode":"trusted-proxy","trustedProxy":{"userHeader":"x-forwarded-user"}}}}"#.into();
+    let mut script = Script::default();
+    with_driver(&mut script, |d| {
+        d.prepare_revision(
+            Some(&testing::binding()),
+            &revision,
+            &RevisionContext::default(),
+        )
+    })
+    .unwrap();
+    let op = &script.operations[0];
+    testing::golden(
+        "snapshot-trusted-proxy.json",
+        op["snapshot"].as_str().unwrap(),
+    );
+    assert_eq!(op["needsPassword"], false);
+    // sha256sum tests/golden/snapshot-trusted-proxy.json
+    assert_eq!(
+        op["revision"]["configHash"],
+        "bcde83748799c7c1d94ceb2027c7524976084aac2244931ec66e78e81808b277"
+    );
+}
+
+#[test]
+fn prepare_outcomes() {
+    // Superseded: not ready, nothing else.
+    let mut script = Script::default();
+    script.answer("prepare", Ok(ok_line(json!({"ready": false}))));
+    let result = with_driver(&mut script, |d| {
+        d.prepare_revision(
+            Some(&testing::binding()),
+            &testing::revision(),
+            &RevisionContext::default(),
+        )
+    })
+    .unwrap();
+    assert!(!result.ready);
+    assert!(script.logs.iter().any(|(_, m)| m.contains("superseded")));
+
+    // A result without `ready` is an unexpected helper failure.
+    let mut script = Script::default();
+    script.answer("prepare", Ok(ok_line(json!({}))));
+    let err = with_driver(&mut script, |d| {
+        d.prepare_revision(
+            Some(&testing::binding()),
+            &testing::revision(),
+            &RevisionContext::default(),
+        )
+    })
+    .unwrap_err();
+    assert_eq!(
+        summary(&err),
+        (
+            FailureKind::Retryable,
+            "invalid-helper-result",
+            Some("stable"),
+            "host stable: prepare: invalid helper result: `ready` is not a boolean".into()
+        )
+    );
+
+    // Admission refusals happen before any exec.
+    let context = RevisionContext {
+        secret_environment: vec!["OPENAI_API_KEY".into()],
+    };
+    let mut script = Script::default();
+    let err = with_driver(&mut script, |d| {
+        d.prepare_revision(Some(&testing::binding()), &testing::revision(), &context)
+    })
+    .unwrap_err();
+    assert_eq!(err.code(), "unsupported-secret");
+    assert!(script.calls.is_empty());
+}
+
+#[test]
+fn transport_failures_name_the_host() {
+    let cases = [
+        (
+            ExecError::Timeout,
+            FailureKind::Retryable,
+            "ssh-timeout",
+            "host stable: prepare: ssh operation timed out",
+        ),
+        (
+            ExecError::Cancelled,
+            FailureKind::Retryable,
+            "cancelled",
+            "host stable: prepare: ssh operation cancelled",
+        ),
+        (
+            ExecError::OutputTooLarge(1 << 20),
+            FailureKind::Retryable,
+            "output-too-large",
+            "host stable: prepare: helper output exceeded the host's cap of 1048576 bytes",
+        ),
+        (
+            ExecError::Io("spawn ssh: not found".into()),
+            FailureKind::Retryable,
+            "ssh-io",
+            "host stable: prepare: ssh client failed: spawn ssh: not found",
+        ),
+        (
+            ExecError::UnknownHost("stable".into()),
+            FailureKind::Permanent,
+            "unknown-host",
+            "host stable: prepare: host alias is not granted to this driver: stable",
+        ),
+    ];
+    for (error, kind, code, message) in cases {
+        let mut script = Script::default();
+        script.answer("prepare", Err(error));
+        let err = with_driver(&mut script, |d| {
+            d.prepare_revision(
+                Some(&testing::binding()),
+                &testing::revision(),
+                &RevisionContext::default(),
+            )
+        })
+        .unwrap_err();
+        assert_eq!(
+            summary(&err),
+            (kind, code, Some("stable"), message.to_owned())
+        );
+    }
+}
+
+fn activate(script: &mut Script) -> Result<(), Error> {
+    with_driver(script, |d| {
+        d.activate_revision(Some(&testing::binding()), &testing::revision())
+    })
+}
+
+#[test]
+fn activation_inspects_runs_the_hook_renders_and_activates() {
+    let mut script = Script {
+        before_workload_start: Some(Ok(vec![
+            ("SLACK_BOT_TOKEN".into(), "opaque-cfg:slack.bot".into()),
+            ("IAM_SESSION".into(), "opaque-iam-7f3a".into()),
+        ])),
+        ..Script::default()
+    };
+    activate(&mut script).unwrap();
+    assert_eq!(
+        script.calls,
+        [
+            "exec stable inspect-agent",
+            "beforeWorkloadStart agent-1 rev-1",
+            "exec stable activate"
+        ]
+    );
+    let op = &script.operations[1];
+    testing::golden(
+        "unit-activation.service",
+        op["unit"]["text"].as_str().unwrap(),
+    );
+    assert_eq!(op["port"], 18805);
+    assert_eq!(op["readinessTimeoutMs"], 120_000);
+    // Both runs carry the same revision identity as prepare would.
+    assert_eq!(script.operations[0]["revision"], op["revision"]);
+    assert!(script.logs.iter().any(|(level, m)| *level == Level::Info
+        && m == "host stable: revision \"rev-1\" is serving on port 18805 (ready after 7000 ms)"));
+}
+
+#[test]
+fn a_refusing_start_hook_prevents_launch_without_compensation() {
+    let mut script = Script {
+        before_workload_start: Some(Err("IAM denied".into())),
+        ..Script::default()
+    };
+    let err = activate(&mut script).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "lifecycle hook beforeWorkloadStart refused: IAM denied"
+    );
+    assert_eq!(
+        script.calls,
+        [
+            "exec stable inspect-agent",
+            "beforeWorkloadStart agent-1 rev-1"
+        ]
+    );
+}
+
+#[test]
+fn an_unprepared_agent_fails_before_the_hooks() {
+    let mut script = Script::default();
+    script.answer("inspect-agent", Ok(failure_line("missing-revision", true)));
+    let err = activate(&mut script).unwrap_err();
+    assert_eq!(
+        (err.code(), err.kind()),
+        ("missing-revision", FailureKind::Permanent)
+    );
+    assert_eq!(script.calls, ["exec stable inspect-agent"]);
+
+    let mut script = Script::default();
+    script.answer("inspect-agent", Ok(ok_line(json!({"exists": false}))));
+    let err = activate(&mut script).unwrap_err();
+    assert_eq!(
+        summary(&err),
+        (
+            FailureKind::Permanent,
+            "missing-revision",
+            Some("stable"),
+            "host stable: inspect-agent failed: missing-revision: agent \"agent-1\" has not been \
+             prepared on this host; prepare revision \"rev-1\" first"
+                .into()
+        )
+    );
+    assert_eq!(script.calls, ["exec stable inspect-agent"]);
+
+    let mut script = Script::default();
+    script.answer(
+        "inspect-agent",
+        Ok(ok_line(
+            json!({"port": 18805, "account": "openclaw-000000000000"}),
+        )),
+    );
+    let err = activate(&mut script).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "host stable: inspect-agent: invalid helper result: account Some(\"openclaw-000000000000\") \
+         differs from the derived account \"openclaw-cd338df39c47\""
+    );
+    assert_eq!(script.calls, ["exec stable inspect-agent"]);
+}
+
+#[test]
+fn failures_after_the_start_hook_are_compensated() {
+    let bad_placeholders = Script {
+        before_workload_start: Some(Ok(vec![("LD_PRELOAD".into(), "opaque-x".into())])),
+        ..Script::default()
+    };
+    let mut readiness = Script::default();
+    readiness.answer("activate", Ok(failure_line("readiness-timeout", false)));
+    let mut transport = Script::default();
+    transport.answer("activate", Err(ExecError::Timeout));
+
+    let cases = [
+        (
+            bad_placeholders,
+            "invalid-placeholder",
+            FailureKind::Permanent,
+            false,
+        ),
+        (readiness, "readiness-timeout", FailureKind::Retryable, true),
+        (transport, "ssh-timeout", FailureKind::Retryable, true),
+    ];
+    for (mut script, code, kind, activated) in cases {
+        let err = activate(&mut script).unwrap_err();
+        assert_eq!((err.code(), err.kind()), (code, kind));
+        let mut expected = vec![
+            "exec stable inspect-agent",
+            "beforeWorkloadStart agent-1 rev-1",
+        ];
+        if activated {
+            expected.push("exec stable activate");
+        }
+        expected.push("beforeWorkloadStop agent-1 rev-1");
+        assert_eq!(script.calls, expected, "{code}");
+    }
+}
+
+#[test]
+fn a_failing_compensation_is_logged_and_the_original_error_returned() {
+    let mut script = Script {
+        before_workload_stop: Some("controller unavailable".into()),
+        ..Script::default()
+    };
+    script.answer("activate", Ok(failure_line("foreign-unit", true)));
+    let err = activate(&mut script).unwrap_err();
+    assert_eq!(
+        summary(&err),
+        (
+            FailureKind::Permanent,
+            "foreign-unit",
+            Some("stable"),
+            "host stable: activate failed: foreign-unit: refused by helper".into()
+        )
+    );
+    assert!(script.logs.contains(&(
+        Level::Warn,
+        "compensating beforeWorkloadStop for revision \"rev-1\" failed: controller unavailable \
+         (activation failed: host stable: activate failed: foreign-unit: refused by helper)"
+            .into()
+    )));
+}
+
+#[test]
+fn activation_refuses_what_admission_refuses_before_any_effect() {
+    let mut revision = testing::revision();
+    revision.default_plugin_approver_policy = Some(r#"{"approvers":[]}"#.into());
+    let mut script = Script::default();
+    let err = with_driver(&mut script, |d| {
+        d.activate_revision(Some(&testing::binding()), &revision)
+    })
+    .unwrap_err();
+    assert_eq!(err.code(), "unsupported-plugin-approver-policy");
+    assert!(script.calls.is_empty());
+}
+
+#[test]
+fn stop_and_retire_run_the_stop_hook_first() {
+    for op in ["stop", "retire"] {
+        let call = |d: &mut Driver<'_, Script>| {
+            let (b, r) = (testing::binding(), testing::revision());
+            if op == "stop" {
+                d.stop_revision(Some(&b), &r)
+            } else {
+                d.retire_revision(Some(&b), &r)
+            }
+        };
+        let mut script = Script::default();
+        with_driver(&mut script, call).unwrap();
+        assert_eq!(
+            script.calls,
+            [
+                "beforeWorkloadStop agent-1 rev-1".to_owned(),
+                format!("exec stable {op}")
+            ]
+        );
+
+        let mut script = Script {
+            before_workload_stop: Some("draining".into()),
+            ..Script::default()
+        };
+        let err = with_driver(&mut script, call).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "lifecycle hook beforeWorkloadStop refused: draining"
+        );
+        assert_eq!(script.calls, ["beforeWorkloadStop agent-1 rev-1"]);
+    }
+}
+
+#[test]
+fn teardown_does_not_depend_on_admission() {
+    // A revision admission refuses today can still be deactivated, stopped or retired.
+    // The rendered snapshot's hash is sent when the document still renders; otherwise
+    // the SHA-256 of the document as received.
+    let mut refused = testing::revision();
+    refused.requested_plugins = r#"{"p":{}}"#.into();
+    let mut unrenderable = testing::revision();
+    unrenderable.configuration = r#"{"gateway":{"auth":{"mode":"token"}}}"#.into();
+    let cases = [
+        // sha256sum tests/golden/snapshot-password.json
+        (
+            refused,
+            "240a1a15660c4a8f3e2c8789f5a6506a0dbad1ccc94db1cc82705d1fef723831",
+        ),
+        // printf %s '{"gateway":{"auth":{"mode":"token"}}}' | sha256sum
+        (
+            unrenderable,
+            "855c3b16c4936e8554d6a610b815ce83eb704e808446bc972704d03a37ce82ae",
+        ),
+    ];
+    for (revision, hash) in cases {
+        let mut script = Script::default();
+        with_driver(&mut script, |d| {
+            let b = testing::binding();
+            d.deactivate_revision(Some(&b), &revision)?;
+            d.stop_revision(Some(&b), &revision)?;
+            d.retire_revision(Some(&b), &revision)
+        })
+        .unwrap();
+        assert_eq!(
+            script.calls,
+            [
+                "exec stable deactivate",
+                "beforeWorkloadStop agent-1 rev-1",
+                "exec stable stop",
+                "beforeWorkloadStop agent-1 rev-1",
+                "exec stable retire"
+            ]
+        );
+        for op in &script.operations {
+            assert_eq!(op["revision"]["configHash"], hash);
+        }
+    }
+}
+
+#[test]
+fn delete_namespace_runs_its_hook_first() {
+    let mut script = Script::default();
+    with_driver(&mut script, |d| d.delete_namespace(&testing::namespace())).unwrap();
+    assert_eq!(
+        script.calls,
+        ["beforeNamespaceDelete ns-1", "exec stable delete-namespace"]
+    );
+    assert_eq!(
+        script.operations[0]["namespace"],
+        json!({"id": "ns-1", "hash": "7a6379f31660"})
+    );
+
+    let mut script = Script {
+        before_namespace_delete: Some("agents remain".into()),
+        ..Script::default()
+    };
+    let err = with_driver(&mut script, |d| d.delete_namespace(&testing::namespace())).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "lifecycle hook beforeNamespaceDelete refused: agents remain"
+    );
+    assert_eq!(script.calls, ["beforeNamespaceDelete ns-1"]);
+
+    let mut script = Script::default();
+    let unmapped = Namespace {
+        id: "ns-1".into(),
+        name: "canary".into(),
+    };
+    let err = with_driver(&mut script, |d| d.delete_namespace(&unmapped)).unwrap_err();
+    assert_eq!(err.code(), "unmapped-namespace");
+    assert!(script.calls.is_empty());
+}
+
+#[test]
+fn helper_progress_is_logged_at_debug() {
+    let mut script = Script::default();
+    let mut output = ok_line(json!({}));
+    output.stdout = [
+        b"{\"event\":\"progress\",\"step\":\"lock\",\"message\":\"lock acquired\"}\n".as_slice(),
+        &output.stdout,
+    ]
+    .concat();
+    script.answer("ensure-namespace", Ok(output));
+    with_driver(&mut script, |d| d.ensure_namespace(&testing::namespace())).unwrap();
+    assert_eq!(
+        script.logs,
+        [(
+            Level::Debug,
+            "host stable: ensure-namespace: lock: lock acquired".to_owned()
+        )]
+    );
+}

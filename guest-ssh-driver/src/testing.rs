@@ -1,0 +1,114 @@
+//! Shared fixtures of the unit tests: the spec's example configuration and one bound
+//! Agent with one revision.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::ids::AgentIds;
+use crate::layout::Layout;
+use crate::model::{AgentBinding, Harness, Namespace, Revision};
+
+/// The spec's example configuration.
+pub(crate) fn spec_example() -> Value {
+    json!({
+        "ssh": {
+            "identityFile": "/etc/openclaw/ssh/id_ed25519",
+            "knownHostsFile": "/etc/openclaw/ssh/known_hosts",
+            "connectTimeoutSeconds": 10
+        },
+        "hosts": {
+            "stable": {
+                "address": "203.0.113.10",
+                "port": 22,
+                "user": "root",
+                "nodePath": "/usr/bin/node",
+                "openclawPath": "/opt/openclaw/current/dist/index.js"
+            }
+        },
+        "runtime": {
+            "nodePath": "/usr/bin/node",
+            "openclawPath": "/opt/openclaw/current/dist/index.js",
+            "user": "openclaw",
+            "root": "/var/lib/openclaw-enterprise",
+            "systemdUnitDirectory": "/etc/systemd/system"
+        },
+        "network": { "gatewayPortRange": { "start": 18800, "end": 18899 } }
+    })
+}
+
+pub(crate) fn config() -> Config {
+    Config::parse(&spec_example().to_string()).unwrap()
+}
+
+pub(crate) fn namespace() -> Namespace {
+    Namespace {
+        id: "ns-1".into(),
+        name: "stable".into(),
+    }
+}
+
+pub(crate) fn binding() -> AgentBinding {
+    AgentBinding {
+        namespace: namespace(),
+        agent_id: "agent-1".into(),
+        service_principal_id: "sp-1".into(),
+    }
+}
+
+pub(crate) fn agent_ids() -> AgentIds {
+    AgentIds::new(&binding(), "openclaw").unwrap()
+}
+
+/// The layout of `agent_ids()` and `revision()`.
+pub(crate) fn layout() -> Layout {
+    Layout::new(
+        &config().runtime,
+        &agent_ids(),
+        &crate::ids::short_hash("rev-1"),
+    )
+}
+
+/// An admissible revision of `binding()`.
+pub(crate) fn revision() -> Revision {
+    Revision {
+        id: "rev-1".into(),
+        namespace_id: "ns-1".into(),
+        agent_id: "agent-1".into(),
+        number: 1,
+        harness: Harness {
+            id: "openclaw".into(),
+            mode: "embedded".into(),
+            version: None,
+        },
+        harness_auth: r#"{"method":"runtime"}"#.into(),
+        configuration: r#"{"gateway":{"mode":"local","auth":{"mode":"password"}},"agents":{"defaults":{"model":"anthropic/claude"}}}"#.into(),
+        requested_plugins: "{}".into(),
+        default_plugin_approver_policy: None,
+        secret_bindings: Vec::new(),
+    }
+}
+
+/// Compares `actual` with `tests/golden/<name>`. With `UPDATE_GOLDEN=1` the file is
+/// rewritten instead, for review in the diff.
+pub(crate) fn golden(name: &str, actual: &str) {
+    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "golden", name]
+        .iter()
+        .collect();
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "{} differs from the rendered text:\n{actual}",
+        path.display()
+    );
+}
