@@ -193,6 +193,28 @@ impl Driver {
         &self.installation
     }
 
+    fn context(&self, method: &str, options: &CallOptions) -> Arc<CallContext> {
+        Arc::new(CallContext {
+            driver: self.loaded.name.clone(),
+            driver_sha256: self.loaded.compiled.sha256.clone(),
+            method: method.to_string(),
+            transport: self.transport.clone(),
+            audit: self.audit.clone(),
+            hooks: options.hooks.clone(),
+            cancel: options.cancel.clone(),
+            progress: options.progress.clone(),
+        })
+    }
+
+    /// Create a fresh store and instance and drop them: what every call pays
+    /// before the driver runs. For benchmarks and health checks.
+    pub async fn instantiate_only(&self) -> Result<(), CallError> {
+        let ctx = self.context("instantiate", &CallOptions::default());
+        self.runtime
+            .call(&self.loaded, ctx, |_, _| Box::pin(async { Ok(()) }))
+            .await
+    }
+
     /// Call one contract method with OCC-shaped JSON params.
     pub async fn call_json(
         &self,
@@ -200,16 +222,7 @@ impl Driver {
         params: &Value,
         options: CallOptions,
     ) -> Result<Value, CallError> {
-        let ctx = Arc::new(CallContext {
-            driver: self.loaded.name.clone(),
-            driver_sha256: self.loaded.compiled.sha256.clone(),
-            method: method.name().to_string(),
-            transport: self.transport.clone(),
-            audit: self.audit.clone(),
-            hooks: options.hooks.clone(),
-            cancel: options.cancel.clone(),
-            progress: options.progress.clone(),
-        });
+        let ctx = self.context(method.name(), &options);
         let cfg = self.configuration.clone();
         let rt = &self.runtime;
         let d = &self.loaded;

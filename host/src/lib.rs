@@ -31,6 +31,7 @@ pub mod hooks;
 pub mod imports;
 pub mod installation;
 mod log;
+pub mod rpc;
 pub mod runtime;
 pub mod ssh_exec;
 

@@ -1,14 +1,26 @@
-//! `serve`: the contract over JSON-RPC 2.0.
+//! `serve`: the contract over JSON-RPC 2.0 on stdio or a Unix socket.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Result;
-use occ_driver_host::{ComponentCache, Runtime};
+use occ_driver_host::{ComponentCache, Driver, DriverOptions, Installation, Runtime, rpc};
 
 /// Arguments of `serve`.
 #[derive(clap::Args)]
+#[command(after_help = "\
+Protocol: JSON-RPC 2.0, one JSON message per line. Requests name contract methods
+(preflight, ensureNamespace, bindAgent, validateHarnessAuth, prepareRevision,
+activateRevision, deactivateRevision, stopRevision, retireRevision, deleteNamespace)
+with OCC's JSON shapes as named params. The host asks the controller for lifecycle
+hooks with requests hooks/afterNamespacePrepared, hooks/beforeWorkloadStart,
+hooks/beforeWorkloadStop and hooks/beforeNamespaceDelete; $/cancelRequest {\"id\"}
+cancels a running call; $/progress notifications report remote progress.
+
+Example:
+  printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"preflight\",\"params\":{}}' \\
+    | occ-driver-host serve --installation inst.yaml")]
 pub(crate) struct ServeArgs {
     /// The installation YAML.
     #[arg(long, short = 'i')]
@@ -22,9 +34,25 @@ pub(crate) struct ServeArgs {
 }
 
 pub(crate) fn run(
-    _runtime: Arc<Runtime>,
-    _cache: Option<ComponentCache>,
-    _args: ServeArgs,
+    runtime: Arc<Runtime>,
+    cache: Option<ComponentCache>,
+    args: ServeArgs,
 ) -> Result<ExitCode> {
-    anyhow::bail!("serve is not available in this build")
+    let installation = Installation::load(&args.installation)?;
+    let driver = Arc::new(Driver::open(
+        runtime,
+        installation,
+        &DriverOptions {
+            cache,
+            audit_log: args.audit_log,
+        },
+    )?);
+    let tokio = tokio::runtime::Runtime::new()?;
+    tokio.block_on(async {
+        match &args.listen {
+            Some(path) => rpc::serve_unix(driver, path).await,
+            None => rpc::serve_stdio(driver).await,
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
