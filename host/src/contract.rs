@@ -142,6 +142,10 @@ pub struct Driver {
     installation: Installation,
     configuration: String,
     transport: Arc<SshTransport>,
+    /// Why the installation's SSH inputs cannot be granted, if they cannot: the
+    /// driver validates its configuration first and names the key itself; this
+    /// is reported when the driver accepts what the transport cannot use.
+    grant_error: Option<String>,
     audit: Option<Arc<AuditLog>>,
     bindings: Mutex<HashMap<(String, String), AgentBinding>>,
 }
@@ -153,13 +157,10 @@ impl Driver {
         installation: Installation,
         options: &DriverOptions,
     ) -> Result<Driver, LoadError> {
-        let grant =
-            SshGrant::from_configuration(&installation.configuration).map_err(|message| {
-                LoadError::Installation {
-                    path: installation.path.clone(),
-                    message,
-                }
-            })?;
+        let (grant, grant_error) = match SshGrant::from_configuration(&installation.configuration) {
+            Ok(grant) => (grant, None),
+            Err(message) => (SshGrant::none(), Some(message)),
+        };
         let loaded = runtime.load(&installation.component, options.cache.as_ref())?;
         let transport = SshTransport::new(grant)
             .map_err(|e| LoadError::Engine(format!("cannot prepare ssh: {e}")))?;
@@ -178,6 +179,7 @@ impl Driver {
             configuration: installation.configuration.to_string(),
             installation,
             transport: Arc::new(transport),
+            grant_error,
             audit,
             bindings: Mutex::new(HashMap::new()),
         })
@@ -235,11 +237,23 @@ impl Driver {
                 .map_err(driver_error)
             };
         }
+        let grant_error = || CallError {
+            failure: FailureKind::Permanent,
+            code: "invalid-configuration".into(),
+            message: self.grant_error.clone().unwrap_or_default(),
+            host: None,
+        };
+        if self.grant_error.is_some() && method != Method::ValidateConfiguration {
+            return Err(grant_error());
+        }
         match method {
             Method::ValidateConfiguration => {
                 let w = call!(|g, s| g
                     .occ_compute_compute_driver()
                     .call_validate_configuration(s, &cfg))?;
+                if self.grant_error.is_some() {
+                    return Err(grant_error());
+                }
                 Ok(json!({"ok": true, "warnings": warnings(w)}))
             }
             Method::Preflight => {

@@ -381,17 +381,11 @@ impl Progress {
             Some("heartbeat") => {}
             _ => return,
         }
-        if self.tty {
-            if let Some(text) = state.as_ref() {
-                let mut err = std::io::stderr();
-                let _ = write!(
-                    err,
-                    "\r\x1b[2K{} ({:.0} s)",
-                    text,
-                    self.started.elapsed().as_secs_f64()
-                );
-                let _ = err.flush();
-            }
+        if let (true, Some(text)) = (self.tty, state.as_ref()) {
+            let mut err = std::io::stderr();
+            let elapsed = self.started.elapsed().as_secs_f64();
+            let _ = write!(err, "\r\x1b[2K{text} ({elapsed:.0} s)");
+            let _ = err.flush();
         }
     }
 

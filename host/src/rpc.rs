@@ -337,15 +337,12 @@ fn handle(conn: &Arc<Connection>, msg: Value, tasks: &mut tokio::task::JoinSet<(
     };
     let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
     if method == "$/cancelRequest" {
-        if let Some(target) = params.get("id") {
-            if let Some(token) = conn
-                .running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&id_key(target))
-            {
-                token.cancel();
-            }
+        let running = conn.running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(token) = params
+            .get("id")
+            .and_then(|target| running.get(&id_key(target)))
+        {
+            token.cancel();
         }
         return;
     }
@@ -387,14 +384,13 @@ fn handle(conn: &Arc<Connection>, msg: Value, tasks: &mut tokio::task::JoinSet<(
             hooks: Arc::new(RpcHooks(conn.clone())),
             cancel: token,
             progress: Arc::new(move |host, line| {
-                if let Ok(event) = serde_json::from_str::<Value>(line) {
-                    if event.get("event").and_then(Value::as_str) == Some("progress") {
-                        progress_conn.send(json!({
-                            "jsonrpc": "2.0",
-                            "method": "$/progress",
-                            "params": {"id": progress_id, "host": host, "step": event.get("step"), "message": event.get("message")},
-                        }));
-                    }
+                let Ok(event) = serde_json::from_str::<Value>(line) else { return };
+                if event.get("event").and_then(Value::as_str) == Some("progress") {
+                    progress_conn.send(json!({
+                        "jsonrpc": "2.0",
+                        "method": "$/progress",
+                        "params": {"id": progress_id, "host": host, "step": event.get("step"), "message": event.get("message")},
+                    }));
                 }
             }),
         };

@@ -77,6 +77,16 @@ pub struct SshGrant {
 }
 
 impl SshGrant {
+    /// A grant of nothing: no hosts, so every exec is refused.
+    pub fn none() -> SshGrant {
+        SshGrant {
+            identity_file: PathBuf::new(),
+            known_hosts_file: PathBuf::new(),
+            connect_timeout: Duration::from_secs(10),
+            hosts: BTreeMap::new(),
+        }
+    }
+
     /// Read the grant from a driver configuration. Only the keys the transport
     /// needs are read here; the driver validates the whole document.
     pub fn from_configuration(cfg: &Value) -> Result<SshGrant, String> {
@@ -179,12 +189,15 @@ impl SshGrant {
     }
 }
 
+/// One host's master connection, created on first use and replaced when it dies.
+type SessionSlot = Arc<tokio::sync::Mutex<Option<Arc<Session>>>>;
+
 /// Connections to the granted hosts, shared by every call of one driver.
 pub struct SshTransport {
     grant: SshGrant,
     control_dir: tempfile::TempDir,
     config_file: PathBuf,
-    sessions: tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Arc<Session>>>>>>,
+    sessions: tokio::sync::Mutex<HashMap<String, SessionSlot>>,
 }
 
 impl std::fmt::Debug for SshTransport {
@@ -478,7 +491,8 @@ mod tests {
 
     #[test]
     fn grant_refusals_name_the_key() {
-        let cases: [(&dyn Fn(&mut Value), &str); 6] = [
+        type Mutation<'a> = &'a dyn Fn(&mut Value);
+        let cases: [(Mutation, &str); 6] = [
             (
                 &|c| c["ssh"]["identityFile"] = json!("relative/key"),
                 "configuration.ssh.identityFile: must be an absolute path",

@@ -1,1 +1,182 @@
-//! Shared support for the end-to-end suite.
+//! Shared support for the workspace-level tests: where the built artifacts are,
+//! installation files for them, and access to the disposable test hosts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The cargo target directory the running test binary was built into
+/// (`<target>/<profile>/deps/<test>`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.ancestors()
+        .nth(3)
+        .expect("test binary inside a cargo target directory")
+        .to_path_buf()
+}
+
+/// The `occ-driver-host` binary of the same profile as these tests.
+pub fn host_binary() -> PathBuf {
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    let path = target_dir().join(profile).join("occ-driver-host");
+    assert!(
+        path.exists(),
+        "{} missing: build the host first (tests/run.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// A built component under `wasm32-wasip2/release`.
+pub fn component(name: &str) -> PathBuf {
+    let path = target_dir()
+        .join("wasm32-wasip2/release")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} missing: run `cargo guests` first",
+        path.display()
+    );
+    path
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Write an installation file selecting `component` with `configuration`.
+pub fn write_installation(dir: &Path, component: &Path, configuration: &Value) -> PathBuf {
+    let doc = serde_json::json!({
+        "occ": {"environment": "test"},
+        "drivers": {"compute": {
+            "id": "compute-ssh",
+            "component": component,
+            "configuration": configuration,
+        }},
+    });
+    let path = dir.join("installation.yaml");
+    // JSON is YAML: the host reads it with its YAML parser like any installation.
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    path
+}
+
+/// Run the host binary with `args`.
+pub fn run_host(args: &[&str]) -> Output {
+    Command::new(host_binary())
+        .args(args)
+        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+        .output()
+        .expect("run occ-driver-host")
+}
+
+/// The test-host rig, as `tests/rig/up.sh` described it.
+pub mod rig {
+    use super::*;
+
+    /// One running test host.
+    #[derive(Debug, Clone)]
+    pub struct Host {
+        /// Its name (occ-hK).
+        pub name: String,
+        /// Its address inside its network namespace.
+        pub address: String,
+    }
+
+    /// The rig's files and hosts.
+    #[derive(Debug, Clone)]
+    pub struct Rig {
+        /// The client identity authorized on every host.
+        pub identity: PathBuf,
+        /// known_hosts for every host.
+        pub known_hosts: PathBuf,
+        /// Node.js 24 on the hosts.
+        pub node: String,
+        /// The OpenClaw entrypoint on the hosts.
+        pub openclaw: String,
+        /// The hosts that are up.
+        pub hosts: Vec<Host>,
+    }
+
+    impl Rig {
+        /// Read the rig from `$OCC_RIG/env` (default /run/occ-rig).
+        pub fn load() -> Rig {
+            let dir = std::env::var("OCC_RIG").unwrap_or_else(|_| "/run/occ-rig".into());
+            let env_text =
+                std::fs::read_to_string(Path::new(&dir).join("env")).unwrap_or_else(|e| {
+                    panic!("{dir}/env: {e}; bring the rig up with tests/rig/up.sh 2")
+                });
+            let var = |k: &str| {
+                env_text
+                    .lines()
+                    .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                    .unwrap_or_else(|| panic!("{k} missing from {dir}/env"))
+                    .to_string()
+            };
+            let hosts: Value =
+                serde_json::from_str(&std::fs::read_to_string(var("OCC_RIG_HOSTS_JSON")).unwrap())
+                    .unwrap();
+            Rig {
+                identity: var("OCC_RIG_IDENTITY").into(),
+                known_hosts: var("OCC_RIG_KNOWN_HOSTS").into(),
+                node: var("OCC_RIG_NODE"),
+                openclaw: var("OCC_RIG_OPENCLAW"),
+                hosts: hosts
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| Host {
+                        name: h["name"].as_str().unwrap().into(),
+                        address: h["address"].as_str().unwrap().into(),
+                    })
+                    .collect(),
+            }
+        }
+
+        /// Run a shell command on `host` as root, for inspection by the tests.
+        pub fn sh(&self, host: &Host, script: &str) -> Output {
+            Command::new("ssh")
+                .args(["-F", "none", "-i"])
+                .arg(&self.identity)
+                .args([
+                    "-o",
+                    "IdentitiesOnly=yes",
+                    "-o",
+                    "BatchMode=yes",
+                    "-o",
+                    "StrictHostKeyChecking=yes",
+                ])
+                .arg("-o")
+                .arg(format!("UserKnownHostsFile={}", self.known_hosts.display()))
+                .args([
+                    "-o",
+                    "LogLevel=ERROR",
+                    &format!("root@{}", host.address),
+                    script,
+                ])
+                .output()
+                .expect("run ssh")
+        }
+
+        /// Like [`Rig::sh`], returning trimmed stdout and failing on a nonzero exit.
+        pub fn sh_ok(&self, host: &Host, script: &str) -> String {
+            let out = self.sh(host, script);
+            assert!(
+                out.status.success(),
+                "on {}: {script}\nstdout: {}\nstderr: {}",
+                host.name,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        }
+    }
+}

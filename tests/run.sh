@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The project's whole test run, from a fresh machine: installs what the tests need
+# (Debian packages, the wasm32-wasip2 target, Node.js 24 and OpenClaw from npm),
+# builds the driver component and the host, runs every Rust test, brings up two
+# disposable test hosts (systemd-nspawn with real systemd and sshd), runs the
+# helper's tests, the end-to-end suite and the Node client's tests against them,
+# and tears the hosts down again, whatever happened.
+#
+#   bash tests/run.sh            # everything
+#   OCC_KEEP_RIG=1 bash tests/run.sh   # leave the test hosts up afterwards
+#
+# Build output goes to $CARGO_TARGET_DIR (default /var/cache/occ/target): outside
+# the clone, so that later runs and CI reuse the compiled wasmtime.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/occ/target}"
+export OCC_CACHE="${OCC_CACHE:-/var/cache/occ}"
+started=$SECONDS
+step() { printf '\n== %s (%ds)\n' "$*" "$((SECONDS - started))" >&2; }
+
+step "install: packages, wasm target, Node 24 and OpenClaw"
+bash tests/rig/install.sh >/dev/null
+rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target list --installed | grep -q wasm32-wasip2
+
+step "build: driver component, test guests and host"
+cargo guests
+cargo build --release -p occ-driver-host
+
+step "rust tests: unit, runtime bounds, driver policy"
+cargo test --release --workspace
+
+step "test hosts: up"
+if [ -z "${OCC_KEEP_RIG:-}" ]; then
+  trap 'bash tests/rig/down.sh >/dev/null 2>&1 || true' EXIT
+fi
+bash tests/rig/up.sh 2
+# shellcheck disable=SC1091
+set -a; . "${OCC_RIG:-/run/occ-rig}/env"; set +a
+
+step "helper tests on the test hosts"
+bash tests/helper/run.sh
+
+step "end-to-end suite: the host binary deploys real gateways"
+cargo test --release -p occ-e2e -- --ignored --test-threads=1 --nocapture
+
+if [ -d host/node ]; then
+  step "Node client tests against the host binary"
+  OCC_DRIVER_HOST="$CARGO_TARGET_DIR/release/occ-driver-host" node --test host/node/
+fi
+
+step "done in $((SECONDS - started)) s"

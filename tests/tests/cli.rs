@@ -1,0 +1,191 @@
+//! The operator CLI against the real built components; no test host needed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use occ_e2e::{component, host_binary, repo_root, run_host, target_dir, write_installation};
+use serde_json::{Value, json};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn inspect_shows_only_granted_imports_for_the_ssh_driver() {
+    let out = run_host(&[
+        "inspect",
+        component("guest_ssh_driver").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["world"], "occ:compute/ssh-compute-driver@0.1.0");
+    assert_eq!(v["sha256"].as_str().unwrap().len(), 64);
+    let imports = v["imports"].as_array().unwrap();
+    assert!(
+        imports
+            .iter()
+            .any(|i| i["name"] == "occ:compute/ssh-exec@0.1.0")
+    );
+    for i in imports {
+        assert_eq!(i["granted"], true, "{i}");
+        let name = i["name"].as_str().unwrap();
+        assert!(
+            !name.starts_with("wasi:filesystem") && !name.starts_with("wasi:sockets"),
+            "{name}"
+        );
+    }
+    assert_eq!(v["exports"], json!(["occ:compute/compute-driver@0.1.0"]));
+}
+
+#[test]
+fn inspect_refuses_the_filesystem_guest_naming_the_import() {
+    let out = run_host(&["inspect", component("fs_guest").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("REFUSED wasi:filesystem/types@0.2."),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).contains("refuses to load"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `check` on the spec's example configuration passes; each invalid fixture of
+/// the driver's own suite is refused with its key path, exit status 65.
+#[test]
+fn check_validates_installations_without_touching_hosts() {
+    let fixtures = repo_root().join("guest-ssh-driver/tests/fixtures");
+    let cases: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures.join("cases.json")).unwrap())
+            .unwrap();
+    let driver = component("guest_ssh_driver");
+    let mut refused = 0;
+    for case in cases.as_array().unwrap() {
+        let file = case["file"].as_str().unwrap();
+        let configuration: Value =
+            serde_json::from_str(&std::fs::read_to_string(fixtures.join(file)).unwrap()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let inst = write_installation(dir.path(), &driver, &configuration);
+        let out = run_host(&["check", inst.to_str().unwrap(), "--json"]);
+        if case["valid"] == true {
+            assert!(out.status.success(), "{file}: {}", text(&out.stderr));
+            assert!(text(&out.stdout).contains("\"ok\":true"), "{file}");
+        } else {
+            assert_eq!(out.status.code(), Some(65), "{file}: {}", text(&out.stderr));
+            let stderr = text(&out.stderr);
+            let path = case["path"].as_str().unwrap();
+            assert!(
+                stderr.contains(path),
+                "{file}: {path} not named in {stderr}"
+            );
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["failure"], "permanent", "{file}");
+            refused += 1;
+        }
+    }
+    assert!(refused >= 10, "only {refused} invalid fixtures checked");
+}
+
+#[test]
+fn check_names_the_installation_key_at_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("installation.yaml");
+    std::fs::write(
+        &path,
+        "drivers:\n  compute:\n    id: compute-ssh\n    configuration: {}\n",
+    )
+    .unwrap();
+    let out = run_host(&["check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("installation.yaml: drivers.compute.component: missing"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn help_teaches_with_examples() {
+    let out = run_host(&["--help"]);
+    let help = text(&out.stdout);
+    for needle in [
+        "inspect",
+        "check",
+        "call",
+        "serve",
+        "Examples:",
+        "Exit status",
+        "75",
+        "65",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle}");
+    }
+    let out = run_host(&["call", "prepare", "--installation", "/nonexistent.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("prepareRevision"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// A malformed, oversized or unknown message gets a JSON-RPC error and the
+/// server goes on answering.
+#[test]
+fn serve_answers_errors_and_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = repo_root().join("guest-ssh-driver/tests/fixtures");
+    let configuration: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures.join("valid-spec-example.json")).unwrap(),
+    )
+    .unwrap();
+    let inst = write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
+    let mut child = Command::new(host_binary())
+        .args(["serve", "--installation", inst.to_str().unwrap()])
+        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = |line: &str| -> Value {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+        serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
+    };
+    assert_eq!(ask("{not json")["error"]["code"], -32700);
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"preflight\",\"params\":{{\"x\":\"{}\"}}}}",
+        "a".repeat(5 << 20)
+    );
+    let v = ask(&huge);
+    assert_eq!(v["error"]["code"], -32600);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("exceeds"),
+        "{v}"
+    );
+    let v = ask(r#"{"jsonrpc":"2.0","id":2,"method":"launchMissiles","params":{}}"#);
+    assert_eq!(v["error"]["code"], -32601);
+    let v = ask(
+        r#"{"jsonrpc":"2.0","id":3,"method":"ensureNamespace","params":{"namespace":{"id":"ns"}}}"#,
+    );
+    assert_eq!(v["result"]["namespaceReady"], false, "{v}");
+    assert!(
+        v["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("namespace.name: missing"),
+        "{v}"
+    );
+    let v = ask(r#"{"jsonrpc":"2.0","id":4,"method":"validateConfiguration","params":{}}"#);
+    assert_eq!(v["id"], 4);
+    assert_eq!(v["result"]["ok"], true, "{v}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
