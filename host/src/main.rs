@@ -51,6 +51,9 @@ struct Cli {
     /// Compile the component every time instead of using the cache.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// Load this component instead of the installation's drivers.compute.component.
+    #[arg(long, global = true, value_name = "FILE")]
+    component: Option<PathBuf>,
     /// More log output on stderr (-v info, -vv debug). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -142,13 +145,22 @@ fn cache(cli: &Cli) -> Result<Option<ComponentCache>> {
     })?))
 }
 
+fn load_installation(path: &std::path::Path, component: &Option<PathBuf>) -> Result<Installation> {
+    let mut installation = Installation::load(path)?;
+    if let Some(c) = component {
+        installation.component = c.clone();
+    }
+    Ok(installation)
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     let cache = cache(&cli)?;
+    let component = cli.component.clone();
     let runtime = Arc::new(Runtime::new(Limits::default())?);
     match cli.command {
         Command::Inspect { component, json } => inspect(&runtime, &component, cache.as_ref(), json),
         Command::Check { installation, json } => {
-            let installation = Installation::load(&installation)?;
+            let installation = load_installation(&installation, &component)?;
             let driver = Driver::open(
                 runtime,
                 installation,
@@ -205,7 +217,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 )
             })?;
             let params = read_params(&params)?;
-            let installation = Installation::load(&installation)?;
+            let installation = load_installation(&installation, &component)?;
             let driver = Driver::open(runtime, installation, &DriverOptions { cache, audit_log })?;
             let progress = Progress::new(!json && std::io::stderr().is_terminal());
             let mut options = CallOptions::default();
@@ -235,7 +247,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Err(e) => Ok(report_error(&e, json)),
             }
         }
-        Command::Serve(args) => serve::run(runtime, cache, args),
+        Command::Serve(args) => {
+            let installation = load_installation(&args.installation, &component)?;
+            serve::run(runtime, cache, installation, args)
+        }
     }
 }
 

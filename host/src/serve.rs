@@ -36,9 +36,9 @@ pub(crate) struct ServeArgs {
 pub(crate) fn run(
     runtime: Arc<Runtime>,
     cache: Option<ComponentCache>,
+    installation: Installation,
     args: ServeArgs,
 ) -> Result<ExitCode> {
-    let installation = Installation::load(&args.installation)?;
     let driver = Arc::new(Driver::open(
         runtime,
         installation,

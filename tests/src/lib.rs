@@ -89,6 +89,8 @@ pub mod rig {
         pub name: String,
         /// Its address inside its network namespace.
         pub address: String,
+        /// Its SSH port.
+        pub port: u16,
     }
 
     /// The rig's files and hosts.
@@ -136,6 +138,7 @@ pub mod rig {
                     .map(|h| Host {
                         name: h["name"].as_str().unwrap().into(),
                         address: h["address"].as_str().unwrap().into(),
+                        port: h["port"].as_u64().unwrap_or(22) as u16,
                     })
                     .collect(),
             }

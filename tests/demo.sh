@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The main job, from a fresh machine: build the host and the SSH Compute Driver
+# component, bring up one disposable test host (systemd-nspawn with real systemd
+# and sshd), deploy an Agent running the real OpenClaw gateway onto it through
+# `occ-driver-host call`, and show it serving.
+#
+#   bash tests/demo.sh
+#
+# Everything it writes lives under /run/occ-demo (the installation and revision
+# files) and /run/occ-rig (the test host); it prints how to tear both down.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/occ/target}"
+export OCC_CACHE="${OCC_CACHE:-/var/cache/occ}"
+DEMO=/run/occ-demo
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "installing what the test host needs (Debian packages, Node.js 24, OpenClaw)"
+bash tests/rig/install.sh >/dev/null
+rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+
+say "building the driver component and the host (the first build takes several minutes)"
+cargo guest --quiet
+cargo build --release --quiet -p occ-driver-host
+HOST_BIN="$CARGO_TARGET_DIR/release/occ-driver-host"
+COMPONENT="$CARGO_TARGET_DIR/wasm32-wasip2/release/guest_ssh_driver.wasm"
+
+say "bringing up the disposable test host occ-h1"
+bash tests/rig/up.sh occ-h1
+set -a; . "${OCC_RIG:-/run/occ-rig}/env"; set +a
+ADDRESS=$(sed -n 's/.*"name":"occ-h1","address":"\([^"]*\)".*/\1/p' "$OCC_RIG_HOSTS_JSON")
+
+mkdir -p "$DEMO"
+cat >"$DEMO/installation.yaml" <<YAML
+# The OCC Installation document's compute selection, plus the component to load.
+drivers:
+  compute:
+    id: compute-ssh
+    component: $COMPONENT
+    configuration:
+      ssh:
+        identityFile: $OCC_RIG_IDENTITY
+        knownHostsFile: $OCC_RIG_KNOWN_HOSTS
+        connectTimeoutSeconds: 10
+      hosts:
+        demo:
+          address: $ADDRESS
+          port: 22
+          user: root
+      runtime:
+        nodePath: $OCC_RIG_NODE
+        openclawPath: $OCC_RIG_OPENCLAW
+        user: openclaw
+        root: /var/lib/openclaw-enterprise
+        systemdUnitDirectory: /etc/systemd/system
+      network:
+        gatewayPortRange:
+          start: 18800
+          end: 18899
+YAML
+
+NS_ID="ns-demo"; AGENT_ID="agent-demo"; REV_ID="rev-demo-$(date +%s)"
+cat >"$DEMO/revision.json" <<JSON
+{
+  "binding": {"namespace": {"id": "$NS_ID", "name": "demo"},
+              "agent": {"id": "$AGENT_ID", "servicePrincipalId": "sp-demo"}},
+  "revision": {
+    "id": "$REV_ID", "namespaceId": "$NS_ID", "agentId": "$AGENT_ID", "revision": $(date +%s),
+    "harness": {"id": "openclaw", "mode": "embedded"},
+    "harnessAuth": {"method": "runtime"},
+    "configuration": {"gateway": {"mode": "local"}}
+  }
+}
+JSON
+call() { "$HOST_BIN" call "$1" --installation "$DEMO/installation.yaml" --params "$2"; }
+
+say "occ-driver-host check (validates the installation; touches no host)"
+"$HOST_BIN" check "$DEMO/installation.yaml"
+say "preflight: SSH, systemd, flock, account tools, Node and OpenClaw on the host"
+call preflight '{}'
+say "ensureNamespace demo"
+call ensureNamespace "{\"namespace\": {\"id\": \"$NS_ID\", \"name\": \"demo\"}}"
+say "prepareRevision: account, port, immutable snapshot"
+call prepareRevision "@$DEMO/revision.json"
+say "activateRevision: unit, current pointer, restart, wait for /readyz"
+call activateRevision "@$DEMO/revision.json"
+
+ssh_host() {
+  ssh -F none -i "$OCC_RIG_IDENTITY" -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=yes \
+    -o UserKnownHostsFile="$OCC_RIG_KNOWN_HOSTS" -o LogLevel=ERROR "root@$ADDRESS" "$@"
+}
+AGENT_HASH=$(printf %s "$AGENT_ID" | sha256sum | cut -c1-12)
+NS_HASH=$(printf %s "$NS_ID" | sha256sum | cut -c1-12)
+UNIT="openclaw-enterprise-gateway-$AGENT_HASH.service"
+PORT=$(ssh_host cat "/var/lib/openclaw-enterprise/namespaces/$NS_HASH/agents/$AGENT_HASH/agent.json" \
+  | sed -n 's/.*"port":\([0-9]*\).*/\1/p')
+
+say "the gateway, serving: GET http://127.0.0.1:$PORT/readyz on occ-h1"
+ssh_host curl -sS -w '\nHTTP %{http_code}\n' "http://127.0.0.1:$PORT/readyz"
+say "systemctl status $UNIT"
+ssh_host systemctl status --no-pager --lines=5 "$UNIT" || true
+
+cat <<EOF
+
+The Agent is serving on occ-h1 ($ADDRESS), unit $UNIT.
+  Look around:   ssh -F none -i $OCC_RIG_IDENTITY -o UserKnownHostsFile=$OCC_RIG_KNOWN_HOSTS root@$ADDRESS
+  Remove it:     $HOST_BIN call deleteNamespace --installation $DEMO/installation.yaml \\
+                   --params '{"namespace": {"id": "$NS_ID", "name": "demo"}}'
+  Tear down:     bash tests/rig/down.sh && rm -rf $DEMO
+EOF

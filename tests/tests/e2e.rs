@@ -1,0 +1,564 @@
+//! The SSH Compute Driver end to end: the host binary and the built component
+//! deploy the real OpenClaw gateway onto disposable test hosts (systemd-nspawn
+//! with real systemd, sshd and shadow tools) and the tests inspect each host
+//! over SSH as an operator would.
+//!
+//! Needs the rig: `tests/run.sh` brings it up and runs these with `--ignored`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use occ_e2e::rig::{Host, Rig};
+use occ_e2e::{component, run_host, write_installation};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+const ROOT: &str = "/var/lib/openclaw-enterprise";
+const UNIT_DIR: &str = "/etc/systemd/system";
+
+fn hash12(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()[..12]
+        .to_string()
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+struct Deployment {
+    _dir: tempfile::TempDir,
+    installation: PathBuf,
+    audit: PathBuf,
+}
+
+impl Deployment {
+    /// An installation mapping each `(namespace name, host)` pair.
+    fn new(names: &[(&str, &Host)], known_hosts: Option<&Path>) -> Deployment {
+        let rig = Rig::load();
+        let dir = tempfile::tempdir().unwrap();
+        let mut hosts = serde_json::Map::new();
+        for (name, host) in names {
+            hosts.insert(
+                name.to_string(),
+                json!({"address": host.address, "port": host.port, "user": "root", "nodePath": rig.node, "openclawPath": rig.openclaw}),
+            );
+        }
+        let configuration = json!({
+            "ssh": {
+                "identityFile": rig.identity,
+                "knownHostsFile": known_hosts.unwrap_or(&rig.known_hosts),
+                "connectTimeoutSeconds": 5,
+            },
+            "hosts": hosts,
+            "runtime": {
+                "nodePath": rig.node, "openclawPath": rig.openclaw, "user": "openclaw",
+                "root": ROOT, "systemdUnitDirectory": UNIT_DIR,
+            },
+            "network": {"gatewayPortRange": {"start": 18800, "end": 18899}},
+        });
+        let installation =
+            write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
+        let audit = dir.path().join("audit.jsonl");
+        Deployment {
+            _dir: dir,
+            installation,
+            audit,
+        }
+    }
+
+    /// One `occ-driver-host call`; returns the exit status and the JSON printed.
+    fn call(&self, method: &str, params: Value) -> (i32, Value) {
+        let params = params.to_string();
+        let out = run_host(&[
+            "call",
+            method,
+            "--installation",
+            self.installation.to_str().unwrap(),
+            "--audit-log",
+            self.audit.to_str().unwrap(),
+            "--json",
+            "--params",
+            &params,
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let v = serde_json::from_str(&stdout).unwrap_or_else(|_| {
+            panic!(
+                "{method}: not JSON: {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    fn ok(&self, method: &str, params: Value) -> Value {
+        let (code, v) = self.call(method, params);
+        assert_eq!(code, 0, "{method} failed: {v}");
+        v
+    }
+}
+
+struct Agent {
+    namespace: Value,
+    id: String,
+    sp: String,
+}
+
+impl Agent {
+    fn new(namespace: &Value) -> Agent {
+        Agent {
+            namespace: namespace.clone(),
+            id: unique("agent"),
+            sp: unique("sp"),
+        }
+    }
+    fn binding(&self) -> Value {
+        json!({"namespace": self.namespace, "agent": {"id": self.id, "servicePrincipalId": self.sp}})
+    }
+    fn revision(&self, id: &str, number: u64, configuration: Value) -> Value {
+        json!({
+            "id": id, "namespaceId": self.namespace["id"], "agentId": self.id, "revision": number,
+            "harness": {"id": "openclaw", "mode": "embedded", "version": "2026.9.6"},
+            "harnessAuth": {"method": "runtime"},
+            "configuration": configuration,
+            "servicePrincipalId": self.sp,
+        })
+    }
+    fn params(&self, revision: &Value) -> Value {
+        json!({"revision": revision, "binding": self.binding()})
+    }
+    fn dir(&self) -> String {
+        format!(
+            "{ROOT}/namespaces/{}/agents/{}",
+            hash12(self.namespace["id"].as_str().unwrap()),
+            hash12(&self.id)
+        )
+    }
+    fn unit(&self) -> String {
+        format!("openclaw-enterprise-gateway-{}.service", hash12(&self.id))
+    }
+    fn account(&self) -> String {
+        format!(
+            "openclaw-{}",
+            hash12(&format!(
+                "{}:{}",
+                self.namespace["id"].as_str().unwrap(),
+                self.id
+            ))
+        )
+    }
+}
+
+fn marker(rig: &Rig, host: &Host, path: &str) -> Value {
+    serde_json::from_str(&rig.sh_ok(host, &format!("cat {path}"))).unwrap()
+}
+
+fn readyz(rig: &Rig, host: &Host, port: u64) -> String {
+    rig.sh_ok(
+        host,
+        &format!("curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/readyz || true"),
+    )
+}
+
+/// bytes' SHA-256, mode, inode and mtime of the operator's env file.
+fn env_state(rig: &Rig, host: &Host, agent: &Agent) -> String {
+    rig.sh_ok(
+        host,
+        &format!(
+            "f={}/env; sha256sum < $f | cut -c1-64; stat -c '%a %u:%g %i %Y' $f",
+            agent.dir()
+        ),
+    )
+}
+
+fn config(extra: Value) -> Value {
+    let mut c = json!({"gateway": {"mode": "local"}});
+    if let (Some(c), Some(e)) = (c.as_object_mut(), extra.as_object()) {
+        c.extend(e.clone());
+    }
+    c
+}
+
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn deploys_cuts_over_isolates_retires_and_deletes_real_gateways() {
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let d = Deployment::new(&[("alpha", &host), ("beta", &host)], None);
+
+    assert_eq!(d.ok("preflight", json!({}))["ok"], true);
+
+    let alpha = json!({"id": unique("ns-alpha"), "name": "alpha"});
+    let beta = json!({"id": unique("ns-beta"), "name": "beta"});
+    assert_eq!(
+        d.ok("ensureNamespace", json!({"namespace": alpha}))["namespaceReady"],
+        true
+    );
+    // Idempotent: ensuring again verifies the marker and succeeds.
+    assert_eq!(
+        d.ok("ensureNamespace", json!({"namespace": alpha}))["namespaceReady"],
+        true
+    );
+    assert_eq!(
+        d.ok("ensureNamespace", json!({"namespace": beta}))["namespaceReady"],
+        true
+    );
+
+    // First revision of the first Agent: prepare, activate, serving.
+    let a = Agent::new(&alpha);
+    let rev1 = a.revision(&unique("rev"), 1, config(json!({})));
+    assert_eq!(d.ok("prepareRevision", a.params(&rev1))["ready"], true);
+    let started = Instant::now();
+    d.ok("activateRevision", a.params(&rev1));
+    println!(
+        "activate to served, first revision: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let agent_marker = marker(&rig, &host, &format!("{}/agent.json", a.dir()));
+    let port = agent_marker["port"].as_u64().unwrap();
+    assert_eq!(port, 18800, "the lowest free port of the range");
+    assert_eq!(agent_marker["account"], a.account());
+    assert_eq!(readyz(&rig, &host, port), "200");
+    let rev1_hash = hash12(rev1["id"].as_str().unwrap());
+    assert_eq!(
+        rig.sh_ok(&host, &format!("readlink {}/current", a.dir())),
+        format!("revisions/{rev1_hash}")
+    );
+    assert_eq!(
+        marker(&rig, &host, &format!("{}/served.json", a.dir()))["revisionId"],
+        rev1["id"]
+    );
+    assert_eq!(
+        rig.sh_ok(&host, &format!("systemctl is-active {}", a.unit())),
+        "active"
+    );
+
+    // Modes and owners as the spec states them.
+    let modes = rig.sh_ok(
+        &host,
+        &format!(
+            "cd {}; stat -c '%n %a %U %G' agent.json gateway-password.env home state revisions/{rev1_hash}/openclaw.json revisions/{rev1_hash}/revision.json",
+            a.dir()
+        ),
+    );
+    let acct = a.account();
+    for expected in [
+        "agent.json 600 root root".to_string(),
+        "gateway-password.env 600 root root".to_string(),
+        format!("home 700 {acct} {acct}"),
+        format!("state 700 {acct} {acct}"),
+        format!("revisions/{rev1_hash}/openclaw.json 640 root {acct}"),
+        format!("revisions/{rev1_hash}/revision.json 600 root root"),
+    ] {
+        assert!(
+            modes.lines().any(|l| l == expected),
+            "{expected:?} not in\n{modes}"
+        );
+    }
+    let shell = rig.sh_ok(&host, &format!("getent passwd {acct} | cut -d: -f7"));
+    assert!(shell.ends_with("nologin"), "{acct} has login shell {shell}");
+
+    // State written by the gateway's account, and the operator's env file.
+    rig.sh_ok(
+        &host,
+        &format!(
+            "runuser -u {acct} -- sh -c 'echo first > {}/state/proof'",
+            a.dir()
+        ),
+    );
+    rig.sh_ok(
+        &host,
+        &format!(
+            "umask 077; printf 'MODEL_KEY=test-only\\n' > {}/env",
+            a.dir()
+        ),
+    );
+    let env_before = env_state(&rig, &host, &a);
+
+    // Cutover to a second revision.
+    let rev2 = a.revision(
+        &unique("rev"),
+        2,
+        config(json!({"agents": {"defaults": {"timeoutSeconds": 90}}})),
+    );
+    assert_eq!(d.ok("prepareRevision", a.params(&rev2))["ready"], true);
+    // Preparation leaves the running revision alone.
+    assert_eq!(
+        rig.sh_ok(&host, &format!("readlink {}/current", a.dir())),
+        format!("revisions/{rev1_hash}")
+    );
+    let started = Instant::now();
+    d.ok("activateRevision", a.params(&rev2));
+    println!(
+        "activate to served, cutover: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let rev2_hash = hash12(rev2["id"].as_str().unwrap());
+    assert_eq!(
+        rig.sh_ok(&host, &format!("readlink {}/current", a.dir())),
+        format!("revisions/{rev2_hash}")
+    );
+    assert_eq!(
+        marker(&rig, &host, &format!("{}/served.json", a.dir()))["revisionId"],
+        rev2["id"]
+    );
+    assert_eq!(readyz(&rig, &host, port), "200");
+    assert_eq!(
+        rig.sh_ok(&host, &format!("cat {}/state/proof", a.dir())),
+        "first",
+        "state lost in cutover"
+    );
+    assert_eq!(
+        env_state(&rig, &host, &a),
+        env_before,
+        "operator env file changed by redeploy"
+    );
+    // A superseded candidate is not prepared.
+    let stale = a.revision(&unique("rev"), 1, config(json!({})));
+    assert_eq!(d.ok("prepareRevision", a.params(&stale))["ready"], false);
+
+    // A sibling Agent: its own account, port, and no access to the first one's files.
+    let b = Agent::new(&alpha);
+    let revb = b.revision(&unique("rev"), 1, config(json!({})));
+    assert_eq!(d.ok("prepareRevision", b.params(&revb))["ready"], true);
+    let b_marker = marker(&rig, &host, &format!("{}/agent.json", b.dir()));
+    assert_eq!(b_marker["port"], 18801);
+    assert_ne!(b_marker["uid"], agent_marker["uid"]);
+    assert_ne!(b_marker["gid"], agent_marker["gid"]);
+    let bacct = b.account();
+    let denied = |cmd: String| rig.sh(&host, &cmd).status.success();
+    assert!(
+        !denied(format!("runuser -u {bacct} -- cat {}/state/proof", a.dir())),
+        "sibling read state"
+    );
+    assert!(
+        !denied(format!(
+            "runuser -u {bacct} -- cat {}/revisions/{rev2_hash}/openclaw.json",
+            a.dir()
+        )),
+        "sibling read the snapshot"
+    );
+    assert!(denied(format!(
+        "runuser -u {acct} -- cat {}/revisions/{rev2_hash}/openclaw.json",
+        a.dir()
+    )));
+    // The gateway cannot rewrite its admitted document.
+    assert!(!denied(format!(
+        "runuser -u {acct} -- sh -c 'echo x >> {}/revisions/{rev2_hash}/openclaw.json'",
+        a.dir()
+    )));
+
+    // A second Namespace on the same host gets the next free port.
+    let c = Agent::new(&beta);
+    let revc = c.revision(&unique("rev"), 1, config(json!({})));
+    assert_eq!(d.ok("prepareRevision", c.params(&revc))["ready"], true);
+    assert_eq!(
+        marker(&rig, &host, &format!("{}/agent.json", c.dir()))["port"],
+        18802
+    );
+
+    // The gateway logs to journald under its unit.
+    let journal = rig.sh_ok(
+        &host,
+        &format!("journalctl -u {} --no-pager -o cat | tail -n 50", a.unit()),
+    );
+    assert!(!journal.is_empty(), "journal of {} is empty", a.unit());
+
+    // Retire the old revision: only its snapshot goes.
+    d.ok("retireRevision", a.params(&rev1));
+    assert!(!denied(format!(
+        "test -e {}/revisions/{rev1_hash}",
+        a.dir()
+    )));
+    assert!(denied(format!(
+        "test -e {}/revisions/{rev2_hash}/openclaw.json",
+        a.dir()
+    )));
+    assert_eq!(readyz(&rig, &host, port), "200");
+
+    // Stop: unit stopped and disabled, pointer and served.json gone, the rest kept.
+    d.ok("stopRevision", a.params(&rev2));
+    assert_ne!(
+        rig.sh_ok(&host, &format!("systemctl is-active {} || true", a.unit())),
+        "active"
+    );
+    assert!(!denied(format!("test -e {}/current", a.dir())));
+    assert!(!denied(format!("test -e {}/served.json", a.dir())));
+    assert!(denied(format!(
+        "test -e {}/revisions/{rev2_hash}/openclaw.json",
+        a.dir()
+    )));
+    assert_eq!(
+        rig.sh_ok(&host, &format!("cat {}/state/proof", a.dir())),
+        "first"
+    );
+    assert_eq!(
+        env_state(&rig, &host, &a),
+        env_before,
+        "operator env file changed by stop"
+    );
+    d.ok("retireRevision", a.params(&rev2));
+    assert!(!denied(format!(
+        "test -e {}/revisions/{rev2_hash}",
+        a.dir()
+    )));
+    assert_eq!(
+        env_state(&rig, &host, &a),
+        env_before,
+        "operator env file changed by retire"
+    );
+
+    // Every capability call was audited.
+    let audit = std::fs::read_to_string(&d.audit).unwrap();
+    let records: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(records.iter().any(|r| r["method"] == "activateRevision"
+        && r["host"] == "alpha"
+        && r["exitStatus"] == 0));
+    assert!(
+        records
+            .iter()
+            .all(|r| r["stdinSha256"].as_str().map(str::len) == Some(64))
+    );
+
+    // Deleting the Namespaces removes units, trees and accounts.
+    assert_eq!(
+        d.ok("deleteNamespace", json!({"namespace": alpha}))["namespaceDeleted"],
+        true
+    );
+    assert_eq!(
+        d.ok("deleteNamespace", json!({"namespace": beta}))["namespaceDeleted"],
+        true
+    );
+    for agent in [&a, &b, &c] {
+        assert!(
+            !denied(format!("test -e {UNIT_DIR}/{}", agent.unit())),
+            "unit left: {}",
+            agent.unit()
+        );
+        assert!(
+            !denied(format!("getent passwd {}", agent.account())),
+            "account left: {}",
+            agent.account()
+        );
+        assert!(!denied(format!(
+            "test -e {ROOT}/accounts/{}.json",
+            agent.account()
+        )));
+    }
+    assert!(!denied(format!(
+        "test -e {ROOT}/namespaces/{}",
+        hash12(alpha["id"].as_str().unwrap())
+    )));
+    // Deleting again is a no-op success.
+    assert_eq!(
+        d.ok("deleteNamespace", json!({"namespace": alpha}))["namespaceDeleted"],
+        true
+    );
+}
+
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn refusals_change_nothing_and_name_the_host() {
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let d = Deployment::new(&[("alpha", &host)], None);
+    let alpha = json!({"id": unique("ns-alpha"), "name": "alpha"});
+
+    // An unmapped Namespace name fails permanently.
+    let (code, v) = d.call(
+        "ensureNamespace",
+        json!({"namespace": {"id": unique("ns"), "name": "nowhere"}}),
+    );
+    assert_eq!(code, 65, "{v}");
+    assert_eq!(v["namespaceReady"], false);
+    assert_eq!(v["failure"], "permanent");
+
+    d.ok("ensureNamespace", json!({"namespace": alpha}));
+    let a = Agent::new(&alpha);
+    let listing = |rig: &Rig| rig.sh_ok(&host, &format!("find {ROOT} | sort"));
+    let before = listing(&rig);
+    // Each refused revision leaves the host exactly as it was.
+    let refused = [
+        json!({"harnessAuth": {"method": "secret", "secretId": "s"}}),
+        json!({"requestedPlugins": {"slack": {}}}),
+        json!({"defaultPluginApproverPolicy": {"approvers": []}}),
+        json!({"secretBindings": [{"name": "API_KEY", "secretId": "sec-1"}]}),
+        json!({"configuration": {"gateway": {"auth": {"mode": "token", "token": "x"}}}}),
+    ];
+    for change in refused {
+        let mut rev = a.revision(&unique("rev"), 1, config(json!({})));
+        rev.as_object_mut()
+            .unwrap()
+            .extend(change.as_object().unwrap().clone());
+        let (code, v) = d.call("prepareRevision", a.params(&rev));
+        assert_eq!(code, 65, "{change}: {v}");
+        assert_eq!(v["failure"], "permanent", "{change}");
+        assert_eq!(listing(&rig), before, "{change} changed the host");
+    }
+    // Unbound: no binding passed and none kept.
+    let rev = a.revision(&unique("rev"), 1, config(json!({})));
+    let (code, v) = d.call("prepareRevision", json!({"revision": rev}));
+    assert_eq!(code, 65, "{v}");
+    assert_eq!(v["code"], "unbound-agent", "{v}");
+    assert_eq!(listing(&rig), before);
+    d.ok("deleteNamespace", json!({"namespace": alpha}));
+}
+
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn a_mismatched_host_key_fails_permanently_naming_the_host() {
+    let rig = Rig::load();
+    let host = rig.hosts.last().unwrap().clone();
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = dir.path().join("known_hosts");
+    // A valid ed25519 key that is not the host's.
+    let key = dir.path().join("other");
+    assert!(
+        std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    std::fs::write(&wrong, format!("{} {}", host.address, public)).unwrap();
+    let d = Deployment::new(&[("edge", &host)], Some(&wrong));
+    let (code, v) = d.call("preflight", json!({}));
+    assert_eq!(code, 65, "{v}");
+    assert_eq!(v["failure"], "permanent");
+    assert_eq!(v["host"], "edge");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("edge") && message.contains("host key"),
+        "{message}"
+    );
+}
+
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn an_unreachable_host_is_retryable_and_named() {
+    let rig = Rig::load();
+    // A test host's address on a port where nothing listens: connection refused.
+    let nobody = Host {
+        port: 2222,
+        ..rig.hosts[0].clone()
+    };
+    let d = Deployment::new(&[("gone", &nobody)], None);
+    let (code, v) = d.call(
+        "ensureNamespace",
+        json!({"namespace": {"id": unique("ns"), "name": "gone"}}),
+    );
+    assert_eq!(code, 75, "{v}");
+    assert_eq!(v["failure"], "retryable");
+    assert_eq!(v["host"], "gone");
+}
