@@ -40,16 +40,34 @@ pub struct Installation {
 impl Installation {
     /// Read and parse an installation file.
     pub fn load(path: &Path) -> Result<Installation, LoadError> {
+        Installation::load_with_component(path, None)
+    }
+
+    /// Read and parse an installation file, loading `component` instead of (or
+    /// in the absence of) `drivers.compute.component`.
+    pub fn load_with_component(
+        path: &Path,
+        component: Option<&Path>,
+    ) -> Result<Installation, LoadError> {
         let text = std::fs::read_to_string(path).map_err(|e| LoadError::Installation {
             path: path.to_path_buf(),
             message: format!("cannot read: {e}"),
         })?;
-        Installation::parse(path, &text)
+        Installation::parse_with_component(path, &text, component)
     }
 
     /// Parse installation text; `path` names it in errors and anchors a relative
     /// component path.
     pub fn parse(path: &Path, text: &str) -> Result<Installation, LoadError> {
+        Installation::parse_with_component(path, text, None)
+    }
+
+    /// Like [`Installation::parse`], with a component file chosen by the caller.
+    pub fn parse_with_component(
+        path: &Path,
+        text: &str,
+        component_override: Option<&Path>,
+    ) -> Result<Installation, LoadError> {
         let err = |message: String| LoadError::Installation {
             path: path.to_path_buf(),
             message,
@@ -74,20 +92,27 @@ impl Installation {
             Some(_) => return Err(err("drivers.compute.id: must be a nonempty string".into())),
             None => return Err(err("drivers.compute.id: missing".into())),
         };
-        let component = match compute.get("component") {
-            Some(Value::String(s)) if !s.is_empty() => PathBuf::from(s),
-            Some(_) => return Err(err("drivers.compute.component: must be a file path".into())),
-            None => {
+        // A component named by the caller is taken as given (relative to the
+        // working directory); one named in the document is relative to it.
+        let component = match (component_override, compute.get("component")) {
+            (Some(c), _) => c.to_path_buf(),
+            (None, Some(Value::String(s))) if !s.is_empty() => {
+                let c = PathBuf::from(s);
+                if c.is_relative() {
+                    path.parent().unwrap_or(Path::new(".")).join(c)
+                } else {
+                    c
+                }
+            }
+            (None, Some(_)) => {
+                return Err(err("drivers.compute.component: must be a file path".into()));
+            }
+            (None, None) => {
                 return Err(err(
                     "drivers.compute.component: missing; name the driver component (.wasm) to load"
                         .into(),
                 ));
             }
-        };
-        let component = if component.is_relative() {
-            path.parent().unwrap_or(Path::new(".")).join(component)
-        } else {
-            component
         };
         let configuration = match compute.get("configuration") {
             Some(v @ Value::Object(_)) => v.clone(),
@@ -125,6 +150,15 @@ mod tests {
         assert_eq!(i.component, PathBuf::from("/etc/occ/drivers/ssh.wasm"));
         assert_eq!(i.driver_id, "compute-ssh");
         assert_eq!(i.configuration["ssh"], serde_json::json!({}));
+    }
+
+    #[test]
+    fn a_caller_chosen_component_replaces_or_supplies_the_documents() {
+        let text = "drivers:\n  compute:\n    id: compute-ssh\n    configuration: {}\n";
+        let path = Path::new("/etc/occ/installation.yaml");
+        let i = Installation::parse_with_component(path, text, Some(Path::new("d.wasm"))).unwrap();
+        assert_eq!(i.component, PathBuf::from("d.wasm"));
+        assert!(Installation::parse(path, text).is_err());
     }
 
     #[test]

@@ -146,11 +146,10 @@ fn cache(cli: &Cli) -> Result<Option<ComponentCache>> {
 }
 
 fn load_installation(path: &std::path::Path, component: &Option<PathBuf>) -> Result<Installation> {
-    let mut installation = Installation::load(path)?;
-    if let Some(c) = component {
-        installation.component = c.clone();
-    }
-    Ok(installation)
+    Ok(Installation::load_with_component(
+        path,
+        component.as_deref(),
+    )?)
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {

@@ -159,6 +159,19 @@ fn marker(rig: &Rig, host: &Host, path: &str) -> Value {
     serde_json::from_str(&rig.sh_ok(host, &format!("cat {path}"))).unwrap()
 }
 
+/// The port the driver must allocate next on `host`: the lowest of the range
+/// that no Agent marker under the root holds (other tests may have left some).
+fn next_port(rig: &Rig, host: &Host) -> u64 {
+    let used = rig.sh_ok(
+        host,
+        &format!("cat {ROOT}/namespaces/*/agents/*/agent.json 2>/dev/null | grep -o '\"port\":[0-9]*' | cut -d: -f2 || true"),
+    );
+    let used: Vec<u64> = used.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    (18800..=18899)
+        .find(|p| !used.contains(p))
+        .expect("a free port in the range")
+}
+
 fn readyz(rig: &Rig, host: &Host, port: u64) -> String {
     rig.sh_ok(
         host,
@@ -213,6 +226,7 @@ fn deploys_cuts_over_isolates_retires_and_deletes_real_gateways() {
     // First revision of the first Agent: prepare, activate, serving.
     let a = Agent::new(&alpha);
     let rev1 = a.revision(&unique("rev"), 1, config(json!({})));
+    let expected_port = next_port(&rig, &host);
     assert_eq!(d.ok("prepareRevision", a.params(&rev1))["ready"], true);
     let started = Instant::now();
     d.ok("activateRevision", a.params(&rev1));
@@ -222,7 +236,7 @@ fn deploys_cuts_over_isolates_retires_and_deletes_real_gateways() {
     );
     let agent_marker = marker(&rig, &host, &format!("{}/agent.json", a.dir()));
     let port = agent_marker["port"].as_u64().unwrap();
-    assert_eq!(port, 18800, "the lowest free port of the range");
+    assert_eq!(port, expected_port, "the lowest free port of the range");
     assert_eq!(agent_marker["account"], a.account());
     assert_eq!(readyz(&rig, &host, port), "200");
     let rev1_hash = hash12(rev1["id"].as_str().unwrap());
@@ -326,9 +340,11 @@ fn deploys_cuts_over_isolates_retires_and_deletes_real_gateways() {
     // A sibling Agent: its own account, port, and no access to the first one's files.
     let b = Agent::new(&alpha);
     let revb = b.revision(&unique("rev"), 1, config(json!({})));
+    let expected_port = next_port(&rig, &host);
     assert_eq!(d.ok("prepareRevision", b.params(&revb))["ready"], true);
     let b_marker = marker(&rig, &host, &format!("{}/agent.json", b.dir()));
-    assert_eq!(b_marker["port"], 18801);
+    assert_eq!(b_marker["port"], expected_port);
+    assert_ne!(b_marker["port"], agent_marker["port"]);
     assert_ne!(b_marker["uid"], agent_marker["uid"]);
     assert_ne!(b_marker["gid"], agent_marker["gid"]);
     let bacct = b.account();
