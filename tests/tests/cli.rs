@@ -189,3 +189,54 @@ fn serve_answers_errors_and_keeps_serving() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+/// `serve --listen` answers on a Unix socket that only its owner can open.
+#[test]
+fn serve_listens_on_a_private_unix_socket() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = repo_root().join("guest-ssh-driver/tests/fixtures");
+    let configuration: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures.join("valid-spec-example.json")).unwrap(),
+    )
+    .unwrap();
+    let inst = write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
+    let socket = dir.path().join("driver.sock");
+    let mut child = Command::new(host_binary())
+        .args([
+            "serve",
+            "--installation",
+            inst.to_str().unwrap(),
+            "--listen",
+            socket.to_str().unwrap(),
+        ])
+        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !socket.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "socket never appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
+    let ask = |line: &str| -> Value {
+        let mut stream = UnixStream::connect(&socket).unwrap();
+        stream.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut answer = String::new();
+        reader.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap()
+    };
+    let v = ask(r#"{"jsonrpc":"2.0","id":"a","method":"validateConfiguration","params":{}}"#);
+    assert_eq!(v["result"]["ok"], true, "{v}");
+    // A second connection is served independently.
+    let v = ask(r#"{"jsonrpc":"2.0","id":"b","method":"validateConfiguration","params":[]}"#);
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
