@@ -13,6 +13,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/occ/target}"
 export OCC_CACHE="${OCC_CACHE:-/var/cache/occ}"
 DEMO=/run/occ-demo
+# The test host to use; another name (occ-h2 ... occ-h254) keeps the demo apart from a test run.
+HOST_NAME="${OCC_DEMO_HOST:-occ-h1}"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "installing what the test host needs (Debian packages, Node.js 24, OpenClaw)"
@@ -25,10 +27,11 @@ cargo build --release --quiet -p occ-driver-host
 HOST_BIN="$CARGO_TARGET_DIR/release/occ-driver-host"
 COMPONENT="$CARGO_TARGET_DIR/wasm32-wasip2/release/guest_ssh_driver.wasm"
 
-say "bringing up the disposable test host occ-h1"
-bash tests/rig/up.sh occ-h1
+say "bringing up the disposable test host $HOST_NAME"
+bash tests/rig/up.sh "$HOST_NAME"
 set -a; . "${OCC_RIG:-/run/occ-rig}/env"; set +a
-ADDRESS=$(sed -n 's/.*"name":"occ-h1","address":"\([^"]*\)".*/\1/p' "$OCC_RIG_HOSTS_JSON")
+ADDRESS=$(sed -n "s/.*\"name\":\"$HOST_NAME\",\"address\":\"\([^\"]*\)\".*/\1/p" "$OCC_RIG_HOSTS_JSON")
+[ -n "$ADDRESS" ] || { echo "demo: $HOST_NAME is not in $OCC_RIG_HOSTS_JSON" >&2; exit 1; }
 
 mkdir -p "$DEMO"
 cat >"$DEMO/installation.yaml" <<YAML
@@ -95,16 +98,17 @@ UNIT="openclaw-enterprise-gateway-$AGENT_HASH.service"
 PORT=$(ssh_host cat "/var/lib/openclaw-enterprise/namespaces/$NS_HASH/agents/$AGENT_HASH/agent.json" \
   | sed -n 's/.*"port":\([0-9]*\).*/\1/p')
 
-say "the gateway, serving: GET http://127.0.0.1:$PORT/readyz on occ-h1"
-ssh_host curl -sS -w '\nHTTP %{http_code}\n' "http://127.0.0.1:$PORT/readyz"
+say "the gateway, serving: GET http://127.0.0.1:$PORT/readyz on $HOST_NAME"
+# ssh joins its arguments into one remote shell command: quote the whole thing.
+ssh_host "curl -sS -w '\\nHTTP %{http_code}\\n' http://127.0.0.1:$PORT/readyz"
 say "systemctl status $UNIT"
 ssh_host systemctl status --no-pager --lines=5 "$UNIT" || true
 
 cat <<EOF
 
-The Agent is serving on occ-h1 ($ADDRESS), unit $UNIT.
+The Agent is serving on $HOST_NAME ($ADDRESS), unit $UNIT.
   Look around:   ssh -F none -i $OCC_RIG_IDENTITY -o UserKnownHostsFile=$OCC_RIG_KNOWN_HOSTS root@$ADDRESS
   Remove it:     $HOST_BIN call deleteNamespace --installation $DEMO/installation.yaml \\
                    --params '{"namespace": {"id": "$NS_ID", "name": "demo"}}'
-  Tear down:     bash tests/rig/down.sh && rm -rf $DEMO
+  Tear down:     bash tests/rig/down.sh $HOST_NAME && rm -rf $DEMO
 EOF
