@@ -45,7 +45,7 @@ cargo test --release -p occ-e2e -- --ignored --test-threads=1 --nocapture
 
 if [ -d host/node ]; then
   step "Node client tests against the host binary"
-  OCC_DRIVER_HOST="$CARGO_TARGET_DIR/release/occ-driver-host" node --test host/node/
+  OCC_DRIVER_HOST="$CARGO_TARGET_DIR/release/occ-driver-host" node --test host/node/test/
 fi
 
 step "done in $((SECONDS - started)) s"

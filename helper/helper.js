@@ -1,0 +1,1528 @@
+'use strict';
+// The OCC SSH Compute Driver's host helper: every effect the driver has on a host.
+// Run as `node - <base64 of the operation JSON>` with this source on stdin; the
+// protocol (operations, events, markers, error codes, unit header) is helper/README.md.
+//
+// Shape of every mutating operation: parse and validate the operation, take the host
+// lock, read what is there, verify ownership of everything it will touch, then act only
+// where the host differs, reporting `changed`. Before each mutating step `guard()` checks
+// that the SSH session is still open (a failed stdout write closes it), that the
+// helper's own deadline has not passed and that the lock is still held.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const crypto = require('node:crypto');
+const http = require('node:http');
+const { spawn } = require('node:child_process');
+
+const STARTED_AT = Date.now();
+const PROTOCOL_VERSION = 1;
+// The transport kills an operation at 180 s; stopping at 170 s leaves time to report.
+const DEFAULT_DEADLINE_MS = 170000;
+const MAX_DEADLINE_MS = 175000;
+const LOCK_WAIT_SECONDS = 30;
+const DEFAULT_READINESS_MS = 120000;
+const HEARTBEAT_MS = 1000;
+const READY_POLL_MS = 500;
+const READY_REQUEST_MS = 2000;
+// Conflict exit code for flock: distinguishes "waited 30 s" from any other failure.
+const FLOCK_TIMEOUT_EXIT = 75;
+const TEMP_PREFIX = '.occ-tmp-';
+const UNIT_PREFIX = 'openclaw-enterprise-gateway-';
+const HEADER_FIRST_LINE = '# Managed by the OCC SSH Compute Driver (occ/ssh); do not edit.';
+const ROOT_UID = typeof process.getuid === 'function' ? process.getuid() : 0;
+const ROOT_GID = typeof process.getgid === 'function' ? process.getgid() : 0;
+
+const PERMANENT_CODES = new Set([
+  'foreign-marker', 'changed-snapshot', 'unexpected-symlink', 'foreign-unit',
+  'foreign-account', 'invalid-operation', 'missing-namespace', 'missing-revision',
+  'no-free-port', 'probe-failed', 'superseded',
+]);
+
+class HelperError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.code = code;
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Session: output lines, heartbeat, deadline, stop conditions.
+
+const session = {
+  deadlineAt: STARTED_AT + DEFAULT_DEADLINE_MS,
+  // Set once the helper must stop mutating: session closed, deadline, or a signal.
+  stop: null,
+  closed: false,
+  finished: false,
+  controller: new AbortController(),
+};
+
+function stopWith(error) {
+  if (session.stop) return;
+  session.stop = error;
+  session.controller.abort(error);
+}
+
+function markClosed() {
+  if (session.closed) return;
+  session.closed = true;
+  stopWith(new HelperError('session-closed', 'the SSH session closed'));
+}
+
+// Node ignores SIGPIPE, so a write to the closed session pipe fails with EPIPE,
+// reported through the callback and the stream's 'error' event; without this
+// listener that error would crash the helper in the middle of a step.
+process.stdout.on('error', markClosed);
+process.stderr.on('error', () => {});
+
+function emit(event) {
+  if (session.closed) return false;
+  try {
+    process.stdout.write(`${JSON.stringify(event)}\n`, (error) => {
+      if (error) markClosed();
+    });
+  } catch {
+    markClosed();
+  }
+  return !session.closed;
+}
+
+function progress(step, message) {
+  emit({ event: 'progress', step, message });
+}
+
+function remainingMs() {
+  return session.deadlineAt - Date.now();
+}
+
+// Every mutating step calls this first: no effect after the session closed, after the
+// deadline, or once the host lock is no longer held.
+function guard(step) {
+  if (session.stop) {
+    const reason = session.stop;
+    throw new HelperError(reason.code, `${reason.message}; not starting: ${step}`);
+  }
+  if (remainingMs() <= 0) {
+    stopWith(new HelperError('deadline', 'the helper deadline passed'));
+    throw new HelperError('deadline', `the helper deadline passed; not starting: ${step}`);
+  }
+  if (lock.required && !lockHeld()) {
+    throw new HelperError('command-failed', `the host lock holder exited; not starting: ${step}`);
+  }
+}
+
+function sleep(ms) {
+  const signal = session.controller.signal;
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, Math.max(0, ms));
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+// ---------------------------------------------------------------------------------
+// Child processes. Argument vectors only; nothing here goes through a shell built from
+// input.
+
+function run(file, args, options = {}) {
+  const timeoutMs = Math.max(1000, Math.min(options.timeoutMs || 60000, remainingMs() + 2000));
+  return new Promise((resolve, reject) => {
+    let child;
+    try {
+      child = spawn(file, args, {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, LC_ALL: 'C', SYSTEMD_PAGER: '', SYSTEMD_COLORS: '0' },
+      });
+    } catch (error) {
+      reject(new HelperError('command-failed', `${file}: ${error.message}`));
+      return;
+    }
+    const out = [];
+    const err = [];
+    let outBytes = 0;
+    let errBytes = 0;
+    child.stdout.on('data', (chunk) => {
+      if (outBytes < 65536) out.push(chunk);
+      outBytes += chunk.length;
+    });
+    child.stderr.on('data', (chunk) => {
+      if (errBytes < 8192) err.push(chunk);
+      errBytes += chunk.length;
+    });
+    // A step already handed to a command completes on the host; the helper only stops
+    // waiting for it when the command itself overruns, which for systemctl does not
+    // cancel the job it queued.
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(new HelperError('command-failed', `${file}: ${error.message}`));
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const result = {
+        code,
+        signal,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+      };
+      if ((code !== 0 || signal) && !options.allowFailure) {
+        const detail = oneLine(result.stderr) || oneLine(result.stdout) || 'no output';
+        const how = signal ? `killed by ${signal}` : `exit ${code}`;
+        reject(new HelperError('command-failed', `${file} ${args.join(' ')}: ${how}: ${detail}`));
+        return;
+      }
+      resolve(result);
+    });
+  });
+}
+
+function oneLine(text) {
+  return text.replace(/[\x00-\x1f\x7f]+/g, ' ').trim().slice(0, 400);
+}
+
+function systemctl(args, timeoutMs) {
+  return run('systemctl', args, { timeoutMs: timeoutMs || 90000 });
+}
+
+async function unitState(unitName) {
+  const result = await run('systemctl', [
+    'show', '--property=LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload',
+    '--', unitName,
+  ], { timeoutMs: 20000 });
+  const state = {};
+  for (const line of result.stdout.split('\n')) {
+    const eq = line.indexOf('=');
+    if (eq > 0) state[line.slice(0, eq)] = line.slice(eq + 1);
+  }
+  return state;
+}
+
+// ---------------------------------------------------------------------------------
+// Host lock: a kernel flock on <root>/.compute-lock held by a child whose stdin is a
+// pipe from this helper. Whatever ends the helper (normal exit, crash, SIGKILL) closes
+// that pipe, the child's `cat` sees end of file and exits, and the kernel drops the
+// lock: there is no stale-lock state for anyone to reclaim.
+
+const lock = { child: null, required: false, exited: false };
+
+function lockHeld() {
+  return lock.child !== null && !lock.exited;
+}
+
+async function acquireLock(root) {
+  guard('take the host lock');
+  const lockPath = path.join(root, '.compute-lock');
+  const st = lstatOrNull(lockPath);
+  if (st && st.isSymbolicLink()) {
+    throw new HelperError('unexpected-symlink', `${lockPath} is a symlink`);
+  }
+  if (st && !st.isFile()) {
+    throw new HelperError('foreign-marker', `${lockPath} is not a regular file`);
+  }
+  if (!st) {
+    const fd = fs.openSync(lockPath, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o644);
+    fs.fchmodSync(fd, 0o644);
+    fs.closeSync(fd);
+  }
+  const waitSeconds = Math.max(1, Math.min(LOCK_WAIT_SECONDS, Math.floor((remainingMs() - 1000) / 1000)));
+  const startedAt = Date.now();
+  // The shell text is a constant: the lock path reaches flock as its own argument.
+  const child = spawn('flock', [
+    '-w', String(waitSeconds), '-E', String(FLOCK_TIMEOUT_EXIT), lockPath,
+    'sh', '-c', 'echo locked; exec cat >/dev/null',
+  ], { stdio: ['pipe', 'pipe', 'pipe'] });
+  child.stdin.on('error', () => {});
+  lock.child = child;
+  lock.exited = false;
+  await new Promise((resolve, reject) => {
+    const signal = session.controller.signal;
+    let acquired = false;
+    let stdout = '';
+    let stderr = '';
+    const onAbort = () => {
+      child.kill('SIGTERM');
+      reject(signal.reason);
+    };
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk.toString('utf8');
+      if (!acquired && stdout.includes('locked\n')) {
+        acquired = true;
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      }
+    });
+    child.stderr.on('data', (chunk) => {
+      if (stderr.length < 2000) stderr += chunk.toString('utf8');
+    });
+    child.on('error', (error) => {
+      lock.exited = true;
+      signal.removeEventListener('abort', onAbort);
+      reject(new HelperError('command-failed', `flock: ${error.message}`));
+    });
+    child.on('exit', (code) => {
+      lock.exited = true;
+      if (acquired) return;
+      signal.removeEventListener('abort', onAbort);
+      if (code === FLOCK_TIMEOUT_EXIT) {
+        reject(new HelperError('lock-timeout', `${lockPath} stayed locked for ${waitSeconds} s`));
+      } else {
+        reject(new HelperError('command-failed', `flock ${lockPath}: exit ${code}: ${oneLine(stderr)}`));
+      }
+    });
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  }).catch((error) => {
+    lock.child = null;
+    throw error;
+  });
+  lock.required = true;
+  progress('lock', `host lock acquired after ${Date.now() - startedAt} ms`);
+}
+
+async function releaseLock() {
+  const child = lock.child;
+  lock.required = false;
+  if (!child) return;
+  lock.child = null;
+  if (!lock.exited) {
+    child.stdin.end();
+    await new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        resolve();
+      }, 2000);
+      child.once('exit', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+}
+
+process.on('exit', () => {
+  if (lock.child && !lock.exited) lock.child.kill('SIGKILL');
+});
+
+// ---------------------------------------------------------------------------------
+// Filesystem: typed lookups that refuse symlinks, atomic writes and directories.
+
+function lstatOrNull(p) {
+  try {
+    return fs.lstatSync(p);
+  } catch (error) {
+    if (error.code === 'ENOENT') return null;
+    throw error;
+  }
+}
+
+// A directory of the tree, or null when absent; a symlink or another kind is refused.
+function expectDir(p) {
+  const st = lstatOrNull(p);
+  if (!st) return null;
+  if (st.isSymbolicLink()) {
+    throw new HelperError('unexpected-symlink', `${p} is a symlink where a directory is expected`);
+  }
+  if (!st.isDirectory()) {
+    throw new HelperError('foreign-marker', `${p} is not a directory`);
+  }
+  return st;
+}
+
+function expectFile(p) {
+  const st = lstatOrNull(p);
+  if (!st) return null;
+  if (st.isSymbolicLink()) {
+    throw new HelperError('unexpected-symlink', `${p} is a symlink where a file is expected`);
+  }
+  if (!st.isFile()) {
+    throw new HelperError('foreign-marker', `${p} is not a regular file`);
+  }
+  return st;
+}
+
+// Operator settings (the root, the unit directory) are trusted and may be symlinks.
+function operatorDirExists(p) {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch (error) {
+    if (error.code === 'ENOENT') return false;
+    throw error;
+  }
+}
+
+function readMarker(p, code = 'foreign-marker') {
+  const st = expectFile(p);
+  if (!st) return null;
+  if (st.uid !== ROOT_UID) {
+    throw new HelperError(code, `${p} is owned by uid ${st.uid}, not by the SSH account`);
+  }
+  let value;
+  try {
+    value = JSON.parse(fs.readFileSync(p, 'utf8'));
+  } catch {
+    throw new HelperError(code, `${p} is not valid JSON`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new HelperError(code, `${p} is not a JSON object`);
+  }
+  return value;
+}
+
+function checkFields(marker, expected, file, code) {
+  for (const [key, value] of Object.entries(expected)) {
+    if (marker[key] !== value) {
+      throw new HelperError(code,
+        `${file}: ${key} is ${JSON.stringify(marker[key])}, expected ${JSON.stringify(value)}`);
+    }
+  }
+}
+
+function tempName(dir, base) {
+  return path.join(dir, `${TEMP_PREFIX}${base}-${crypto.randomBytes(6).toString('hex')}`);
+}
+
+function fsyncDir(dir) {
+  const fd = fs.openSync(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+// Writes one file with exact mode and owner; no fsync of the directory (callers do).
+function writeNewFile(file, data, mode, uid, gid) {
+  const fd = fs.openSync(file,
+    fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode);
+  try {
+    fs.writeFileSync(fd, data);
+    fs.fchownSync(fd, uid, gid);
+    fs.fchmodSync(fd, mode);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+// Temp file in the same directory, fsync, rename: readers see the old or the new
+// content, never a torn file, whatever ends the helper.
+function writeAtomic(file, data, mode, uid = ROOT_UID, gid = ROOT_GID) {
+  const dir = path.dirname(file);
+  const temp = tempName(dir, path.basename(file));
+  try {
+    writeNewFile(temp, data, mode, uid, gid);
+    fs.renameSync(temp, file);
+  } catch (error) {
+    fs.rmSync(temp, { force: true });
+    throw error;
+  }
+  fsyncDir(dir);
+}
+
+function makeDir(p, mode, uid = ROOT_UID, gid = ROOT_GID) {
+  fs.mkdirSync(p, { mode });
+  fs.chownSync(p, uid, gid);
+  fs.chmodSync(p, mode);
+}
+
+// Builds a directory under a temp name and renames it into place, so a directory that
+// exists is always complete (its marker included).
+function createDirAtomic(finalPath, mode, uid, gid, build) {
+  const parent = path.dirname(finalPath);
+  const temp = tempName(parent, path.basename(finalPath));
+  try {
+    makeDir(temp, mode, uid, gid);
+    build(temp);
+    fsyncDir(temp);
+    fs.renameSync(temp, finalPath);
+  } catch (error) {
+    fs.rmSync(temp, { recursive: true, force: true });
+    throw error;
+  }
+  fsyncDir(parent);
+}
+
+// Renames first so that the path disappears atomically; a helper killed during the
+// recursive removal leaves only a temp entry that a later locked run sweeps.
+function removeTree(p) {
+  const parent = path.dirname(p);
+  const temp = tempName(parent, `del-${path.basename(p)}`);
+  fs.renameSync(p, temp);
+  fsyncDir(parent);
+  fs.rmSync(temp, { recursive: true, force: true });
+}
+
+function removeFile(p) {
+  fs.unlinkSync(p);
+  fsyncDir(path.dirname(p));
+}
+
+// Under the host lock no other helper is writing, so any temp entry left in a
+// directory is debris from a helper that was killed mid-write.
+function sweep(dir, prefix = TEMP_PREFIX) {
+  if (!operatorDirExists(dir)) return;
+  for (const name of fs.readdirSync(dir)) {
+    if (!name.startsWith(prefix)) continue;
+    guard(`remove stale ${name}`);
+    fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Operation parsing.
+
+const sha12 = (text) => crypto.createHash('sha256').update(text, 'utf8').digest('hex').slice(0, 12);
+// Trusted operator paths: absolute, normalized, none of whitespace, quotes, control
+// characters, shell metacharacters or systemd % and $ expansion.
+const SAFE_PATH = /^\/[A-Za-z0-9._+@,:=/-]*$/;
+const CONTROL = /[\x00-\x1f\x7f]/;
+
+function invalid(message) {
+  return new HelperError('invalid-operation', message);
+}
+
+function requireObject(value, name) {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(`${name} must be an object`);
+  return value;
+}
+
+function requireId(value, name) {
+  // Ids go into the unit header lines: a newline would forge another header line.
+  if (typeof value !== 'string' || value.length === 0 || value.length > 512 || CONTROL.test(value)) {
+    throw invalid(`${name} must be a non-empty string without control characters`);
+  }
+  return value;
+}
+
+function requirePath(value, name) {
+  if (typeof value !== 'string' || !SAFE_PATH.test(value) || path.posix.normalize(value) !== value ||
+      value === '/' || value.endsWith('/')) {
+    throw invalid(`${name} must be a normalized absolute path without special characters`);
+  }
+  return value;
+}
+
+function requireInt(value, name, min, max) {
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw invalid(`${name} must be an integer in ${min}..${max}`);
+  return value;
+}
+
+function requireHash(value, expected, name) {
+  if (value !== expected) throw invalid(`${name} is ${JSON.stringify(value)}, expected ${expected}`);
+}
+
+const OPERATIONS = {
+  'probe': { agent: false, revision: false },
+  'ensure-namespace': { agent: false, revision: false },
+  'prepare': { agent: true, revision: true },
+  'activate': { agent: true, revision: true },
+  'deactivate': { agent: true, revision: true },
+  'stop': { agent: true, revision: true },
+  'retire': { agent: true, revision: true },
+  'delete-namespace': { agent: false, revision: false },
+  'inspect-agent': { agent: true, revision: false },
+};
+
+function parseOperation(argument) {
+  if (typeof argument !== 'string' || argument.length === 0) throw invalid('missing base64 operation argument');
+  let op;
+  try {
+    op = JSON.parse(Buffer.from(argument, 'base64').toString('utf8'));
+  } catch {
+    throw invalid('the operation argument is not base64 JSON');
+  }
+  requireObject(op, 'operation');
+  if (op.version !== PROTOCOL_VERSION) throw invalid(`unsupported protocol version ${JSON.stringify(op.version)}`);
+  const shape = OPERATIONS[op.op];
+  if (!shape) throw invalid(`unknown op ${JSON.stringify(op.op)}`);
+  if (op.deadlineMs !== undefined) requireInt(op.deadlineMs, 'deadlineMs', 1000, MAX_DEADLINE_MS);
+  if (op.op === 'probe') {
+    requirePath(op.nodePath, 'nodePath');
+    requirePath(op.openclawPath, 'openclawPath');
+    return op;
+  }
+  requireId(op.driver, 'driver');
+  requirePath(op.root, 'root');
+  requirePath(op.unitDirectory, 'unitDirectory');
+  requireObject(op.namespace, 'namespace');
+  requireId(op.namespace.id, 'namespace.id');
+  requireHash(op.namespace.hash, sha12(op.namespace.id), 'namespace.hash');
+  if (shape.agent) {
+    const agent = requireObject(op.agent, 'agent');
+    requireId(agent.id, 'agent.id');
+    requireHash(agent.hash, sha12(agent.id), 'agent.hash');
+    requireId(agent.servicePrincipalId, 'agent.servicePrincipalId');
+    const suffix = sha12(`${op.namespace.id}:${agent.id}`);
+    if (typeof agent.account !== 'string' || !/^[a-z_][a-z0-9_-]{0,18}-[0-9a-f]{12}$/.test(agent.account) ||
+        !agent.account.endsWith(`-${suffix}`)) {
+      throw invalid(`agent.account must be <runtime user prefix>-${suffix}`);
+    }
+    requireHash(agent.unitName, `${UNIT_PREFIX}${agent.hash}.service`, 'agent.unitName');
+  }
+  if (shape.revision) {
+    const revision = requireObject(op.revision, 'revision');
+    requireId(revision.id, 'revision.id');
+    requireHash(revision.hash, sha12(revision.id), 'revision.hash');
+    requireInt(revision.number, 'revision.number', 1, Number.MAX_SAFE_INTEGER);
+    if (typeof revision.configHash !== 'string' || !/^[0-9a-f]{64}$/.test(revision.configHash)) {
+      throw invalid('revision.configHash must be 64 lowercase hex characters');
+    }
+    requireId(revision.harness, 'revision.harness');
+  }
+  if (op.op === 'prepare') {
+    if (typeof op.snapshot !== 'string') throw invalid('snapshot must be a string');
+    // The revision marker's configHash must describe the bytes actually written.
+    if (crypto.createHash('sha256').update(op.snapshot, 'utf8').digest('hex') !== op.revision.configHash) {
+      throw invalid('revision.configHash is not the SHA-256 of snapshot');
+    }
+    if (typeof op.needsPassword !== 'boolean') throw invalid('needsPassword must be a boolean');
+    const range = requireObject(op.portRange, 'portRange');
+    requireInt(range.start, 'portRange.start', 1, 65535);
+    requireInt(range.end, 'portRange.end', range.start, 65535);
+  }
+  if (op.op === 'activate') {
+    requireObject(op.unit, 'unit');
+    if (typeof op.unit.text !== 'string' || !op.unit.text.startsWith(unitHeader(op.namespace.id, op.agent.id))) {
+      throw invalid('unit.text must begin with the ownership header of this Namespace and Agent');
+    }
+    if (op.port !== undefined) requireInt(op.port, 'port', 1, 65535);
+    if (op.readinessTimeoutMs !== undefined) {
+      requireInt(op.readinessTimeoutMs, 'readinessTimeoutMs', 1000, DEFAULT_READINESS_MS);
+    }
+  }
+  return op;
+}
+
+function unitHeader(namespaceId, agentId) {
+  return `${HEADER_FIRST_LINE}\n# OCC-Namespace: ${namespaceId}\n# OCC-Agent: ${agentId}\n`;
+}
+
+// ---------------------------------------------------------------------------------
+// Layout and ownership.
+
+function layout(op) {
+  const namespaces = path.join(op.root, 'namespaces');
+  const nsDir = path.join(namespaces, op.namespace.hash);
+  const L = {
+    root: op.root,
+    accounts: path.join(op.root, 'accounts'),
+    namespaces,
+    nsDir,
+    nsMarker: path.join(nsDir, 'namespace.json'),
+    agentsDir: path.join(nsDir, 'agents'),
+  };
+  if (op.agent) {
+    const agentDir = path.join(L.agentsDir, op.agent.hash);
+    Object.assign(L, {
+      agentDir,
+      agentMarker: path.join(agentDir, 'agent.json'),
+      home: path.join(agentDir, 'home'),
+      state: path.join(agentDir, 'state'),
+      passwordFile: path.join(agentDir, 'gateway-password.env'),
+      revisions: path.join(agentDir, 'revisions'),
+      current: path.join(agentDir, 'current'),
+      served: path.join(agentDir, 'served.json'),
+      accountMarker: path.join(op.root, 'accounts', `${op.agent.account}.json`),
+      unitPath: path.join(op.unitDirectory, op.agent.unitName),
+    });
+  }
+  if (op.agent && op.revision) {
+    L.revDir = path.join(L.revisions, op.revision.hash);
+    L.revMarker = path.join(L.revDir, 'revision.json');
+    L.revConfig = path.join(L.revDir, 'openclaw.json');
+  }
+  return L;
+}
+
+const namespaceOwner = (op) => ({ driver: op.driver, namespaceId: op.namespace.id });
+const agentOwner = (op) => ({
+  ...namespaceOwner(op), agentId: op.agent.id, servicePrincipalId: op.agent.servicePrincipalId,
+});
+
+// true when the Namespace tree exists and is ours; false when absent.
+function verifyNamespace(op, L, required) {
+  if (!operatorDirExists(L.root) || !expectDir(L.namespaces) || !expectDir(L.nsDir)) {
+    if (required) throw new HelperError('missing-namespace', `${L.nsDir} does not exist; ensure the Namespace first`);
+    return false;
+  }
+  const marker = readMarker(L.nsMarker);
+  if (!marker) throw new HelperError('foreign-marker', `${L.nsDir} has no namespace.json`);
+  checkFields(marker, namespaceOwner(op), L.nsMarker, 'foreign-marker');
+  expectDir(L.agentsDir);
+  return true;
+}
+
+// The Agent marker, verified, or null when the Agent directory is absent.
+function readAgent(op, L) {
+  if (!expectDir(L.agentDir)) return null;
+  const marker = readMarker(L.agentMarker);
+  if (!marker) throw new HelperError('foreign-marker', `${L.agentDir} has no agent.json`);
+  checkFields(marker, { ...agentOwner(op), account: op.agent.account }, L.agentMarker, 'foreign-marker');
+  for (const key of ['uid', 'gid']) {
+    if (!Number.isSafeInteger(marker[key]) || marker[key] <= 0) {
+      throw new HelperError('foreign-marker', `${L.agentMarker}: ${key} is not a valid id`);
+    }
+  }
+  if (!Number.isSafeInteger(marker.port) || marker.port < 1 || marker.port > 65535) {
+    throw new HelperError('foreign-marker', `${L.agentMarker}: port is not a valid port`);
+  }
+  for (const dir of [L.home, L.state, L.revisions]) expectDir(dir);
+  expectFile(L.passwordFile);
+  return marker;
+}
+
+// current must be a symlink to exactly revisions/<12 hex>; returns that hash or null.
+function readCurrent(L) {
+  const st = lstatOrNull(L.current);
+  if (!st) return null;
+  if (!st.isSymbolicLink()) throw new HelperError('unexpected-symlink', `${L.current} is not a symlink`);
+  const target = fs.readlinkSync(L.current);
+  const match = /^revisions\/([0-9a-f]{12})$/.exec(target);
+  if (!match) throw new HelperError('unexpected-symlink', `${L.current} points at ${JSON.stringify(target)}`);
+  return match[1];
+}
+
+function readServed(op, L) {
+  const marker = readMarker(L.served);
+  if (!marker) return null;
+  checkFields(marker, { ...namespaceOwner(op), agentId: op.agent.id }, L.served, 'foreign-marker');
+  return marker;
+}
+
+function revisionMarker(op) {
+  return {
+    ...agentOwner(op),
+    revisionId: op.revision.id,
+    revisionNumber: op.revision.number,
+    configHash: op.revision.configHash,
+    harness: op.revision.harness,
+  };
+}
+
+// Verifies an existing revision snapshot: ownership, identity, and (given the snapshot
+// text) the exact bytes. Returns false when the revision directory is absent.
+function verifyRevision(op, L, agentGid, snapshot) {
+  if (!expectDir(L.revDir)) return false;
+  const marker = readMarker(L.revMarker);
+  if (!marker) throw new HelperError('foreign-marker', `${L.revDir} has no revision.json`);
+  checkFields(marker, agentOwner(op), L.revMarker, 'foreign-marker');
+  const expected = revisionMarker(op);
+  checkFields(marker, {
+    revisionId: expected.revisionId, revisionNumber: expected.revisionNumber,
+    configHash: expected.configHash, harness: expected.harness,
+  }, L.revMarker, 'changed-snapshot');
+  const st = expectFile(L.revConfig);
+  if (!st) throw new HelperError('changed-snapshot', `${L.revConfig} is missing`);
+  if (st.uid !== ROOT_UID || st.gid !== agentGid || (st.mode & 0o7777) !== 0o640) {
+    throw new HelperError('changed-snapshot',
+      `${L.revConfig} is ${st.uid}:${st.gid} ${(st.mode & 0o7777).toString(8)}, expected ${ROOT_UID}:${agentGid} 640`);
+  }
+  if (snapshot !== undefined && !fs.readFileSync(L.revConfig).equals(Buffer.from(snapshot, 'utf8'))) {
+    throw new HelperError('changed-snapshot', `${L.revConfig} differs from the admitted snapshot`);
+  }
+  return true;
+}
+
+// Number of the revision the pointer names, verified, or null.
+function currentRevisionNumber(op, L, currentHash) {
+  if (currentHash === null) return null;
+  // A symlinked revision directory must not lead the marker read elsewhere.
+  if (!expectDir(path.join(L.revisions, currentHash))) return null;
+  const marker = readMarker(path.join(L.revisions, currentHash, 'revision.json'));
+  if (!marker) return null;
+  checkFields(marker, agentOwner(op), path.join(L.revisions, currentHash, 'revision.json'), 'foreign-marker');
+  return Number.isSafeInteger(marker.revisionNumber) ? marker.revisionNumber : null;
+}
+
+// The unit file's text when present and ours; refuses any other unit at that path.
+function readUnit(unitPath, namespaceId, agentId) {
+  const st = lstatOrNull(unitPath);
+  if (!st) return null;
+  if (st.isSymbolicLink()) throw new HelperError('unexpected-symlink', `${unitPath} is a symlink`);
+  if (!st.isFile()) throw new HelperError('foreign-unit', `${unitPath} is not a regular file`);
+  const text = fs.readFileSync(unitPath, 'utf8');
+  if (!text.startsWith(unitHeader(namespaceId, agentId))) {
+    throw new HelperError('foreign-unit',
+      `${unitPath} does not begin with the ownership header of Namespace ${namespaceId}, Agent ${agentId}`);
+  }
+  return text;
+}
+
+// ---------------------------------------------------------------------------------
+// Accounts.
+
+async function lookupAccount(name) {
+  const [passwd, group] = await Promise.all([
+    run('getent', ['passwd', name], { allowFailure: true, timeoutMs: 15000 }),
+    run('getent', ['group', name], { allowFailure: true, timeoutMs: 15000 }),
+  ]);
+  const parse = (result, what) => {
+    if (result.code === 2) return null; // getent: key not found
+    if (result.code !== 0) throw new HelperError('command-failed', `getent ${what} ${name}: exit ${result.code}`);
+    return result.stdout.trim().split('\n')[0].split(':');
+  };
+  const pw = parse(passwd, 'passwd');
+  const gr = parse(group, 'group');
+  return {
+    user: pw ? { uid: Number(pw[2]), gid: Number(pw[3]) } : null,
+    group: gr ? { gid: Number(gr[2]) } : null,
+  };
+}
+
+function accountFields(op) {
+  return { ...agentOwner(op), account: op.agent.account };
+}
+
+// Describes how an existing system account departs from its marker, or null. Absent
+// parts are no conflict: an interrupted removal leaves the user or group already gone.
+function accountConflict(marker, system) {
+  if (system.user && marker.uid !== null && system.user.uid !== marker.uid) {
+    return `user ${marker.account} has uid ${system.user.uid}`;
+  }
+  if (system.group && marker.gid !== null && system.group.gid !== marker.gid) {
+    return `group ${marker.account} has gid ${system.group.gid}`;
+  }
+  return null;
+}
+
+function sameAccount(marker, system) {
+  return system.user && system.group && system.user.uid === marker.uid &&
+    system.user.gid === marker.gid && system.group.gid === marker.gid;
+}
+
+// Creates or verifies the Agent's private user and group. The marker is written before
+// groupadd with null ids and completed after useradd, so a helper killed in between
+// leaves a marker that lets the retry finish its own account rather than find an
+// unmarked (hence foreign) one.
+async function ensureAccount(op, L) {
+  if (!expectDir(L.accounts)) {
+    guard('create the accounts directory');
+    makeDir(L.accounts, 0o700);
+  }
+  const name = op.agent.account;
+  const marker = readMarker(L.accountMarker, 'foreign-account');
+  const system = await lookupAccount(name);
+  if (marker) {
+    checkFields(marker, accountFields(op), L.accountMarker, 'foreign-account');
+    if (marker.uid !== null || marker.gid !== null) {
+      if (!sameAccount(marker, system)) {
+        throw new HelperError('foreign-account',
+          `account ${name} does not match ${L.accountMarker} (uid ${marker.uid}, gid ${marker.gid})`);
+      }
+      return { uid: marker.uid, gid: marker.gid, changed: false };
+    }
+  } else if (system.user || system.group) {
+    throw new HelperError('foreign-account',
+      `${system.user ? 'user' : 'group'} ${name} exists without the ownership marker ${L.accountMarker}`);
+  } else {
+    guard('record the account marker');
+    writeAtomic(L.accountMarker, `${JSON.stringify({ ...accountFields(op), uid: null, gid: null })}\n`, 0o600);
+  }
+  // One step from here to the completed marker: stopping between groupadd and useradd
+  // would only leave work for the retry.
+  guard('create the account');
+  if (!system.group) await run('groupadd', ['--system', name], { timeoutMs: 30000 });
+  if (!system.user) {
+    await run('useradd', [
+      '--system', '--gid', name, '--home-dir', L.home, '--no-create-home',
+      '--shell', '/usr/sbin/nologin', name,
+    ], { timeoutMs: 30000 });
+  }
+  const created = await lookupAccount(name);
+  if (!created.user || !created.group || created.user.gid !== created.group.gid) {
+    throw new HelperError('command-failed', `account ${name} is incomplete after useradd`);
+  }
+  const ids = { uid: created.user.uid, gid: created.group.gid };
+  writeAtomic(L.accountMarker, `${JSON.stringify({ ...accountFields(op), ...ids })}\n`, 0o600);
+  progress('account', `created system account ${name} (uid ${ids.uid}, gid ${ids.gid})`);
+  return { ...ids, changed: true };
+}
+
+async function verifyAccount(op, L, agent) {
+  expectDir(L.accounts);
+  const marker = readMarker(L.accountMarker, 'foreign-account');
+  if (!marker) throw new HelperError('foreign-account', `${L.accountMarker} is missing for Agent ${op.agent.id}`);
+  checkFields(marker, { ...accountFields(op), uid: agent.uid, gid: agent.gid }, L.accountMarker, 'foreign-account');
+  if (!sameAccount(marker, await lookupAccount(op.agent.account))) {
+    throw new HelperError('foreign-account', `account ${op.agent.account} does not match ${L.accountMarker}`);
+  }
+}
+
+async function removeAccount(markerPath, marker) {
+  const name = marker.account;
+  let system = await lookupAccount(name);
+  const conflict = accountConflict(marker, system);
+  if (conflict) throw new HelperError('foreign-account', `${conflict}, ${markerPath} records otherwise`);
+  if (system.user) {
+    guard(`remove user ${name}`);
+    await run('userdel', [name], { timeoutMs: 30000 });
+    // userdel also drops a same-named group when USERGROUPS_ENAB is set; look again.
+    system = await lookupAccount(name);
+  }
+  if (system.group) {
+    if (accountConflict(marker, system)) throw new HelperError('foreign-account', `group ${name} changed during removal`);
+    guard(`remove group ${name}`);
+    await run('groupdel', [name], { timeoutMs: 30000 });
+  }
+  guard(`remove ${markerPath}`);
+  removeFile(markerPath);
+  progress('account', `removed system account ${name}`);
+}
+
+// ---------------------------------------------------------------------------------
+// Ports.
+
+// Every port named by an Agent marker under <root>/namespaces/*/agents/*/agent.json,
+// whatever its Namespace or Driver: they all share this host's range.
+function usedPorts(L) {
+  const used = new Set();
+  if (!expectDir(L.namespaces)) return used;
+  for (const ns of fs.readdirSync(L.namespaces)) {
+    if (ns.startsWith('.')) continue;
+    const nsDir = path.join(L.namespaces, ns);
+    const st = lstatOrNull(nsDir);
+    if (st && st.isSymbolicLink()) throw new HelperError('unexpected-symlink', `${nsDir} is a symlink`);
+    if (!st || !st.isDirectory()) continue;
+    const agents = path.join(nsDir, 'agents');
+    if (!expectDir(agents)) continue;
+    for (const name of fs.readdirSync(agents)) {
+      if (name.startsWith('.')) continue;
+      const agentDir = path.join(agents, name);
+      const ast = lstatOrNull(agentDir);
+      if (ast && ast.isSymbolicLink()) throw new HelperError('unexpected-symlink', `${agentDir} is a symlink`);
+      if (!ast || !ast.isDirectory()) continue;
+      const marker = readMarker(path.join(agentDir, 'agent.json'));
+      if (!marker) continue;
+      if (!Number.isSafeInteger(marker.port)) {
+        throw new HelperError('foreign-marker', `${agentDir}/agent.json has no valid port`);
+      }
+      used.add(marker.port);
+    }
+  }
+  return used;
+}
+
+function allocatePort(L, range) {
+  const used = usedPorts(L);
+  for (let port = range.start; port <= range.end; port++) {
+    if (!used.has(port)) return port;
+  }
+  throw new HelperError('no-free-port', `every port of ${range.start}..${range.end} is held by an Agent marker`);
+}
+
+// ---------------------------------------------------------------------------------
+// Readiness.
+
+function readyStatus(port) {
+  return new Promise((resolve) => {
+    const request = http.get({
+      host: '127.0.0.1', port, path: '/readyz', agent: false, timeout: READY_REQUEST_MS,
+      signal: session.controller.signal,
+    }, (response) => {
+      response.resume();
+      resolve(response.statusCode);
+    });
+    request.on('timeout', () => request.destroy());
+    request.on('error', () => resolve(null));
+  });
+}
+
+async function waitReady(port, timeoutMs) {
+  const startedAt = Date.now();
+  const limit = Math.min(timeoutMs, remainingMs());
+  let lastStatus = null;
+  for (;;) {
+    if (session.stop) throw session.stop;
+    lastStatus = await readyStatus(port);
+    if (lastStatus === 200) return Date.now() - startedAt;
+    const elapsed = Date.now() - startedAt;
+    if (elapsed >= limit) {
+      if (limit < timeoutMs) throw new HelperError('deadline', `the helper deadline passed while waiting for readiness on port ${port}`);
+      throw new HelperError('readiness-timeout',
+        `http://127.0.0.1:${port}/readyz did not answer 200 within ${timeoutMs} ms (last: ${lastStatus === null ? 'no answer' : lastStatus})`);
+    }
+    await sleep(Math.min(READY_POLL_MS, limit - elapsed));
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Operations: one function each; each returns the result fields beyond event/ok.
+
+async function opProbe(op) {
+  const checks = [];
+  const check = (name, ok, detail) => checks.push({ name, ok, detail });
+  try {
+    const result = await run('systemctl', ['--version'], { allowFailure: true, timeoutMs: 15000 });
+    check('systemctl', result.code === 0, oneLine(result.stdout.split('\n')[0] || result.stderr));
+  } catch (error) {
+    check('systemctl', false, error.message);
+  }
+  const searchPath = (process.env.PATH || '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin').split(':');
+  for (const command of ['flock', 'getent', 'useradd', 'userdel', 'groupadd', 'groupdel']) {
+    const found = searchPath.map((dir) => path.join(dir || '.', command)).find((candidate) => {
+      try {
+        return fs.statSync(candidate).isFile() && (fs.accessSync(candidate, fs.constants.X_OK), true);
+      } catch {
+        return false;
+      }
+    });
+    check(command, Boolean(found), found || `${command} is not on PATH`);
+  }
+  try {
+    if (!fs.statSync(op.nodePath).isFile()) throw new Error('not a regular file');
+    fs.accessSync(op.nodePath, fs.constants.X_OK);
+    const result = await run(op.nodePath, ['--version'], { allowFailure: true, timeoutMs: 15000 });
+    check('node', result.code === 0, result.code === 0 ? `${op.nodePath} ${result.stdout.trim()}` : `${op.nodePath}: exit ${result.code}`);
+  } catch (error) {
+    check('node', false, `${op.nodePath}: ${error.message}`);
+  }
+  try {
+    if (!fs.statSync(op.openclawPath).isFile()) throw new Error('not a regular file');
+    fs.accessSync(op.openclawPath, fs.constants.R_OK);
+    check('openclaw', true, op.openclawPath);
+  } catch (error) {
+    check('openclaw', false, `${op.openclawPath}: ${error.message}`);
+  }
+  const failed = checks.filter((c) => !c.ok);
+  if (failed.length > 0) {
+    const error = new HelperError('probe-failed', `failed checks: ${failed.map((c) => `${c.name} (${c.detail})`).join('; ')}`);
+    error.extra = { checks };
+    throw error;
+  }
+  return { changed: false, checks };
+}
+
+async function opEnsureNamespace(op) {
+  const L = layout(op);
+  let changed = false;
+  if (!operatorDirExists(L.root)) {
+    guard('create the root');
+    fs.mkdirSync(L.root, { recursive: true, mode: 0o755 });
+    fs.chmodSync(L.root, 0o755);
+    changed = true;
+  }
+  await acquireLock(L.root);
+  if (!expectDir(L.namespaces)) {
+    guard('create the namespaces directory');
+    makeDir(L.namespaces, 0o755);
+    changed = true;
+  }
+  if (!expectDir(L.accounts)) {
+    guard('create the accounts directory');
+    makeDir(L.accounts, 0o700);
+    changed = true;
+  }
+  sweep(L.namespaces);
+  if (expectDir(L.nsDir)) {
+    verifyNamespace(op, L, true);
+    if (!expectDir(L.agentsDir)) {
+      guard('create the agents directory');
+      makeDir(L.agentsDir, 0o755);
+      changed = true;
+    }
+    return { changed };
+  }
+  guard('create the Namespace');
+  createDirAtomic(L.nsDir, 0o755, ROOT_UID, ROOT_GID, (temp) => {
+    writeNewFile(path.join(temp, 'namespace.json'), `${JSON.stringify(namespaceOwner(op))}\n`, 0o600, ROOT_UID, ROOT_GID);
+    makeDir(path.join(temp, 'agents'), 0o755);
+  });
+  progress('namespace', `created ${L.nsDir}`);
+  return { changed: true };
+}
+
+async function opPrepare(op) {
+  const L = layout(op);
+  if (!operatorDirExists(L.root)) throw new HelperError('missing-namespace', `${L.root} does not exist; ensure the Namespace first`);
+  await acquireLock(L.root);
+  verifyNamespace(op, L, true);
+  let agent = readAgent(op, L);
+
+  // A late worker must not write anything for a revision older than the one already
+  // current or served: report not-ready with nothing changed.
+  if (agent) {
+    const served = readServed(op, L);
+    const currentNumber = currentRevisionNumber(op, L, readCurrent(L));
+    const newest = Math.max(served && Number.isSafeInteger(served.revisionNumber) ? served.revisionNumber : 0, currentNumber || 0);
+    if (newest > op.revision.number) {
+      progress('superseded', `revision ${newest} is already current or served`);
+      return { changed: false, ready: false, port: agent.port, uid: agent.uid, gid: agent.gid };
+    }
+  }
+
+  // Allocation only reads, so a full range is refused before any account exists.
+  const newPort = agent ? null : allocatePort(L, op.portRange);
+  let changed = false;
+  const account = await ensureAccount(op, L);
+  changed = changed || account.changed;
+  if (agent && (agent.uid !== account.uid || agent.gid !== account.gid)) {
+    throw new HelperError('foreign-marker', `${L.agentMarker} records ${agent.uid}:${agent.gid}, the account is ${account.uid}:${account.gid}`);
+  }
+
+  if (!expectDir(L.agentsDir)) {
+    guard('create the agents directory');
+    makeDir(L.agentsDir, 0o755);
+  }
+  sweep(L.agentsDir);
+  if (!agent) {
+    const port = newPort;
+    agent = { ...accountFields(op), uid: account.uid, gid: account.gid, port };
+    guard('create the Agent directory');
+    // 0750 root:<agent group>: the Agent's own account can traverse to its home, state
+    // and snapshot; sibling Agents, in other groups, cannot enter.
+    createDirAtomic(L.agentDir, 0o750, ROOT_UID, account.gid, (temp) => {
+      writeNewFile(path.join(temp, 'agent.json'), `${JSON.stringify(agent)}\n`, 0o600, ROOT_UID, ROOT_GID);
+      makeDir(path.join(temp, 'home'), 0o700, account.uid, account.gid);
+      makeDir(path.join(temp, 'state'), 0o700, account.uid, account.gid);
+      makeDir(path.join(temp, 'revisions'), 0o750, ROOT_UID, account.gid);
+    });
+    progress('agent', `created ${L.agentDir} with port ${port}`);
+    changed = true;
+  } else {
+    sweep(L.agentDir);
+    for (const [dir, mode, uid] of [[L.home, 0o700, account.uid], [L.state, 0o700, account.uid], [L.revisions, 0o750, ROOT_UID]]) {
+      if (!expectDir(dir)) {
+        guard(`create ${dir}`);
+        makeDir(dir, mode, uid, account.gid);
+        changed = true;
+      }
+    }
+  }
+
+  if (op.needsPassword && !expectFile(L.passwordFile)) {
+    // Created once and never rotated: later revisions and restarts reuse it.
+    guard('create the gateway password');
+    writeAtomic(L.passwordFile, `OPENCLAW_GATEWAY_PASSWORD=${crypto.randomBytes(32).toString('hex')}\n`, 0o600);
+    progress('password', `created ${L.passwordFile}`);
+    changed = true;
+  }
+
+  sweep(L.revisions);
+  if (!verifyRevision(op, L, account.gid, op.snapshot)) {
+    guard('write the revision snapshot');
+    createDirAtomic(L.revDir, 0o750, ROOT_UID, account.gid, (temp) => {
+      // Root-owned and group-readable: the gateway reads but can never rewrite the
+      // admitted document, and sibling Agents cannot read it.
+      writeNewFile(path.join(temp, 'openclaw.json'), op.snapshot, 0o640, ROOT_UID, account.gid);
+      writeNewFile(path.join(temp, 'revision.json'), `${JSON.stringify(revisionMarker(op))}\n`, 0o600, ROOT_UID, ROOT_GID);
+    });
+    progress('snapshot', `wrote ${L.revDir}`);
+    changed = true;
+  }
+  return { changed, ready: true, port: agent.port, uid: account.uid, gid: account.gid };
+}
+
+// Reads and verifies everything activate, stop and retire rely on.
+async function loadAgent(op, L, { required }) {
+  if (!verifyNamespace(op, L, required)) return null;
+  const agent = readAgent(op, L);
+  if (!agent) {
+    if (required) throw new HelperError('missing-revision', `${L.agentDir} does not exist; prepare the revision first`);
+    return null;
+  }
+  await verifyAccount(op, L, agent);
+  return agent;
+}
+
+function servedMatches(served, op) {
+  return served !== null && served.revisionId === op.revision.id &&
+    served.revisionNumber === op.revision.number && served.configHash === op.revision.configHash;
+}
+
+async function switchCurrent(L, revHash) {
+  guard('switch current');
+  const temp = tempName(L.agentDir, 'current');
+  fs.symlinkSync(`revisions/${revHash}`, temp);
+  try {
+    fs.renameSync(temp, L.current);
+  } catch (error) {
+    fs.rmSync(temp, { force: true });
+    throw error;
+  }
+  fsyncDir(L.agentDir);
+  progress('current', `current -> revisions/${revHash}`);
+}
+
+async function opActivate(op) {
+  const L = layout(op);
+  if (!operatorDirExists(L.root)) throw new HelperError('missing-namespace', `${L.root} does not exist`);
+  if (!operatorDirExists(op.unitDirectory)) throw new HelperError('invalid-operation', `${op.unitDirectory} does not exist`);
+  const readinessTimeoutMs = op.readinessTimeoutMs || DEFAULT_READINESS_MS;
+  await acquireLock(L.root);
+  const agent = await loadAgent(op, L, { required: true });
+  if (op.port !== undefined && op.port !== agent.port) {
+    // The unit was rendered for another port than the Agent holds: writing it would
+    // start a gateway nobody polls. The guest inspects again and re-renders.
+    throw new HelperError('port-changed', `${L.agentMarker} records port ${agent.port}, the unit was rendered for ${op.port}`);
+  }
+  if (!verifyRevision(op, L, agent.gid)) {
+    throw new HelperError('missing-revision', `${L.revDir} does not exist; prepare revision ${op.revision.id} first`);
+  }
+  const existingUnit = readUnit(L.unitPath, op.namespace.id, op.agent.id);
+  const currentHash = readCurrent(L);
+  const served = readServed(op, L);
+  sweep(L.agentDir);
+  sweep(op.unitDirectory, `${TEMP_PREFIX}${UNIT_PREFIX}`);
+
+  let changed = false;
+  const unitChanged = existingUnit !== op.unit.text;
+  if (unitChanged) {
+    guard('write the unit');
+    writeAtomic(L.unitPath, op.unit.text, 0o644);
+    progress('unit', `wrote ${L.unitPath}`);
+    changed = true;
+  }
+  let state = await unitState(op.agent.unitName);
+  if (unitChanged || state.NeedDaemonReload === 'yes' || state.LoadState !== 'loaded') {
+    guard('daemon-reload');
+    await systemctl(['daemon-reload']);
+    progress('daemon-reload', 'systemd reloaded');
+    state = await unitState(op.agent.unitName);
+    changed = true;
+  }
+  if (state.UnitFileState !== 'enabled') {
+    guard('enable the unit');
+    await systemctl(['enable', '--', op.agent.unitName]);
+    progress('enable', `enabled ${op.agent.unitName}`);
+    changed = true;
+  }
+
+  // Already serving exactly this revision: nothing to restart.
+  if (!unitChanged && currentHash === op.revision.hash && servedMatches(served, op) &&
+      state.ActiveState === 'active' && (await readyStatus(agent.port)) === 200) {
+    return { changed, port: agent.port, readyAfterMs: 0 };
+  }
+
+  if (served && !servedMatches(served, op)) {
+    // served.json names the revision whose restart last reached readiness; this
+    // restart replaces it, so the old claim goes before anything else changes.
+    guard('remove served.json');
+    removeFile(L.served);
+  }
+  if (currentHash !== op.revision.hash) await switchCurrent(L, op.revision.hash);
+  guard('restart the unit');
+  progress('restart', `restarting ${op.agent.unitName}`);
+  await systemctl(['restart', '--', op.agent.unitName]);
+  const restartedAt = Date.now();
+
+  // The readiness wait (often 10 s, at most 120 s) changes nothing on the host, so it
+  // runs without the host lock: other Agents on this host can prepare and activate
+  // meanwhile. The commit below re-takes the lock and re-checks what it relies on.
+  await releaseLock();
+  progress('readiness', `waiting for http://127.0.0.1:${agent.port}/readyz`);
+  await waitReady(agent.port, readinessTimeoutMs);
+  const readyAfterMs = Date.now() - restartedAt;
+  progress('ready', `ready ${readyAfterMs} ms after restart`);
+
+  await acquireLock(L.root);
+  const again = await loadAgent(op, L, { required: true });
+  if (again.port !== agent.port || readCurrent(L) !== op.revision.hash ||
+      readUnit(L.unitPath, op.namespace.id, op.agent.id) !== op.unit.text ||
+      !verifyRevision(op, L, agent.gid)) {
+    throw new HelperError('superseded', `another operation changed Agent ${op.agent.id} during the readiness wait`);
+  }
+  state = await unitState(op.agent.unitName);
+  if (state.ActiveState !== 'active') {
+    throw new HelperError('readiness-timeout', `${op.agent.unitName} is ${state.ActiveState} after readiness`);
+  }
+  guard('write served.json');
+  writeAtomic(L.served, `${JSON.stringify({
+    ...namespaceOwner(op), agentId: op.agent.id, revisionId: op.revision.id,
+    revisionNumber: op.revision.number, configHash: op.revision.configHash,
+    servedAt: new Date().toISOString(),
+  })}\n`, 0o600);
+  progress('served', `served.json names revision ${op.revision.id}`);
+  return { changed: true, port: agent.port, readyAfterMs };
+}
+
+async function opDeactivate(op) {
+  const L = layout(op);
+  const agent = operatorDirExists(L.root) ? await loadAgent(op, L, { required: false }) : null;
+  if (agent) {
+    verifyRevision(op, L, agent.gid);
+    readCurrent(L);
+    readServed(op, L);
+  }
+  readUnit(L.unitPath, op.namespace.id, op.agent.id);
+  return { changed: false };
+}
+
+// Stops and disables the Agent's unit if its file is ours; returns whether it acted.
+async function stopUnit(unitPath, unitName, namespaceId, agentId) {
+  if (readUnit(unitPath, namespaceId, agentId) === null) return false;
+  const state = await unitState(unitName);
+  let changed = false;
+  if (state.LoadState === 'loaded' && !['inactive', 'failed'].includes(state.ActiveState)) {
+    guard(`stop ${unitName}`);
+    await systemctl(['stop', '--', unitName]);
+    progress('stop', `stopped ${unitName}`);
+    changed = true;
+  }
+  if (state.UnitFileState === 'enabled' || state.UnitFileState === 'enabled-runtime') {
+    guard(`disable ${unitName}`);
+    await systemctl(['disable', '--', unitName]);
+    progress('disable', `disabled ${unitName}`);
+    changed = true;
+  }
+  return changed;
+}
+
+// The gateway stops serving: unit stopped and disabled, then served.json and current
+// removed, in that order so that a retry after any interruption still sees current.
+async function stopAgent(op, L) {
+  let changed = await stopUnit(L.unitPath, op.agent.unitName, op.namespace.id, op.agent.id);
+  if (expectFile(L.served)) {
+    guard('remove served.json');
+    removeFile(L.served);
+    changed = true;
+  }
+  if (readCurrent(L) !== null) {
+    guard('remove current');
+    removeFile(L.current);
+    progress('current', 'removed current');
+    changed = true;
+  }
+  return changed;
+}
+
+async function opStop(op) {
+  const L = layout(op);
+  if (!operatorDirExists(L.root)) return { changed: false };
+  await acquireLock(L.root);
+  const agent = await loadAgent(op, L, { required: false });
+  if (!agent) return { changed: false };
+  verifyRevision(op, L, agent.gid);
+  readServed(op, L);
+  const currentHash = readCurrent(L);
+  readUnit(L.unitPath, op.namespace.id, op.agent.id);
+  sweep(L.agentDir);
+  // Another revision is the live one: stopping this one leaves it serving.
+  if (currentHash !== null && currentHash !== op.revision.hash) return { changed: false };
+  return { changed: await stopAgent(op, L) };
+}
+
+async function opRetire(op) {
+  const L = layout(op);
+  if (!operatorDirExists(L.root)) return { changed: false };
+  await acquireLock(L.root);
+  const agent = await loadAgent(op, L, { required: false });
+  if (!agent) return { changed: false };
+  const present = verifyRevision(op, L, agent.gid);
+  readServed(op, L);
+  const currentHash = readCurrent(L);
+  readUnit(L.unitPath, op.namespace.id, op.agent.id);
+  sweep(L.agentDir);
+  sweep(L.revisions);
+  let changed = false;
+  if (currentHash === op.revision.hash) changed = await stopAgent(op, L) || changed;
+  if (present) {
+    guard('remove the revision snapshot');
+    removeTree(L.revDir);
+    progress('retire', `removed ${L.revDir}`);
+    changed = true;
+  }
+  return { changed };
+}
+
+// The Namespace's account markers, each verified against the system account.
+async function namespaceAccounts(op, L) {
+  const found = [];
+  if (!expectDir(L.accounts)) return found;
+  for (const name of fs.readdirSync(L.accounts).sort()) {
+    if (name.startsWith('.') || !name.endsWith('.json')) continue;
+    const file = path.join(L.accounts, name);
+    const marker = readMarker(file, 'foreign-account');
+    if (marker.driver !== op.driver || marker.namespaceId !== op.namespace.id) continue;
+    if (typeof marker.account !== 'string' || `${marker.account}.json` !== name) {
+      throw new HelperError('foreign-account', `${file} names account ${JSON.stringify(marker.account)}`);
+    }
+    found.push({ file, marker });
+  }
+  return found;
+}
+
+async function opDeleteNamespace(op) {
+  const L = layout(op);
+  if (!operatorDirExists(L.root)) return { changed: false };
+  await acquireLock(L.root);
+  sweep(L.namespaces);
+  let changed = false;
+  const present = verifyNamespace(op, L, false);
+  const accounts = await namespaceAccounts(op, L);
+
+  if (present) {
+    // Verify the whole deletion set before the first change.
+    const agents = [];
+    const entries = expectDir(L.agentsDir) ? fs.readdirSync(L.agentsDir).sort() : [];
+    for (const name of entries) {
+      if (name.startsWith(TEMP_PREFIX)) continue;
+      const agentDir = path.join(L.agentsDir, name);
+      expectDir(agentDir);
+      const file = path.join(agentDir, 'agent.json');
+      const marker = readMarker(file);
+      if (!marker) throw new HelperError('foreign-marker', `${agentDir} has no agent.json`);
+      checkFields(marker, namespaceOwner(op), file, 'foreign-marker');
+      if (typeof marker.agentId !== 'string' || sha12(marker.agentId) !== name) {
+        throw new HelperError('foreign-marker', `${file} does not name the Agent of ${name}`);
+      }
+      const scoped = {
+        ...op,
+        agent: {
+          id: marker.agentId, hash: name, servicePrincipalId: marker.servicePrincipalId,
+          account: marker.account, unitName: `${UNIT_PREFIX}${name}.service`,
+        },
+      };
+      const SL = layout(scoped);
+      readAgent(scoped, SL);
+      readCurrent(SL);
+      readServed(scoped, SL);
+      if (expectDir(SL.revisions)) {
+        for (const rev of fs.readdirSync(SL.revisions)) {
+          if (rev.startsWith(TEMP_PREFIX)) continue;
+          expectDir(path.join(SL.revisions, rev));
+          const revFile = path.join(SL.revisions, rev, 'revision.json');
+          const revMarker = readMarker(revFile);
+          if (!revMarker) throw new HelperError('foreign-marker', `${path.dirname(revFile)} has no revision.json`);
+          checkFields(revMarker, agentOwner(scoped), revFile, 'foreign-marker');
+        }
+      }
+      readUnit(SL.unitPath, op.namespace.id, marker.agentId);
+      agents.push({ scoped, SL });
+    }
+    for (const { file, marker } of accounts) {
+      const conflict = accountConflict(marker, await lookupAccount(marker.account));
+      if (conflict) throw new HelperError('foreign-account', `${conflict}, ${file} records otherwise`);
+    }
+
+    let reload = false;
+    for (const { scoped, SL } of agents) {
+      if (await stopUnit(SL.unitPath, scoped.agent.unitName, op.namespace.id, scoped.agent.id)) changed = true;
+      if (lstatOrNull(SL.unitPath)) {
+        guard(`remove ${SL.unitPath}`);
+        removeFile(SL.unitPath);
+        progress('unit', `removed ${SL.unitPath}`);
+        reload = true;
+        changed = true;
+      }
+    }
+    if (reload) {
+      guard('daemon-reload');
+      await systemctl(['daemon-reload']);
+      for (const { scoped } of agents) {
+        await run('systemctl', ['reset-failed', '--', scoped.agent.unitName], { allowFailure: true, timeoutMs: 20000 });
+      }
+    }
+    guard('remove the Namespace tree');
+    removeTree(L.nsDir);
+    progress('namespace', `removed ${L.nsDir}`);
+    changed = true;
+  }
+
+  // Also the retry path when the tree is already gone: accounts outlive their Agent
+  // directories until the Namespace goes.
+  for (const { file, marker } of accounts) {
+    await removeAccount(file, marker);
+    changed = true;
+  }
+  return { changed };
+}
+
+// Read-only: no lock, since every file it reads is replaced atomically.
+async function opInspectAgent(op) {
+  const L = layout(op);
+  const agent = operatorDirExists(L.root) ? await loadAgent(op, L, { required: false }) : null;
+  if (!agent) return { changed: false, exists: false };
+  return { changed: false, exists: true, port: agent.port, account: agent.account, uid: agent.uid, gid: agent.gid };
+}
+
+const HANDLERS = {
+  'probe': opProbe,
+  'ensure-namespace': opEnsureNamespace,
+  'prepare': opPrepare,
+  'activate': opActivate,
+  'deactivate': opDeactivate,
+  'stop': opStop,
+  'retire': opRetire,
+  'delete-namespace': opDeleteNamespace,
+  'inspect-agent': opInspectAgent,
+};
+
+// ---------------------------------------------------------------------------------
+// Main.
+
+function errorResult(error) {
+  // Anything that is not a HelperError is an unexpected host failure (EACCES, ENOSPC,
+  // ...): retryable `io`. A signal stops the helper like a command failure would.
+  const code = error instanceof HelperError ? (error.code === 'interrupted' ? 'command-failed' : error.code) : 'io';
+  let message = error && error.message ? error.message : String(error);
+  if (!(error instanceof HelperError) && error && error.code) message = `${error.code}: ${message}`;
+  return {
+    event: 'result',
+    ok: false,
+    error: { code, message: oneLine(message), permanent: PERMANENT_CODES.has(code) },
+    ...(error && error.extra ? error.extra : {}),
+  };
+}
+
+let heartbeat = null;
+let deadlineTimer = null;
+let backstop = null;
+
+async function finish(result) {
+  if (session.finished) return;
+  session.finished = true;
+  clearInterval(heartbeat);
+  clearTimeout(deadlineTimer);
+  clearTimeout(backstop);
+  await releaseLock();
+  const code = result.ok ? 0 : 1;
+  if (session.closed) process.exit(code);
+  try {
+    process.stdout.write(`${JSON.stringify(result)}\n`, () => process.exit(code));
+  } catch {
+    process.exit(code);
+  }
+}
+
+async function main() {
+  let op;
+  try {
+    op = parseOperation(process.argv[2]);
+  } catch (error) {
+    await finish(errorResult(error));
+    return;
+  }
+  session.deadlineAt = STARTED_AT + (op.deadlineMs || DEFAULT_DEADLINE_MS);
+  heartbeat = setInterval(() => emit({ event: 'heartbeat', elapsedMs: Date.now() - STARTED_AT }), HEARTBEAT_MS);
+  deadlineTimer = setTimeout(() => stopWith(new HelperError('deadline', 'the helper deadline passed')),
+    Math.max(0, remainingMs()));
+  // Should a step ignore the stop (a command past its own timeout), still report and
+  // exit before the transport's bound.
+  backstop = setTimeout(() => finish(errorResult(new HelperError('deadline', 'the helper deadline passed'))),
+    Math.max(0, remainingMs() + 3000));
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) {
+    process.on(signal, () => stopWith(new HelperError('interrupted', `received ${signal}`)));
+  }
+  try {
+    const result = await HANDLERS[op.op](op);
+    await finish({ event: 'result', ok: true, ...result });
+  } catch (error) {
+    await finish(errorResult(error));
+  }
+}
+
+process.on('uncaughtException', (error) => finish(errorResult(error)));
+process.on('unhandledRejection', (error) => finish(errorResult(error)));
+
+main();

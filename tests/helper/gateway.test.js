@@ -1,0 +1,228 @@
+'use strict';
+// activate, stop, retire and delete-namespace with real OpenClaw gateways under the
+// rig host's real systemd. At most two gateways (about 800 MB each) run at once, and
+// every one is stopped by the end.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const L = require('./lib.js');
+
+const fx = new L.Fixture('gateway', { portStart: 19200, portEnd: 19219 });
+test.after(() => fx.cleanup());
+
+const NS = 'ns-gw';
+const AGENT = 'agent-gw';
+// Same native configuration, different bytes: a distinct admitted snapshot per revision.
+const CONFIG_2 = `${JSON.stringify(JSON.parse(L.GATEWAY_CONFIG))}\n`;
+const CONFIG_3 = `${JSON.stringify(JSON.parse(L.GATEWAY_CONFIG), null, 4)}\n`;
+const p = fx.paths(NS, AGENT);
+const unitName = fx.agent(NS, AGENT).unitName;
+const exists = (file) => L.sh(`test -e '${file}' -o -L '${file}' && echo yes || echo no`).trim() === 'yes';
+const unitProp = (prop) => L.sh(`systemctl show -p ${prop} --value ${unitName}`).trim();
+const readyz = (port) => L.sh(`curl -s -o /dev/null -w '%{http_code}' --max-time 3 http://127.0.0.1:${port}/readyz`, { allowFailure: true }).stdout.trim();
+let port;
+
+async function activate(revId, number, snapshot, extra) {
+  const started = Date.now();
+  const run = await L.runHelper(fx.activate(NS, AGENT, revId, number, port, snapshot, extra));
+  return { ...run, ms: Date.now() - started };
+}
+
+test('prepare the Agent and an operator env file', async () => {
+  assert.equal((await L.helper(fx.ensureNamespace(NS))).ok, true);
+  const prepared = await L.helper(fx.prepare(NS, AGENT, 'rev-1', 1));
+  assert.equal(prepared.ready, true);
+  port = prepared.port;
+  L.sh(`printf 'OPERATOR_SECRET=keep-me\\n' > ${p.agentDir}/env && chmod 0600 ${p.agentDir}/env`);
+});
+
+test('activate starts a real gateway and writes served.json only after /readyz 200', { timeout: 180000 }, async (t) => {
+  const password = L.sh(`cat ${p.agentDir}/gateway-password.env`);
+  const snapshotBefore = L.sh(`stat -c '%s %Y %a %U:%G' ${fx.paths(NS, AGENT, 'rev-1').revDir}/openclaw.json`);
+  let duringWait = null;
+  const started = Date.now();
+  const run = L.startHelper(fx.activate(NS, AGENT, 'rev-1', 1, port), {
+    onEvent: (event) => {
+      if (event.event === 'progress' && event.step === 'readiness' && !duringWait) {
+        duringWait = {
+          served: exists(`${p.agentDir}/served.json`),
+          current: L.sh(`readlink ${p.agentDir}/current`).trim(),
+          lockFree: L.lockIsFree(fx.root),
+        };
+      }
+    },
+  });
+  const done = await run.done;
+  const ms = Date.now() - started;
+  assert.equal(done.code, 0, done.stdout.slice(-1500));
+  const result = done.result;
+  assert.deepEqual([result.ok, result.changed, result.port], [true, true, port]);
+  assert.ok(result.readyAfterMs > 0);
+  t.diagnostic(`activate -> served: ${ms} ms (gateway ready ${result.readyAfterMs} ms after restart)`);
+
+  const steps = done.events.filter((e) => e.event === 'progress').map((e) => e.step);
+  assert.deepEqual(steps, ['lock', 'unit', 'daemon-reload', 'enable', 'current', 'restart', 'readiness', 'ready', 'lock', 'served']);
+  assert.deepEqual(duringWait, { served: false, current: `revisions/${L.sha12('rev-1')}`, lockFree: true },
+    'while waiting for readiness: no served.json, current already switched, host lock free');
+
+  assert.deepEqual(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)), {
+    driver: 'occ/ssh', namespaceId: NS, agentId: AGENT, revisionId: 'rev-1', revisionNumber: 1,
+    configHash: L.sha256(L.GATEWAY_CONFIG), servedAt: JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).servedAt,
+  });
+  assert.equal(L.statHost([`${p.agentDir}/served.json`])[`${p.agentDir}/served.json`].mode, '600');
+  assert.equal(L.sh(`cat ${p.unitPath}`), fx.unitText(NS, AGENT, port));
+  assert.equal(unitProp('ActiveState'), 'active');
+  assert.equal(unitProp('UnitFileState'), 'enabled');
+  assert.equal(readyz(port), '200');
+  // The gateway runs as the Agent's private account.
+  const marker = JSON.parse(L.sh(`cat ${p.agentDir}/agent.json`));
+  assert.equal(L.sh(`ps -o uid=,gid= -p ${unitProp('MainPID')}`).trim().split(/\s+/).map(Number).join(':'), `${marker.uid}:${marker.gid}`);
+  // The gateway never rewrote its admitted snapshot; the password was not rotated and
+  // the operator's file was not touched.
+  assert.equal(L.sh(`stat -c '%s %Y %a %U:%G' ${fx.paths(NS, AGENT, 'rev-1').revDir}/openclaw.json`), snapshotBefore);
+  assert.equal(L.sh(`cat ${p.agentDir}/gateway-password.env`), password);
+  assert.equal(L.sh(`cat ${p.agentDir}/env`), 'OPERATOR_SECRET=keep-me\n');
+});
+
+test('activating the served revision again changes nothing and does not restart', async () => {
+  const pid = unitProp('MainPID');
+  const run = await activate('rev-1', 1, L.GATEWAY_CONFIG);
+  assert.deepEqual([run.result.ok, run.result.changed, run.result.port], [true, false, port]);
+  assert.equal(unitProp('MainPID'), pid);
+  assert.ok(!run.events.some((e) => e.step === 'restart'));
+});
+
+test('a new revision: prepare leaves the gateway alone, activate restarts onto it', { timeout: 180000 }, async (t) => {
+  const pid = unitProp('MainPID');
+  const prepared = await L.helper(fx.prepare(NS, AGENT, 'rev-2', 2, CONFIG_2));
+  assert.deepEqual([prepared.ready, prepared.changed, prepared.port], [true, true, port]);
+  assert.equal(unitProp('MainPID'), pid, 'prepare does not restart');
+  assert.equal(L.sh(`readlink ${p.agentDir}/current`).trim(), `revisions/${L.sha12('rev-1')}`);
+  const run = await activate('rev-2', 2, CONFIG_2);
+  assert.equal(run.result.ok, true, JSON.stringify(run.result));
+  t.diagnostic(`activate -> served: ${run.ms} ms (gateway ready ${run.result.readyAfterMs} ms after restart)`);
+  assert.notEqual(unitProp('MainPID'), pid);
+  assert.equal(L.sh(`readlink ${p.agentDir}/current`).trim(), `revisions/${L.sha12('rev-2')}`);
+  assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-2');
+  // The older revision is superseded now.
+  const late = await L.helper(fx.prepare(NS, AGENT, 'rev-0', 1, '{"late":true}\n'));
+  assert.deepEqual([late.ready, late.changed], [false, false]);
+});
+
+test('retire and stop of a revision that is not current leave the gateway serving', async () => {
+  const pid = unitProp('MainPID');
+  const retired = await L.helper(fx.agentOp('retire', NS, AGENT, 'rev-1', 1, L.GATEWAY_CONFIG));
+  assert.deepEqual([retired.ok, retired.changed], [true, true]);
+  assert.equal(exists(fx.paths(NS, AGENT, 'rev-1').revDir), false);
+  const stopped = await L.helper(fx.agentOp('stop', NS, AGENT, 'rev-1', 1, L.GATEWAY_CONFIG));
+  assert.deepEqual([stopped.ok, stopped.changed], [true, false]);
+  assert.equal(unitProp('MainPID'), pid);
+  assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-2');
+});
+
+test('a session closed during the readiness wait writes no served.json; the retry converges', { timeout: 240000 }, async (t) => {
+  assert.equal((await L.helper(fx.prepare(NS, AGENT, 'rev-3', 3, CONFIG_3))).ready, true);
+  const run = L.startHelper(fx.activate(NS, AGENT, 'rev-3', 3, port, CONFIG_3), {
+    onEvent: (event, child) => {
+      if (event.event === 'progress' && event.step === 'readiness') child.kill('SIGKILL');
+    },
+  });
+  const done = await run.done;
+  assert.equal(done.result, null);
+  assert.ok(done.events.some((e) => e.step === 'readiness'), 'killed during the readiness wait');
+  await L.waitFor(() => !L.helperRunning(run.b64), { timeoutMs: 10000, what: 'the helper to exit' });
+  // The restart already handed to systemd completes: the gateway becomes ready...
+  await L.waitFor(() => readyz(port) === '200', { timeoutMs: 120000, intervalMs: 1000, what: 'the gateway' });
+  await new Promise((resolve) => setTimeout(resolve, 2000));
+  // ...but nobody proved it to a caller, so nothing claims it is served.
+  assert.equal(exists(`${p.agentDir}/served.json`), false);
+  assert.equal(L.sh(`readlink ${p.agentDir}/current`).trim(), `revisions/${L.sha12('rev-3')}`);
+  assert.ok(L.lockIsFree(fx.root));
+  assert.equal(L.sh(`find ${fx.root} ${fx.unitDirectory} -maxdepth 6 -name '.occ-tmp-*' | wc -l`).trim(), '0');
+
+  const retry = await activate('rev-3', 3, CONFIG_3);
+  assert.deepEqual([retry.result.ok, retry.result.changed], [true, true]);
+  t.diagnostic(`retry activate -> served: ${retry.ms} ms`);
+  assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-3');
+});
+
+test('the helper deadline stops the readiness wait with a retryable error and no served.json', { timeout: 180000 }, async () => {
+  const stop = await L.helper(fx.agentOp('stop', NS, AGENT, 'rev-3', 3, CONFIG_3));
+  assert.deepEqual([stop.ok, stop.changed], [true, true]);
+  const run = await activate('rev-3', 3, CONFIG_3, { deadlineMs: 4000 });
+  assert.equal(run.code, 1);
+  assert.equal(run.result.error.code, 'deadline');
+  assert.equal(run.result.error.permanent, false);
+  assert.ok(run.ms < 15000, `finished in ${run.ms} ms`);
+  assert.equal(exists(`${p.agentDir}/served.json`), false);
+  assert.ok(L.lockIsFree(fx.root));
+  const retry = await activate('rev-3', 3, CONFIG_3);
+  assert.equal(retry.result.ok, true, JSON.stringify(retry.result));
+});
+
+test('stop stops and disables the unit, removes current and served.json, keeps the rest', async () => {
+  const password = L.sh(`cat ${p.agentDir}/gateway-password.env`);
+  L.sh(`touch ${p.agentDir}/state/marker-file`);
+  const result = await L.helper(fx.agentOp('stop', NS, AGENT, 'rev-3', 3, CONFIG_3));
+  assert.deepEqual([result.ok, result.changed], [true, true]);
+  assert.equal(unitProp('ActiveState'), 'inactive');
+  assert.equal(unitProp('UnitFileState'), 'disabled');
+  assert.equal(exists(`${p.agentDir}/current`), false);
+  assert.equal(exists(`${p.agentDir}/served.json`), false);
+  for (const kept of [fx.paths(NS, AGENT, 'rev-3').revDir, fx.paths(NS, AGENT, 'rev-2').revDir, `${p.agentDir}/home`,
+    `${p.agentDir}/state/marker-file`, p.unitPath]) {
+    assert.equal(exists(kept), true, kept);
+  }
+  assert.equal(L.sh(`cat ${p.agentDir}/gateway-password.env`), password);
+  assert.equal(L.sh(`cat ${p.agentDir}/env`), 'OPERATOR_SECRET=keep-me\n');
+  assert.equal((await L.helper(fx.agentOp('stop', NS, AGENT, 'rev-3', 3, CONFIG_3))).changed, false);
+});
+
+test('retiring the current revision stops the gateway first, then removes only that snapshot', { timeout: 180000 }, async () => {
+  assert.equal((await activate('rev-3', 3, CONFIG_3)).result.ok, true);
+  const result = await L.helper(fx.agentOp('retire', NS, AGENT, 'rev-3', 3, CONFIG_3));
+  assert.deepEqual([result.ok, result.changed], [true, true]);
+  assert.equal(unitProp('ActiveState'), 'inactive');
+  assert.equal(unitProp('UnitFileState'), 'disabled');
+  assert.equal(exists(`${p.agentDir}/current`), false);
+  assert.equal(exists(`${p.agentDir}/served.json`), false);
+  assert.equal(exists(fx.paths(NS, AGENT, 'rev-3').revDir), false);
+  for (const kept of [fx.paths(NS, AGENT, 'rev-2').revDir, `${p.agentDir}/home`, `${p.agentDir}/state/marker-file`,
+    `${p.agentDir}/gateway-password.env`, `${p.agentDir}/env`]) {
+    assert.equal(exists(kept), true, kept);
+  }
+});
+
+test('two Agents of two Namespaces activate concurrently; delete-namespace removes one whole', { timeout: 240000 }, async (t) => {
+  const NS2 = 'ns-gw-2';
+  const AGENT2 = 'agent-gw-2';
+  assert.equal((await L.helper(fx.ensureNamespace(NS2))).ok, true);
+  const other = await L.helper(fx.prepare(NS2, AGENT2, 'rev-1', 1));
+  assert.notEqual(other.port, port);
+  const started = Date.now();
+  const [a, b] = await Promise.all([
+    activate('rev-2', 2, CONFIG_2),
+    L.runHelper(fx.activate(NS2, AGENT2, 'rev-1', 1, other.port)),
+  ]);
+  t.diagnostic(`two concurrent activations served after ${Date.now() - started} ms`);
+  assert.equal(a.result.ok, true, JSON.stringify(a.result));
+  assert.equal(b.result.ok, true, JSON.stringify(b.result));
+  assert.equal(readyz(port), '200');
+  assert.equal(readyz(other.port), '200');
+
+  const account = fx.agent(NS, AGENT).account;
+  const deleted = await L.helper(fx.deleteNamespace(NS));
+  assert.deepEqual([deleted.ok, deleted.changed], [true, true], JSON.stringify(deleted));
+  assert.equal(exists(p.unitPath), false);
+  assert.equal(exists(fx.paths(NS).nsDir), false);
+  assert.equal(L.sh(`getent passwd ${account} || true`).trim(), '');
+  assert.equal(exists(`${fx.root}/accounts/${account}.json`), false);
+  assert.equal(L.sh(`systemctl list-units --all --no-legend ${unitName} | wc -l`).trim(), '0', 'unit gone from systemd');
+  assert.notEqual(readyz(port), '200');
+  // The other Namespace keeps serving.
+  assert.equal(readyz(other.port), '200');
+  const second = await L.helper(fx.deleteNamespace(NS2));
+  assert.deepEqual([second.ok, second.changed], [true, true]);
+  assert.notEqual(readyz(other.port), '200');
+  assert.equal(L.sh(`ls -A ${fx.root}/accounts ${fx.root}/namespaces | grep -v ':$' | grep -c . || true`).trim(), '0');
+});

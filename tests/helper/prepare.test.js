@@ -1,0 +1,412 @@
+'use strict';
+// prepare and its refusals: layout, markers, modes and owners, accounts, ports, the
+// password file, snapshots, symlinks, units, supersession; plus deactivate and the
+// delete-namespace paths that need no running gateway.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const L = require('./lib.js');
+
+const fx = new L.Fixture('prepare', { portStart: 19000, portEnd: 19019 });
+test.after(() => fx.cleanup());
+
+const exists = (p) => L.sh(`test -e '${p}' -o -L '${p}' && echo yes || echo no`).trim() === 'yes';
+const read = (p) => L.sh(`cat '${p}'`);
+// A fingerprint of a whole tree (names, types, modes, owners, sizes, mtimes, link
+// targets) to show that a refused operation changed nothing.
+const fingerprint = (root) => L.sh(`find ${root} -printf '%p %y %m %u:%g %s %T@ %l\\n' | sort; ls -l ${fx.unitDirectory} | grep openclaw-enterprise || true; getent passwd | grep '^openclaw-' | sort || true`);
+
+async function expectRefusal(op, code, why) {
+  const before = fingerprint(fx.root);
+  const run = await L.runHelper(op);
+  assert.equal(run.code, 1, run.stdout);
+  assert.equal(run.result.ok, false);
+  assert.equal(run.result.error.code, code, run.result.error.message);
+  assert.equal(run.result.error.permanent, true);
+  if (why) assert.match(run.result.error.message, why);
+  assert.equal(fingerprint(fx.root), before, 'a refused operation changes nothing');
+  return run.result;
+}
+
+test('prepare before ensure-namespace is refused (missing-namespace)', async () => {
+  const result = await L.helper(fx.prepare('ns-missing', 'agent-0', 'rev-1', 1));
+  assert.equal(result.error.code, 'missing-namespace');
+  assert.equal(result.error.permanent, true);
+});
+
+test('prepare creates the layout with exact markers, modes and owners', async () => {
+  assert.equal((await L.helper(fx.ensureNamespace('ns-a'))).ok, true);
+  const op = fx.prepare('ns-a', 'agent-1', 'rev-1', 1);
+  const result = await L.helper(op);
+  assert.equal(result.ok, true);
+  assert.equal(result.changed, true);
+  assert.equal(result.ready, true);
+  assert.equal(result.port, 19000);
+  const p = fx.paths('ns-a', 'agent-1', 'rev-1');
+  const account = op.agent.account;
+  const [, , uid, gid, , home, shell] = L.sh(`getent passwd ${account}`).trim().split(':');
+  assert.equal(Number(uid), result.uid);
+  assert.equal(Number(gid), result.gid);
+  assert.equal(home, `${p.agentDir}/home`);
+  assert.equal(shell, '/usr/sbin/nologin');
+  assert.equal(L.sh(`getent group ${account}`).trim().split(':')[2], gid);
+  assert.equal(L.sh(`test -d ${p.agentDir}/home/. && ls -A ${p.agentDir}/home | wc -l`).trim(), '0', 'useradd created no home content');
+
+  const stats = L.statHost([
+    fx.root, `${fx.root}/accounts`, p.accountMarker, `${fx.root}/namespaces`, p.nsDir,
+    `${p.nsDir}/namespace.json`, `${p.nsDir}/agents`, p.agentDir, `${p.agentDir}/agent.json`,
+    `${p.agentDir}/home`, `${p.agentDir}/state`, `${p.agentDir}/gateway-password.env`,
+    `${p.agentDir}/revisions`, p.revDir, `${p.revDir}/openclaw.json`, `${p.revDir}/revision.json`,
+  ]);
+  const expect = (file, mode, user, group) => {
+    const st = stats[file];
+    assert.ok(st, `${file} exists`);
+    assert.deepEqual([st.mode, st.user, st.group], [mode, user, group], file);
+  };
+  expect(fx.root, '755', 'root', 'root');
+  expect(`${fx.root}/accounts`, '700', 'root', 'root');
+  expect(p.accountMarker, '600', 'root', 'root');
+  expect(`${fx.root}/namespaces`, '755', 'root', 'root');
+  expect(p.nsDir, '755', 'root', 'root');
+  expect(`${p.nsDir}/namespace.json`, '600', 'root', 'root');
+  expect(`${p.nsDir}/agents`, '755', 'root', 'root');
+  expect(p.agentDir, '750', 'root', account);
+  expect(`${p.agentDir}/agent.json`, '600', 'root', 'root');
+  expect(`${p.agentDir}/home`, '700', account, account);
+  expect(`${p.agentDir}/state`, '700', account, account);
+  expect(`${p.agentDir}/gateway-password.env`, '600', 'root', 'root');
+  expect(`${p.agentDir}/revisions`, '750', 'root', account);
+  expect(p.revDir, '750', 'root', account);
+  expect(`${p.revDir}/openclaw.json`, '640', 'root', account);
+  expect(`${p.revDir}/revision.json`, '600', 'root', 'root');
+
+  assert.deepEqual(JSON.parse(read(`${p.nsDir}/namespace.json`)), { driver: 'occ/ssh', namespaceId: 'ns-a' });
+  assert.deepEqual(JSON.parse(read(p.accountMarker)), {
+    driver: 'occ/ssh', namespaceId: 'ns-a', agentId: 'agent-1', servicePrincipalId: 'sp-agent-1',
+    account, uid: result.uid, gid: result.gid,
+  });
+  assert.deepEqual(JSON.parse(read(`${p.agentDir}/agent.json`)), {
+    driver: 'occ/ssh', namespaceId: 'ns-a', agentId: 'agent-1', servicePrincipalId: 'sp-agent-1',
+    account, uid: result.uid, gid: result.gid, port: 19000,
+  });
+  assert.deepEqual(JSON.parse(read(`${p.revDir}/revision.json`)), {
+    driver: 'occ/ssh', namespaceId: 'ns-a', agentId: 'agent-1', servicePrincipalId: 'sp-agent-1',
+    revisionId: 'rev-1', revisionNumber: 1, configHash: op.revision.configHash, harness: 'openclaw/embedded',
+  });
+  assert.equal(read(`${p.revDir}/openclaw.json`), L.GATEWAY_CONFIG);
+  assert.match(read(`${p.agentDir}/gateway-password.env`), /^OPENCLAW_GATEWAY_PASSWORD=[0-9a-f]{64}\n$/);
+  // Prepare never touches current, served.json, the unit or the operator's env file.
+  for (const absent of [`${p.agentDir}/current`, `${p.agentDir}/served.json`, `${p.agentDir}/env`, p.unitPath]) {
+    assert.equal(exists(absent), false, absent);
+  }
+  assert.equal(L.sh(`find ${fx.root} -name '.occ-tmp-*' | wc -l`).trim(), '0', 'no temp files left');
+});
+
+test('prepare is idempotent: the same revision again changes nothing', async () => {
+  const before = fingerprint(fx.root);
+  const result = await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-1', 1));
+  assert.equal(result.ok, true);
+  assert.equal(result.changed, false);
+  assert.equal(result.port, 19000);
+  assert.equal(fingerprint(fx.root), before);
+});
+
+test('the Agent reads its own snapshot; a sibling Agent reads neither its snapshot nor state', async () => {
+  assert.equal((await L.helper(fx.prepare('ns-a', 'agent-2', 'rev-1', 1))).ok, true);
+  const a1 = fx.agent('ns-a', 'agent-1').account;
+  const a2 = fx.agent('ns-a', 'agent-2').account;
+  const p1 = fx.paths('ns-a', 'agent-1', 'rev-1');
+  const p2 = fx.paths('ns-a', 'agent-2', 'rev-1');
+  assert.equal(L.sh(`runuser -u ${a1} -- cat ${p1.revDir}/openclaw.json`), L.GATEWAY_CONFIG);
+  assert.equal(L.sh(`runuser -u ${a1} -- sh -c 'touch ${p1.agentDir}/state/x && touch ${p1.agentDir}/home/y && echo ok'`).trim(), 'ok');
+  for (const denied of [
+    `cat ${p2.revDir}/openclaw.json`, `ls ${p2.agentDir}/state`, `ls ${p2.agentDir}`,
+    `sh -c 'echo x >> ${p1.revDir}/openclaw.json'`, `cat ${p1.agentDir}/gateway-password.env`,
+    `cat ${p1.agentDir}/agent.json`, `touch ${p1.agentDir}/new`, `ls ${fx.root}/accounts`,
+  ]) {
+    assert.notEqual(L.sh(`runuser -u ${a1} -- ${denied}`, { allowFailure: true }).code, 0, `${a1}: ${denied}`);
+  }
+  assert.notEqual(L.sh(`runuser -u ${a2} -- cat ${p1.revDir}/openclaw.json`, { allowFailure: true }).code, 0);
+});
+
+test('ports: lowest unused across Namespaces, kept by an Agent, and exhaustion', async () => {
+  assert.equal((await L.helper(fx.ensureNamespace('ns-b'))).ok, true);
+  // agent-1 has 19000 and agent-2 19001 in ns-a; the next Agent in ns-b gets 19002.
+  const b1 = await L.helper(fx.prepare('ns-b', 'agent-b1', 'rev-1', 1));
+  assert.equal(b1.port, 19002);
+  const again = await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-2', 2, `${L.GATEWAY_CONFIG} `));
+  assert.equal(again.port, 19000, 'an Agent keeps its port for later revisions');
+  // A gap left by a removed Agent is reused first.
+  L.sh(`rm -rf ${fx.paths('ns-a', 'agent-2').agentDir}`);
+  const b2 = await L.helper(fx.prepare('ns-b', 'agent-b2', 'rev-1', 1));
+  assert.equal(b2.port, 19001);
+  // A tiny range that is already fully held.
+  const full = fx.prepare('ns-b', 'agent-b3', 'rev-1', 1, L.GATEWAY_CONFIG, { portRange: { start: 19000, end: 19002 } });
+  const result = await L.helper(full);
+  assert.equal(result.error.code, 'no-free-port');
+  assert.equal(result.error.permanent, true);
+  assert.equal(exists(fx.paths('ns-b', 'agent-b3').agentDir), false);
+});
+
+test('the gateway password is created once and never rotated', async () => {
+  const file = `${fx.paths('ns-a', 'agent-1').agentDir}/gateway-password.env`;
+  const first = read(file);
+  await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-3', 3, `${L.GATEWAY_CONFIG}  `));
+  await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-3', 3, `${L.GATEWAY_CONFIG}  `, { needsPassword: false }));
+  assert.equal(read(file), first);
+  // Without needsPassword no file is created.
+  await L.helper(fx.prepare('ns-b', 'agent-nopw', 'rev-1', 1, L.GATEWAY_CONFIG, { needsPassword: false }));
+  assert.equal(exists(`${fx.paths('ns-b', 'agent-nopw').agentDir}/gateway-password.env`), false);
+});
+
+test('a changed snapshot is refused, for new bytes and for a tampered file', async () => {
+  await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1, '{"gateway":{}}\n'), 'changed-snapshot', /differs|configHash/);
+  const p = fx.paths('ns-a', 'agent-1', 'rev-1');
+  L.sh(`cp -p ${p.revDir}/openclaw.json /tmp/keep.json && printf ' ' >> ${p.revDir}/openclaw.json`);
+  try {
+    await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1), 'changed-snapshot', /differs/);
+  } finally {
+    L.sh(`mv -f /tmp/keep.json ${p.revDir}/openclaw.json`);
+  }
+  L.sh(`chmod 0644 ${p.revDir}/openclaw.json`);
+  try {
+    await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1), 'changed-snapshot', /640/);
+  } finally {
+    L.sh(`chmod 0640 ${p.revDir}/openclaw.json`);
+  }
+  assert.equal((await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-1', 1))).changed, false);
+});
+
+test('foreign markers are refused and nothing changes', async () => {
+  const p = fx.paths('ns-a', 'agent-1', 'rev-1');
+  // The same Agent claimed by another ServicePrincipal.
+  const otherSp = fx.prepare('ns-a', 'agent-1', 'rev-1', 1);
+  otherSp.agent.servicePrincipalId = 'sp-intruder';
+  await expectRefusal(otherSp, 'foreign-marker', /servicePrincipalId/);
+  // Another Driver's Namespace marker at this Namespace's path.
+  const otherDriver = fx.prepare('ns-a', 'agent-1', 'rev-1', 1);
+  otherDriver.driver = 'occ/other';
+  await expectRefusal(otherDriver, 'foreign-marker', /namespace.json: driver/);
+  // A marker rewritten by someone else.
+  L.sh(`cp -p ${p.agentDir}/agent.json /tmp/agent.keep && sed -i 's/"agent-1"/"agent-9"/' ${p.agentDir}/agent.json`);
+  try {
+    await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-4', 4), 'foreign-marker', /agentId/);
+  } finally {
+    L.sh(`mv -f /tmp/agent.keep ${p.agentDir}/agent.json`);
+  }
+  // A marker not owned by the SSH account.
+  L.sh(`chown 1:1 ${p.revDir}/revision.json`);
+  try {
+    await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1), 'foreign-marker', /owned by uid 1/);
+  } finally {
+    L.sh(`chown 0:0 ${p.revDir}/revision.json`);
+  }
+  // An Agent directory without any marker.
+  const bare = fx.paths('ns-a', 'agent-bare');
+  L.sh(`mkdir -p ${bare.agentDir}`);
+  try {
+    await expectRefusal(fx.prepare('ns-a', 'agent-bare', 'rev-1', 1), 'foreign-marker', /no agent.json/);
+  } finally {
+    L.sh(`rmdir ${bare.agentDir}`);
+  }
+});
+
+test('unexpected symlinks are refused', async () => {
+  const p = fx.paths('ns-a', 'agent-1', 'rev-1');
+  const cases = [
+    [`mv ${p.agentDir}/state /tmp/state.keep && ln -s /tmp/state.keep ${p.agentDir}/state`,
+      `rm ${p.agentDir}/state && mv /tmp/state.keep ${p.agentDir}/state`, /state is a symlink/],
+    [`ln -s ../../../x ${p.agentDir}/current`, `rm ${p.agentDir}/current`, /current points at/],
+    [`mkdir ${p.agentDir}/current`, `rmdir ${p.agentDir}/current`, /current is not a symlink/],
+    [`ln -s revisions/${L.sha12('rev-1')}/ ${p.agentDir}/current`, `rm ${p.agentDir}/current`, /current points at/],
+    [`mv ${p.agentDir}/gateway-password.env /tmp/pw.keep && ln -s /tmp/pw.keep ${p.agentDir}/gateway-password.env`,
+      `rm ${p.agentDir}/gateway-password.env && mv /tmp/pw.keep ${p.agentDir}/gateway-password.env`, /gateway-password.env is a symlink/],
+    [`mv ${p.revDir}/openclaw.json /tmp/oc.keep && ln -s /tmp/oc.keep ${p.revDir}/openclaw.json`,
+      `rm ${p.revDir}/openclaw.json && mv /tmp/oc.keep ${p.revDir}/openclaw.json`, /openclaw.json is a symlink/],
+  ];
+  for (const [make, undo, why] of cases) {
+    L.sh(make);
+    try {
+      await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1), 'unexpected-symlink', why);
+    } finally {
+      L.sh(undo);
+    }
+  }
+  // The whole Agent directory replaced by a symlink.
+  const p2 = fx.paths('ns-b', 'agent-b1');
+  L.sh(`mv ${p2.agentDir} /tmp/agent-b1.keep && ln -s /tmp/agent-b1.keep ${p2.agentDir}`);
+  try {
+    await expectRefusal(fx.prepare('ns-b', 'agent-b1', 'rev-1', 1), 'unexpected-symlink', /symlink where a directory/);
+  } finally {
+    L.sh(`rm ${p2.agentDir} && mv /tmp/agent-b1.keep ${p2.agentDir}`);
+  }
+  assert.equal((await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-1', 1))).changed, false);
+});
+
+test('an existing user or group without its marker is refused (foreign-account)', async () => {
+  for (const [make, undo] of [
+    ['groupadd --system NAME && useradd --system --gid NAME --no-create-home NAME', 'userdel NAME; groupdel NAME 2>/dev/null || true'],
+    ['groupadd --system NAME', 'groupdel NAME'],
+  ]) {
+    const op = fx.prepare('ns-b', 'agent-taken', 'rev-1', 1);
+    const name = op.agent.account;
+    L.sh(make.replaceAll('NAME', name));
+    try {
+      await expectRefusal(op, 'foreign-account', /exists without the ownership marker/);
+      assert.equal(exists(fx.paths('ns-b', 'agent-taken').agentDir), false);
+    } finally {
+      L.sh(undo.replaceAll('NAME', name));
+    }
+  }
+  // A marked account whose uid no longer matches (recreated by someone else).
+  const op = fx.prepare('ns-a', 'agent-1', 'rev-1', 1);
+  const marker = fx.paths('ns-a', 'agent-1').accountMarker;
+  L.sh(`cp -p ${marker} /tmp/acct.keep && sed -i 's/"uid":[0-9]*/"uid":4242/' ${marker}`);
+  try {
+    await expectRefusal(op, 'foreign-account', /does not match/);
+  } finally {
+    L.sh(`mv -f /tmp/acct.keep ${marker}`);
+  }
+});
+
+test('an account left half made by a killed helper is completed on retry', async () => {
+  // A helper killed between groupadd and useradd leaves the group and its pending
+  // marker (null ids): the retry finishes the account instead of refusing it.
+  const op = fx.prepare('ns-b', 'agent-half', 'rev-1', 1);
+  const name = op.agent.account;
+  const marker = fx.paths('ns-b', 'agent-half').accountMarker;
+  L.sh(`groupadd --system ${name} && printf '%s\\n' '${JSON.stringify({
+    driver: 'occ/ssh', namespaceId: 'ns-b', agentId: 'agent-half', servicePrincipalId: 'sp-agent-half',
+    account: name, uid: null, gid: null,
+  })}' > ${marker} && chmod 600 ${marker}`);
+  const result = await L.helper(op);
+  assert.equal(result.ok, true, JSON.stringify(result));
+  const recorded = JSON.parse(read(marker));
+  assert.equal(recorded.uid, result.uid);
+  assert.equal(recorded.gid, Number(L.sh(`getent group ${name}`).split(':')[2]));
+});
+
+test('a superseded prepare returns ready:false and changes nothing', async () => {
+  const p = fx.paths('ns-a', 'agent-1');
+  // rev-3 (number 3) is current: revision 2 is older, revision 4 is newer.
+  L.sh(`ln -s revisions/${L.sha12('rev-3')} ${p.agentDir}/current`);
+  try {
+    const before = fingerprint(fx.root);
+    const older = await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-old', 2, '{"old":true}\n'));
+    assert.deepEqual([older.ok, older.ready, older.changed, older.port], [true, false, false, 19000]);
+    assert.equal(fingerprint(fx.root), before);
+    const newer = await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-new', 5, '{"new":true}\n'));
+    assert.deepEqual([newer.ok, newer.ready, newer.changed], [true, true, true]);
+  } finally {
+    L.sh(`rm ${p.agentDir}/current`);
+  }
+  // served.json of a newer revision supersedes as well.
+  L.sh(`printf '%s\\n' '${JSON.stringify({ driver: 'occ/ssh', namespaceId: 'ns-a', agentId: 'agent-1', revisionId: 'rev-new', revisionNumber: 5, configHash: '0'.repeat(64), servedAt: 'x' })}' > ${p.agentDir}/served.json`);
+  try {
+    const older = await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-older', 4, '{"older":true}\n'));
+    assert.deepEqual([older.ok, older.ready, older.changed], [true, false, false]);
+  } finally {
+    L.sh(`rm ${p.agentDir}/served.json`);
+  }
+});
+
+test('a unit without the exact ownership header is refused by activate, stop and delete', async () => {
+  const p = fx.paths('ns-b', 'agent-b1', 'rev-1');
+  const header = fx.unitText('ns-b', 'agent-b1', 19002);
+  for (const foreign of [
+    '[Unit]\nDescription=someone else\n[Service]\nExecStart=/bin/true\n',
+    header.replace('# OCC-Agent: agent-b1', '# OCC-Agent: agent-b10'),
+    header.replace('# OCC-Namespace: ns-b', '# OCC-Namespace: ns-a'),
+  ]) {
+    L.sh(`cat > ${p.unitPath}`, { input: foreign });
+    try {
+      await expectRefusal(fx.activate('ns-b', 'agent-b1', 'rev-1', 1, 19002), 'foreign-unit', /ownership header/);
+      await expectRefusal(fx.agentOp('stop', 'ns-b', 'agent-b1', 'rev-1', 1, L.GATEWAY_CONFIG), 'foreign-unit');
+      await expectRefusal(fx.agentOp('retire', 'ns-b', 'agent-b1', 'rev-1', 1, L.GATEWAY_CONFIG), 'foreign-unit');
+      await expectRefusal(fx.deleteNamespace('ns-b'), 'foreign-unit');
+      assert.equal(read(p.unitPath), foreign);
+    } finally {
+      L.sh(`rm -f ${p.unitPath}`);
+    }
+  }
+  L.sh(`ln -s /dev/null ${p.unitPath}`);
+  try {
+    await expectRefusal(fx.activate('ns-b', 'agent-b1', 'rev-1', 1, 19002), 'unexpected-symlink');
+  } finally {
+    L.sh(`rm -f ${p.unitPath}`);
+  }
+});
+
+test('activate without a prepared revision is refused (missing-revision)', async () => {
+  const result = await L.helper(fx.activate('ns-b', 'agent-b1', 'rev-unprepared', 9, 19002));
+  assert.equal(result.error.code, 'missing-revision');
+  assert.equal(exists(fx.paths('ns-b', 'agent-b1').unitPath), false);
+});
+
+test('activate refuses a unit rendered for another port than the Agent holds (port-changed)', async () => {
+  const before = fingerprint(fx.root);
+  const run = await L.runHelper(fx.activate('ns-a', 'agent-1', 'rev-1', 1, 19005));
+  assert.equal(run.result.error.code, 'port-changed');
+  assert.equal(run.result.error.permanent, false);
+  assert.match(run.result.error.message, /records port 19000/);
+  assert.equal(fingerprint(fx.root), before);
+  assert.equal(exists(fx.paths('ns-a', 'agent-1').unitPath), false);
+});
+
+test('deactivate and inspect-agent verify ownership and change nothing', async () => {
+  const before = fingerprint(fx.root);
+  const result = await L.helper(fx.agentOp('deactivate', 'ns-a', 'agent-1', 'rev-1', 1, L.GATEWAY_CONFIG));
+  assert.deepEqual([result.ok, result.changed], [true, false]);
+  const inspect = await L.helper({ ...fx.base('inspect-agent', 'ns-a'), agent: fx.agent('ns-a', 'agent-1') });
+  const marker = JSON.parse(read(`${fx.paths('ns-a', 'agent-1').agentDir}/agent.json`));
+  assert.deepEqual([inspect.exists, inspect.port, inspect.account, inspect.uid, inspect.gid],
+    [true, 19000, marker.account, marker.uid, marker.gid]);
+  const none = await L.helper({ ...fx.base('inspect-agent', 'ns-a'), agent: fx.agent('ns-a', 'agent-none') });
+  assert.deepEqual([none.ok, none.exists], [true, false]);
+  const foreign = fx.agentOp('deactivate', 'ns-a', 'agent-1', 'rev-1', 1, L.GATEWAY_CONFIG);
+  foreign.agent.servicePrincipalId = 'sp-other';
+  assert.equal((await L.helper(foreign)).error.code, 'foreign-marker');
+  assert.equal(fingerprint(fx.root), before);
+});
+
+test('retire removes only that snapshot; stop without a current pointer changes nothing', async () => {
+  const p = fx.paths('ns-a', 'agent-1', 'rev-2');
+  const stop = await L.helper(fx.agentOp('stop', 'ns-a', 'agent-1', 'rev-2', 2, `${L.GATEWAY_CONFIG} `));
+  assert.deepEqual([stop.ok, stop.changed], [true, false]);
+  const retire = await L.helper(fx.agentOp('retire', 'ns-a', 'agent-1', 'rev-2', 2, `${L.GATEWAY_CONFIG} `));
+  assert.deepEqual([retire.ok, retire.changed], [true, true]);
+  assert.equal(exists(p.revDir), false);
+  assert.equal(exists(fx.paths('ns-a', 'agent-1', 'rev-1').revDir), true);
+  for (const kept of ['home', 'state', 'gateway-password.env', 'agent.json']) assert.equal(exists(`${p.agentDir}/${kept}`), true, kept);
+  const again = await L.helper(fx.agentOp('retire', 'ns-a', 'agent-1', 'rev-2', 2, `${L.GATEWAY_CONFIG} `));
+  assert.deepEqual([again.ok, again.changed], [true, false]);
+});
+
+test('delete-namespace removes the tree and its accounts, and retries accounts when the tree is gone', async () => {
+  // Deleting ns-b leaves ns-a, its tree and its accounts, untouched.
+  const nsA = fx.paths('ns-a');
+  const aAccounts = ['agent-1'].map((a) => fx.agent('ns-a', a).account);
+  const bAgents = ['agent-b1', 'agent-b2', 'agent-nopw', 'agent-half'];
+  const bAccounts = bAgents.map((a) => fx.agent('ns-b', a).account);
+  const result = await L.helper(fx.deleteNamespace('ns-b'));
+  assert.deepEqual([result.ok, result.changed], [true, true], JSON.stringify(result));
+  assert.equal(exists(fx.paths('ns-b').nsDir), false);
+  for (const name of bAccounts) {
+    assert.equal(L.sh(`getent passwd ${name} || true`).trim(), '', `user ${name} removed`);
+    assert.equal(L.sh(`getent group ${name} || true`).trim(), '', `group ${name} removed`);
+    assert.equal(exists(`${fx.root}/accounts/${name}.json`), false);
+  }
+  assert.equal(exists(nsA.nsDir), true, 'other Namespaces stay');
+  for (const name of aAccounts) assert.notEqual(L.sh(`getent passwd ${name} || true`).trim(), '');
+  assert.equal((await L.helper(fx.deleteNamespace('ns-b'))).changed, false);
+
+  // A deletion interrupted after the tree went: only the accounts remain to clean.
+  L.sh(`rm -rf ${nsA.nsDir}`);
+  const retry = await L.helper(fx.deleteNamespace('ns-a'));
+  assert.deepEqual([retry.ok, retry.changed], [true, true]);
+  for (const name of aAccounts) {
+    assert.equal(L.sh(`getent passwd ${name} || true`).trim(), '');
+    assert.equal(exists(`${fx.root}/accounts/${name}.json`), false);
+  }
+  assert.equal(L.sh(`ls -A ${fx.root}/accounts | wc -l`).trim(), '0');
+});

@@ -1,0 +1,199 @@
+'use strict';
+// Output protocol, the host lock and the session-loss rule, on a rig host over ssh
+// (and one case with a local pipe, where the EPIPE can be provoked deterministically).
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn, spawnSync } = require('node:child_process');
+const L = require('./lib.js');
+
+const fx = new L.Fixture('protocol', { portStart: 19100, portEnd: 19119 });
+test.after(() => fx.cleanup());
+
+// Holds <root>/.compute-lock on the host until release() (stdin end): the remote
+// `cat` sees end of file and the kernel drops the lock.
+async function holdHostLock(root) {
+  L.sh(`mkdir -p ${root}`);
+  const child = spawn('ssh', [...L.sshArgs(L.HOST),
+    `flock ${root}/.compute-lock sh -c 'echo held; exec cat >/dev/null'`], { stdio: ['pipe', 'pipe', 'inherit'] });
+  await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      if (out.includes('held')) resolve();
+    });
+    child.on('exit', (code) => reject(new Error(`lock holder exited ${code}`)));
+  });
+  return {
+    release: () => new Promise((resolve) => {
+      child.on('close', resolve);
+      child.stdin.end();
+    }),
+  };
+}
+
+test('every line is JSON: heartbeats each second, progress, and the result last', async () => {
+  const holder = await holdHostLock(fx.root);
+  const started = Date.now();
+  const run = L.startHelper(fx.ensureNamespace('ns-proto'));
+  // Keep the helper busy in the lock wait for about 2.5 s.
+  await new Promise((resolve) => setTimeout(resolve, 2500));
+  await holder.release();
+  const done = await run.done;
+  assert.equal(done.code, 0, done.stderr);
+  assert.equal(done.stderr, '');
+  assert.ok(done.stdout.endsWith('\n'));
+  for (const line of done.lines) assert.doesNotThrow(() => JSON.parse(line), line);
+  const beats = done.events.filter((e) => e.event === 'heartbeat');
+  assert.ok(beats.length >= 2, `expected at least 2 heartbeats, got ${beats.length}`);
+  for (let i = 1; i < beats.length; i++) assert.ok(beats[i].elapsedMs > beats[i - 1].elapsedMs);
+  assert.deepEqual(Object.keys(beats[0]).filter((k) => k !== 'receivedAt'), ['event', 'elapsedMs']);
+  const lockEvent = done.events.find((e) => e.event === 'progress' && e.step === 'lock');
+  assert.match(lockEvent.message, /host lock acquired after \d+ ms/);
+  // Serialization: the helper could not take the lock before the holder let go.
+  assert.ok(Number(/after (\d+) ms/.exec(lockEvent.message)[1]) >= 1500, lockEvent.message);
+  assert.deepEqual(done.result, { event: 'result', ok: true, changed: true, receivedAt: done.result.receivedAt });
+  assert.equal(done.events[done.events.length - 1], done.result);
+  assert.ok(Date.now() - started >= 2500);
+});
+
+test('a repeated ensure-namespace changes nothing', async () => {
+  const result = await L.helper(fx.ensureNamespace('ns-proto'));
+  assert.equal(result.ok, true);
+  assert.equal(result.changed, false);
+});
+
+test('invalid operations are refused as permanent with exit 1', async () => {
+  for (const [arg, why] of [
+    ['@@@', /base64 JSON|version/],
+    [Buffer.from('{"version":2,"op":"probe"}').toString('base64'), /version/],
+    [Buffer.from(JSON.stringify({ ...fx.ensureNamespace('ns-x'), namespace: { id: 'ns-x', hash: '000000000000' } })).toString('base64'), /namespace.hash/],
+    [Buffer.from(JSON.stringify({ ...fx.ensureNamespace('ns-x'), root: '/var/lib/a b' })).toString('base64'), /root/],
+    [Buffer.from(JSON.stringify({ ...fx.ensureNamespace('ns-x'), op: 'reboot' })).toString('base64'), /unknown op/],
+    [Buffer.from(JSON.stringify({ ...fx.prepare('ns-x', 'agent-x', 'rev-x', 1), snapshot: '{}' })).toString('base64'), /configHash/],
+    [Buffer.from(JSON.stringify({ ...fx.prepare('ns-x', 'agent-x', 'rev-x', 1), agent: { ...fx.agent('ns-x', 'agent-x'), account: 'root' } })).toString('base64'), /agent.account/],
+  ]) {
+    const run = spawnSync('ssh', [...L.sshArgs(L.HOST), L.NODE, '-', `'${arg}'`], { input: L.HELPER_SOURCE, encoding: 'utf8' });
+    assert.equal(run.status, 1, run.stdout + run.stderr);
+    const lines = run.stdout.trim().split('\n');
+    const result = JSON.parse(lines[lines.length - 1]);
+    assert.equal(result.event, 'result');
+    assert.equal(result.ok, false);
+    assert.equal(result.error.code, 'invalid-operation');
+    assert.equal(result.error.permanent, true);
+    assert.match(result.error.message, why);
+  }
+  // An Agent operation whose unit lacks the ownership header is refused before any effect.
+  const prepared = fx.activate('ns-x', 'agent-x', 'rev-x', 1, 19100);
+  prepared.unit.text = prepared.unit.text.split('\n').slice(1).join('\n');
+  const result = await L.helper(prepared);
+  assert.equal(result.error.code, 'invalid-operation');
+});
+
+test('probe reports each check and fails permanently naming the failed ones', async () => {
+  const ok = await L.helper({ version: 1, op: 'probe', nodePath: L.NODE, openclawPath: L.OPENCLAW });
+  assert.equal(ok.ok, true);
+  assert.deepEqual(ok.checks.map((c) => c.name),
+    ['systemctl', 'flock', 'getent', 'useradd', 'userdel', 'groupadd', 'groupdel', 'node', 'openclaw']);
+  assert.ok(ok.checks.every((c) => c.ok));
+  assert.match(ok.checks.find((c) => c.name === 'node').detail, /v24\./);
+
+  const bad = await L.runHelper({ version: 1, op: 'probe', nodePath: '/usr/bin/no-such-node', openclawPath: '/etc/shadow-missing' });
+  assert.equal(bad.code, 1);
+  assert.equal(bad.result.ok, false);
+  assert.equal(bad.result.error.code, 'probe-failed');
+  assert.equal(bad.result.error.permanent, true);
+  assert.match(bad.result.error.message, /node .*no-such-node/);
+  assert.match(bad.result.error.message, /openclaw/);
+  assert.deepEqual(bad.result.checks.filter((c) => !c.ok).map((c) => c.name), ['node', 'openclaw']);
+});
+
+test('lock acquisition gives up after 30 s with a retryable lock-timeout', { timeout: 90000 }, async () => {
+  const holder = await holdHostLock(fx.root);
+  try {
+    const started = Date.now();
+    const run = await L.runHelper(fx.prepare('ns-proto', 'agent-lock', 'rev-1', 1));
+    const waited = Date.now() - started;
+    assert.equal(run.code, 1);
+    assert.equal(run.result.error.code, 'lock-timeout');
+    assert.equal(run.result.error.permanent, false);
+    assert.ok(waited >= 29000 && waited < 45000, `waited ${waited} ms`);
+    assert.equal(L.sh(`test -e ${fx.paths('ns-proto', 'agent-lock').agentDir} && echo yes || echo no`).trim(), 'no');
+  } finally {
+    await holder.release();
+  }
+  assert.ok(L.lockIsFree(fx.root));
+});
+
+test('killing the ssh client during the lock wait stops the helper before any effect', { timeout: 60000 }, async () => {
+  const holder = await holdHostLock(fx.root);
+  const op = fx.prepare('ns-proto', 'agent-epipe', 'rev-1', 1);
+  const run = L.startHelper(op, {
+    onEvent: (event, child) => {
+      if (event.event === 'heartbeat' && event.elapsedMs >= 1000) child.kill('SIGKILL');
+    },
+  });
+  const done = await run.done;
+  assert.equal(done.result, null, 'no result reaches a killed client');
+  // The helper's next heartbeat fails with EPIPE; it must end within a few seconds even
+  // though it still waits for the lock.
+  await L.waitFor(() => !L.helperRunning(run.b64), { timeoutMs: 10000, what: 'the helper to exit' });
+  await holder.release();
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const p = fx.paths('ns-proto', 'agent-epipe');
+  assert.equal(L.sh(`test -e ${p.agentDir} && echo yes || echo no`).trim(), 'no');
+  assert.equal(L.sh(`test -e ${p.accountMarker} && echo yes || echo no`).trim(), 'no');
+  assert.equal(L.sh(`getent passwd ${op.agent.account} >/dev/null && echo yes || echo no`).trim(), 'no');
+  assert.ok(L.lockIsFree(fx.root), 'the lock is free');
+});
+
+test('a failed stdout write (EPIPE) stops the helper before its next step (local pipe)', { timeout: 60000 }, async () => {
+  // Run on this machine with Node 24 so the pipe can be closed at an exact moment:
+  // the helper waits for a lock held here, its stdout reader goes away, then the lock
+  // is released; the helper must neither create the Namespace nor linger.
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'occ-helper-epipe-'));
+  try {
+    const holder = spawn('flock', [path.join(root, '.compute-lock'), 'sh', '-c', 'echo held; exec cat >/dev/null'],
+      { stdio: ['pipe', 'pipe', 'inherit'] });
+    await new Promise((resolve) => holder.stdout.once('data', resolve));
+    const op = { ...fx.ensureNamespace('ns-local'), root };
+    const helper = spawn(L.NODE, ['-', Buffer.from(JSON.stringify(op)).toString('base64')],
+      { stdio: ['pipe', 'pipe', 'pipe'] });
+    helper.stdin.end(L.HELPER_SOURCE);
+    let stderr = '';
+    helper.stderr.on('data', (chunk) => { stderr += chunk; });
+    await new Promise((resolve) => helper.stdout.once('data', resolve));
+    helper.stdout.destroy(); // the reading end closes, as when sshd drops the session
+    const exit = await new Promise((resolve) => helper.on('exit', (code, signal) => resolve({ code, signal })));
+    // Node ignores SIGPIPE: the helper exits by itself rather than being killed by it.
+    assert.equal(exit.signal, null, `helper ended by ${exit.signal}`);
+    assert.equal(stderr, '', 'no uncaught EPIPE');
+    await new Promise((resolve) => { holder.on('close', resolve); holder.stdin.end(); });
+    assert.equal(fs.existsSync(path.join(root, 'namespaces', L.sha12('ns-local'))), false);
+    const free = spawnSync('flock', ['-n', path.join(root, '.compute-lock'), 'true']);
+    assert.equal(free.status, 0, 'the lock is free');
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('a helper killed while its child holds the lock leaves no stale lock', { timeout: 60000 }, async () => {
+  // SIGKILL gives the helper no chance to clean up. Freeze it (SIGSTOP) while it waits
+  // for the lock, let its flock child take the lock, then kill it: the child's stdin
+  // pipe closes with the helper and the kernel must drop the lock.
+  const holder = await holdHostLock(fx.root);
+  const op = fx.prepare('ns-proto', 'agent-killed', 'rev-1', 1);
+  const run = L.startHelper(op);
+  const pid = await L.waitFor(() => L.helperPid(run.b64), { what: 'the helper to start' });
+  await L.waitFor(() => L.sh(`pgrep -P ${pid} -x flock || true`).trim(), { what: 'the flock child' });
+  L.sh(`kill -STOP ${pid}`);
+  await holder.release();
+  await L.waitFor(() => !L.lockIsFree(fx.root), { timeoutMs: 10000, what: "the helper's child to take the lock" });
+  L.sh(`kill -KILL ${pid}`);
+  await run.done;
+  await L.waitFor(() => L.lockIsFree(fx.root), { timeoutMs: 5000, what: 'the lock to be released' });
+  assert.equal(L.sh(`test -e ${fx.paths('ns-proto', 'agent-killed').agentDir} && echo yes || echo no`).trim(), 'no');
+});
