@@ -97,6 +97,22 @@ fn with_driver<T>(
         .map_err(error_to_wit)
 }
 
+/// A revision method: the binding and revision mapped from WIT, then `f` on the driver.
+fn with_revision<T>(
+    configuration: &str,
+    binding: Option<wit::AgentBinding>,
+    revision: wit::Revision,
+    f: impl FnOnce(
+        &mut Driver<'_, Host>,
+        Option<&model::AgentBinding>,
+        &model::Revision,
+    ) -> Result<T, Error>,
+) -> Result<T, wit::DriverError> {
+    let binding = binding.map(binding_from_wit);
+    let revision = revision_from_wit(revision);
+    with_driver(configuration, |d| f(d, binding.as_ref(), &revision))
+}
+
 impl Guest for Component {
     fn validate_configuration(
         configuration: String,
@@ -164,10 +180,8 @@ impl Guest for Component {
         binding: Option<wit::AgentBinding>,
         revision: wit::Revision,
     ) -> Result<(), wit::DriverError> {
-        let binding = binding.map(binding_from_wit);
-        let revision = revision_from_wit(revision);
-        with_driver(&configuration, |d| {
-            d.activate_revision(binding.as_ref(), &revision)
+        with_revision(&configuration, binding, revision, |d, b, r| {
+            d.activate_revision(b, r)
         })
     }
 
@@ -176,10 +190,8 @@ impl Guest for Component {
         binding: Option<wit::AgentBinding>,
         revision: wit::Revision,
     ) -> Result<(), wit::DriverError> {
-        let binding = binding.map(binding_from_wit);
-        let revision = revision_from_wit(revision);
-        with_driver(&configuration, |d| {
-            d.deactivate_revision(binding.as_ref(), &revision)
+        with_revision(&configuration, binding, revision, |d, b, r| {
+            d.deactivate_revision(b, r)
         })
     }
 
@@ -188,10 +200,8 @@ impl Guest for Component {
         binding: Option<wit::AgentBinding>,
         revision: wit::Revision,
     ) -> Result<(), wit::DriverError> {
-        let binding = binding.map(binding_from_wit);
-        let revision = revision_from_wit(revision);
-        with_driver(&configuration, |d| {
-            d.stop_revision(binding.as_ref(), &revision)
+        with_revision(&configuration, binding, revision, |d, b, r| {
+            d.stop_revision(b, r)
         })
     }
 
@@ -200,10 +210,8 @@ impl Guest for Component {
         binding: Option<wit::AgentBinding>,
         revision: wit::Revision,
     ) -> Result<(), wit::DriverError> {
-        let binding = binding.map(binding_from_wit);
-        let revision = revision_from_wit(revision);
-        with_driver(&configuration, |d| {
-            d.retire_revision(binding.as_ref(), &revision)
+        with_revision(&configuration, binding, revision, |d, b, r| {
+            d.retire_revision(b, r)
         })
     }
 

@@ -10,6 +10,12 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The spec's example configuration, from the driver's own fixtures.
+fn spec_configuration() -> Value {
+    let path = repo_root().join("guest-ssh-driver/tests/fixtures/valid-spec-example.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 #[test]
 fn inspect_shows_only_granted_imports_for_the_ssh_driver() {
     let out = run_host(&[
@@ -138,11 +144,7 @@ fn help_teaches_with_examples() {
 #[test]
 fn serve_answers_errors_and_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
-    let fixtures = repo_root().join("guest-ssh-driver/tests/fixtures");
-    let configuration: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixtures.join("valid-spec-example.json")).unwrap(),
-    )
-    .unwrap();
+    let configuration = spec_configuration();
     let inst = write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
     let mut child = Command::new(host_binary())
         .args(["serve", "--installation", inst.to_str().unwrap()])
@@ -196,11 +198,7 @@ fn serve_listens_on_a_private_unix_socket() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::net::UnixStream;
     let dir = tempfile::tempdir().unwrap();
-    let fixtures = repo_root().join("guest-ssh-driver/tests/fixtures");
-    let configuration: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixtures.join("valid-spec-example.json")).unwrap(),
-    )
-    .unwrap();
+    let configuration = spec_configuration();
     let inst = write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
     let socket = dir.path().join("driver.sock");
     let mut child = Command::new(host_binary())
