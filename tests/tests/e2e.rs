@@ -578,3 +578,86 @@ fn an_unreachable_host_is_retryable_and_named() {
     assert_eq!(v["failure"], "retryable");
     assert_eq!(v["host"], "gone");
 }
+
+/// Cancelling while the remote helper waits for readiness kills the ssh client:
+/// the call answers `cancelled`, the audit records the exec as cancelled, the
+/// helper (its session gone) never writes `served.json`, and the retry converges
+/// on the exact revision and its readiness.
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn cancelling_mid_exec_kills_the_client_and_the_retry_converges() {
+    use std::sync::{Arc, Mutex};
+
+    use occ_driver_host::{
+        CallOptions, Driver, DriverOptions, FailureKind, Installation, Limits, Method, Runtime,
+    };
+
+    let rig = Rig::load();
+    let host = rig.hosts.last().unwrap().clone();
+    let d = Deployment::new(&[("cancel", &host)], None);
+    let ns = json!({"id": unique("ns-cancel"), "name": "cancel"});
+    d.ok("ensureNamespace", json!({"namespace": ns}));
+    let a = Agent::new(&ns);
+    let rev = a.revision(&unique("rev"), 1, config(json!({})));
+    d.ok("prepareRevision", a.params(&rev));
+
+    let runtime = Arc::new(Runtime::new(Limits::default()).unwrap());
+    let driver = Driver::open(
+        runtime,
+        Installation::load(&d.installation).unwrap(),
+        &DriverOptions {
+            cache: None,
+            audit_log: Some(d.audit.clone()),
+        },
+    )
+    .unwrap();
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let steps = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut options = CallOptions::default();
+    let cancel = options.cancel.clone();
+    let seen = steps.clone();
+    options.progress = Arc::new(move |_, line| {
+        let event: Value = serde_json::from_str(line).unwrap_or_default();
+        if let Some(step) = event["step"].as_str() {
+            seen.lock().unwrap().push(step.to_string());
+            if step == "readiness" {
+                cancel.cancel();
+            }
+        }
+    });
+    let err = tokio
+        .block_on(driver.call_json(Method::ActivateRevision, &a.params(&rev), options))
+        .unwrap_err();
+    assert_eq!(err.code, "cancelled", "{err:?}");
+    assert_eq!(err.failure, FailureKind::Retryable);
+    assert!(
+        steps.lock().unwrap().contains(&"restart".to_string()),
+        "{:?}",
+        steps.lock().unwrap()
+    );
+
+    let audit = std::fs::read_to_string(&d.audit).unwrap();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"method\":\"activateRevision\"")
+                && l.contains("\"error\":\"cancelled\"")),
+        "no cancelled exec in the audit log:\n{audit}"
+    );
+    // Give a helper that missed its closed session time to (wrongly) finish.
+    std::thread::sleep(std::time::Duration::from_secs(20));
+    assert!(
+        !rig.sh(&host, &format!("test -e {}/served.json", a.dir()))
+            .status
+            .success(),
+        "served.json written after cancel"
+    );
+
+    // The retry establishes the exact revision and readiness.
+    d.ok("activateRevision", a.params(&rev));
+    assert_eq!(
+        marker(&rig, &host, &format!("{}/served.json", a.dir()))["revisionId"],
+        rev["id"]
+    );
+    d.ok("deleteNamespace", json!({"namespace": ns}));
+}
