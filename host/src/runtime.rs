@@ -205,12 +205,7 @@ impl Runtime {
             });
         }
         let mut linker: Linker<CallState> = Linker::new(&self.engine);
-        // Only the sealed interfaces are reachable: the import check above refused
-        // any component that names filesystem or socket interfaces, and the
-        // context built in `CallState::new` has no preopens, no environment, no
-        // arguments and denies every socket address and name lookup.
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+        link_sealed_wasi(&mut linker).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         crate::bindings::SshComputeDriver::add_to_linker::<CallState, HasSelf<CallState>>(
             &mut linker,
             |s| s,
@@ -287,6 +282,44 @@ impl Runtime {
         flush_guest_output(&driver.name, "stderr", &stderr);
         outcome
     }
+}
+
+/// Link only the WASI interfaces the driver world grants: io, the cli streams,
+/// environment, exit and terminal interfaces, random and clocks. Filesystem,
+/// sockets and name lookup are not linked at all (and a component importing them
+/// was refused before linking); the context built in `CallState::new` behind
+/// these has no environment, no arguments and a closed stdin.
+fn link_sealed_wasi(l: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+    use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+    use wasmtime_wasi::p2::bindings::{cli, clocks, io, random};
+    use wasmtime_wasi::random::WasiRandom;
+
+    /// The io interfaces work on the resource table alone.
+    struct Io;
+    impl wasmtime::component::HasData for Io {
+        type Data<'a> = &'a mut ResourceTable;
+    }
+
+    io::error::add_to_linker::<CallState, Io>(l, |t| &mut t.table)?;
+    io::poll::add_to_linker::<CallState, Io>(l, |t| &mut t.table)?;
+    io::streams::add_to_linker::<CallState, Io>(l, |t| &mut t.table)?;
+    clocks::wall_clock::add_to_linker::<CallState, WasiClocks>(l, |t| t.clocks())?;
+    clocks::monotonic_clock::add_to_linker::<CallState, WasiClocks>(l, |t| t.clocks())?;
+    random::random::add_to_linker::<CallState, WasiRandom>(l, |t| t.wasi.random())?;
+    random::insecure::add_to_linker::<CallState, WasiRandom>(l, |t| t.wasi.random())?;
+    random::insecure_seed::add_to_linker::<CallState, WasiRandom>(l, |t| t.wasi.random())?;
+    cli::exit::add_to_linker::<CallState, WasiCli>(l, |t| t.cli())?;
+    cli::environment::add_to_linker::<CallState, WasiCli>(l, |t| t.cli())?;
+    cli::stdin::add_to_linker::<CallState, WasiCli>(l, |t| t.cli())?;
+    cli::stdout::add_to_linker::<CallState, WasiCli>(l, |t| t.cli())?;
+    cli::stderr::add_to_linker::<CallState, WasiCli>(l, |t| t.cli())?;
+    cli::terminal_input::add_to_linker::<CallState, WasiCli>(l, |t| t.cli())?;
+    cli::terminal_output::add_to_linker::<CallState, WasiCli>(l, |t| t.cli())?;
+    cli::terminal_stdin::add_to_linker::<CallState, WasiCli>(l, |t| t.cli())?;
+    cli::terminal_stdout::add_to_linker::<CallState, WasiCli>(l, |t| t.cli())?;
+    cli::terminal_stderr::add_to_linker::<CallState, WasiCli>(l, |t| t.cli())?;
+    Ok(())
 }
 
 /// Load an artifact we wrote earlier, or `None` if it is absent or unusable.
