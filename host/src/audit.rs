@@ -56,11 +56,12 @@ pub(crate) struct ExecRecord {
     done: bool,
 }
 
-fn now_rfc3339ish() -> String {
-    let d = SystemTime::now()
+/// Milliseconds since the Unix epoch: sortable, and free of time-zone questions.
+fn unix_time_ms() -> u64 {
+    let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    format!("{}.{:03}", d.as_secs(), d.subsec_millis())
+    since.as_millis() as u64
 }
 
 impl ExecRecord {
@@ -73,7 +74,7 @@ impl ExecRecord {
         ExecRecord {
             audit: ctx.audit.clone(),
             base: json!({
-                "time": now_rfc3339ish(),
+                "unixTimeMs": unix_time_ms(),
                 "driver": ctx.driver,
                 "driverSha256": ctx.driver_sha256,
                 "method": ctx.method,
