@@ -104,7 +104,7 @@ fn main() {
         installation,
         &DriverOptions {
             cache: Some(cache),
-            audit_log: None,
+            ..Default::default()
         },
     )
     .unwrap();

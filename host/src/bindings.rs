@@ -5,4 +5,5 @@ wasmtime::component::bindgen!({
     world: "ssh-compute-driver",
     imports: { default: async },
     exports: { default: async },
+    additional_derives: [PartialEq],
 });

@@ -20,7 +20,7 @@ use crate::error::{CallError, FailureKind, LoadError};
 use crate::hooks::{LifecycleHooks, NoHooks};
 use crate::installation::Installation;
 use crate::runtime::{LoadedDriver, Runtime};
-use crate::ssh_exec::{SshGrant, SshTransport};
+use crate::ssh_exec::{SshGrant, SshMode, SshTransport};
 
 /// The contract's methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -112,6 +112,8 @@ pub struct DriverOptions {
     pub cache: Option<ComponentCache>,
     /// Where to append audit records; none disables them.
     pub audit_log: Option<PathBuf>,
+    /// Live SSH, live with a recording, or a recording alone.
+    pub ssh: SshMode,
 }
 
 /// What one call may use besides the driver's own grants.
@@ -162,8 +164,12 @@ impl Driver {
             Err(message) => (SshGrant::none(), Some(message)),
         };
         let loaded = runtime.load(&installation.component, options.cache.as_ref())?;
-        let transport = SshTransport::new(grant)
-            .map_err(|e| LoadError::Engine(format!("cannot prepare ssh: {e}")))?;
+        let transport = SshTransport::with_mode(grant, &options.ssh).map_err(|message| {
+            LoadError::Installation {
+                path: installation.path.clone(),
+                message,
+            }
+        })?;
         let audit = match &options.audit_log {
             Some(path) => Some(Arc::new(AuditLog::open(path).map_err(|e| {
                 LoadError::Installation {
@@ -257,15 +263,18 @@ impl Driver {
                 Ok(json!({"ok": true, "warnings": warnings(w)}))
             }
             Method::Preflight => {
-                self.transport
-                    .grant()
-                    .verify_local_files()
-                    .map_err(|m| CallError {
-                        failure: FailureKind::Permanent,
-                        code: "local-ssh-files".into(),
-                        message: format!("preflight: {m}"),
-                        host: None,
-                    })?;
+                // A replay uses no identity or known-hosts file: nothing to verify.
+                if !self.transport.is_replay() {
+                    self.transport
+                        .grant()
+                        .verify_local_files()
+                        .map_err(|m| CallError {
+                            failure: FailureKind::Permanent,
+                            code: "local-ssh-files".into(),
+                            message: format!("preflight: {m}"),
+                            host: None,
+                        })?;
+                }
                 let w = call!(|g, s| g.occ_compute_compute_driver().call_preflight(s, &cfg))?;
                 Ok(json!({"ok": true, "warnings": warnings(w)}))
             }

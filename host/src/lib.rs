@@ -34,6 +34,7 @@ mod log;
 pub mod rpc;
 pub mod runtime;
 pub mod ssh_exec;
+pub mod transcript;
 
 pub use audit::AuditLog;
 pub use bindings::occ::compute::types::{AgentBinding, Namespace};

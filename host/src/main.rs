@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use occ_driver_host::ssh_exec::SshMode;
 use occ_driver_host::{
     CallError, CallOptions, ComponentCache, Driver, DriverOptions, Installation, Limits, Method,
     Runtime, imports, present,
@@ -54,6 +55,17 @@ struct Cli {
     /// Load this component instead of the installation's drivers.compute.component.
     #[arg(long, global = true, value_name = "FILE")]
     component: Option<PathBuf>,
+    /// Run against the hosts and append every exec to FILE (a recording for --ssh-replay).
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        conflicts_with = "ssh_replay"
+    )]
+    ssh_record: Option<PathBuf>,
+    /// Answer every exec from a recording made with --ssh-record; connect to no host.
+    #[arg(long, global = true, value_name = "FILE")]
+    ssh_replay: Option<PathBuf>,
     /// More log output on stderr (-v info, -vv debug). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -155,6 +167,11 @@ fn load_installation(path: &std::path::Path, component: &Option<PathBuf>) -> Res
 fn run(cli: Cli) -> Result<ExitCode> {
     let cache = cache(&cli)?;
     let component = cli.component.clone();
+    let ssh = match (&cli.ssh_record, &cli.ssh_replay) {
+        (Some(path), _) => SshMode::Record(path.clone()),
+        (None, Some(path)) => SshMode::Replay(path.clone()),
+        (None, None) => SshMode::Live,
+    };
     let runtime = Arc::new(Runtime::new(Limits::default())?);
     match cli.command {
         Command::Inspect { component, json } => inspect(&runtime, &component, cache.as_ref(), json),
@@ -165,7 +182,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 installation,
                 &DriverOptions {
                     cache,
-                    audit_log: None,
+                    ..Default::default()
                 },
             )?;
             let tokio = tokio::runtime::Runtime::new()?;
@@ -217,7 +234,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })?;
             let params = read_params(&params)?;
             let installation = load_installation(&installation, &component)?;
-            let driver = Driver::open(runtime, installation, &DriverOptions { cache, audit_log })?;
+            let options = DriverOptions {
+                cache,
+                audit_log,
+                ssh,
+            };
+            let driver = Driver::open(runtime, installation, &options)?;
             let progress = Progress::new(!json && std::io::stderr().is_terminal());
             let mut options = CallOptions::default();
             let sink = progress.clone();
@@ -248,7 +270,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Serve(args) => {
             let installation = load_installation(&args.installation, &component)?;
-            serve::run(runtime, cache, installation, args)
+            serve::run(
+                runtime,
+                DriverOptions {
+                    cache,
+                    audit_log: args.audit_log.clone(),
+                    ssh,
+                },
+                installation,
+                args,
+            )
         }
     }
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Result;
-use occ_driver_host::{ComponentCache, Driver, DriverOptions, Installation, Runtime, rpc};
+use occ_driver_host::{Driver, DriverOptions, Installation, Runtime, rpc};
 
 /// Arguments of `serve`.
 #[derive(clap::Args)]
@@ -35,18 +35,11 @@ pub(crate) struct ServeArgs {
 
 pub(crate) fn run(
     runtime: Arc<Runtime>,
-    cache: Option<ComponentCache>,
+    options: DriverOptions,
     installation: Installation,
     args: ServeArgs,
 ) -> Result<ExitCode> {
-    let driver = Arc::new(Driver::open(
-        runtime,
-        installation,
-        &DriverOptions {
-            cache,
-            audit_log: args.audit_log,
-        },
-    )?);
+    let driver = Arc::new(Driver::open(runtime, installation, &options)?);
     let tokio = tokio::runtime::Runtime::new()?;
     tokio.block_on(async {
         match &args.listen {

@@ -25,6 +25,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use crate::audit::ExecRecord;
 use crate::bindings::occ::compute::ssh_exec::{self, ExecError, ExecOutput};
 use crate::runtime::CallState;
+use crate::transcript::{Recorder, Replay};
 
 /// No single operation runs longer than this, whatever the driver asks: the
 /// remote helper keeps its own deadline below it.
@@ -198,6 +199,20 @@ pub struct SshTransport {
     control_dir: tempfile::TempDir,
     config_file: PathBuf,
     sessions: tokio::sync::Mutex<HashMap<String, SessionSlot>>,
+    recorder: Option<Recorder>,
+    replay: Option<Replay>,
+}
+
+/// Where execs go: the hosts, the hosts with a recording, or a recording alone.
+#[derive(Debug, Clone, Default)]
+pub enum SshMode {
+    /// Run on the granted hosts.
+    #[default]
+    Live,
+    /// Run on the granted hosts and append each exec to this file.
+    Record(PathBuf),
+    /// Answer each exec from this recording; connect to nothing.
+    Replay(PathBuf),
 }
 
 impl std::fmt::Debug for SshTransport {
@@ -244,7 +259,30 @@ impl SshTransport {
             control_dir,
             config_file,
             sessions: Default::default(),
+            recorder: None,
+            replay: None,
         })
+    }
+
+    /// A transport in `mode` (see [`SshMode`]).
+    pub fn with_mode(grant: SshGrant, mode: &SshMode) -> Result<SshTransport, String> {
+        let mut t = SshTransport::new(grant).map_err(|e| format!("cannot prepare ssh: {e}"))?;
+        match mode {
+            SshMode::Live => {}
+            SshMode::Record(path) => {
+                t.recorder = Some(
+                    Recorder::create(path)
+                        .map_err(|e| format!("ssh recording {}: {e}", path.display()))?,
+                );
+            }
+            SshMode::Replay(path) => t.replay = Some(Replay::load(path)?),
+        }
+        Ok(t)
+    }
+
+    /// Whether execs are answered from a recording.
+    pub fn is_replay(&self) -> bool {
+        self.replay.is_some()
     }
 
     /// The grant this transport serves.
@@ -300,6 +338,27 @@ impl SshTransport {
             .hosts
             .get(alias)
             .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
+        if let Some(replay) = &self.replay {
+            return replay.answer(alias, argv, stdin);
+        }
+        let result = self
+            .exec_live(alias, host, argv, stdin, timeout, on_line)
+            .await;
+        if let Some(recorder) = &self.recorder {
+            recorder.record(alias, argv, stdin, &result);
+        }
+        result
+    }
+
+    async fn exec_live(
+        &self,
+        alias: &str,
+        host: &HostGrant,
+        argv: &[String],
+        stdin: &[u8],
+        timeout: Duration,
+        on_line: &(dyn Fn(&str, &str) + Send + Sync),
+    ) -> Result<ExecOutput, ExecError> {
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| ExecError::Io("empty argument vector".into()))?;

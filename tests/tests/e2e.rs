@@ -75,8 +75,13 @@ impl Deployment {
 
     /// One `occ-driver-host call`; returns the exit status and the JSON printed.
     fn call(&self, method: &str, params: Value) -> (i32, Value) {
+        self.call_with(method, params, &[])
+    }
+
+    /// Like [`Deployment::call`] with extra command-line arguments.
+    fn call_with(&self, method: &str, params: Value, extra: &[&str]) -> (i32, Value) {
         let params = params.to_string();
-        let out = run_host(&[
+        let mut args = vec![
             "call",
             method,
             "--installation",
@@ -86,7 +91,9 @@ impl Deployment {
             "--json",
             "--params",
             &params,
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let out = run_host(&args);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let v = serde_json::from_str(&stdout).unwrap_or_else(|_| {
             panic!(
@@ -606,8 +613,8 @@ fn cancelling_mid_exec_kills_the_client_and_the_retry_converges() {
         runtime,
         Installation::load(&d.installation).unwrap(),
         &DriverOptions {
-            cache: None,
             audit_log: Some(d.audit.clone()),
+            ..Default::default()
         },
     )
     .unwrap();
@@ -660,4 +667,90 @@ fn cancelling_mid_exec_kills_the_client_and_the_retry_converges() {
         rev["id"]
     );
     d.ok("deleteNamespace", json!({"namespace": ns}));
+}
+
+/// A recording made against a real host replays with no host at all: the same
+/// answers, deterministically, and a changed exec or recording fails by name.
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn recorded_ssh_replays_without_any_host() {
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let live = Deployment::new(&[("rec", &host)], None);
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("rec.jsonl");
+    let rec = recording.to_str().unwrap();
+    let ns = json!({"namespace": {"id": unique("ns-rec"), "name": "rec"}});
+    assert_eq!(
+        live.call_with("preflight", json!({}), &["--ssh-record", rec])
+            .0,
+        0
+    );
+    let (code, recorded) = live.call_with("ensureNamespace", ns.clone(), &["--ssh-record", rec]);
+    assert_eq!((code, &recorded["namespaceReady"]), (0, &json!(true)));
+    assert_eq!(
+        std::fs::read_to_string(&recording).unwrap().lines().count(),
+        2
+    );
+
+    // The same Namespace name pointed at a port where nothing listens: a live call
+    // would fail to connect, the replay never tries.
+    let nowhere = Host {
+        port: 2222,
+        ..host.clone()
+    };
+    let offline = Deployment::new(&[("rec", &nowhere)], None);
+    let text = std::fs::read_to_string(&recording).unwrap();
+    let mut lines = text.lines();
+    let first = dir.path().join("preflight.jsonl");
+    std::fs::write(&first, lines.next().unwrap()).unwrap();
+    let second = dir.path().join("ensure.jsonl");
+    std::fs::write(&second, lines.next().unwrap()).unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            offline
+                .call_with(
+                    "preflight",
+                    json!({}),
+                    &["--ssh-replay", first.to_str().unwrap()]
+                )
+                .0,
+            0
+        );
+        let (code, replayed) = offline.call_with(
+            "ensureNamespace",
+            ns.clone(),
+            &["--ssh-replay", second.to_str().unwrap()],
+        );
+        assert_eq!((code, &replayed), (0, &recorded));
+    }
+    // Another Namespace means another operation: the replay names the difference.
+    let other = json!({"namespace": {"id": unique("ns-other"), "name": "rec"}});
+    let (code, v) = offline.call_with(
+        "ensureNamespace",
+        other,
+        &["--ssh-replay", second.to_str().unwrap()],
+    );
+    assert_eq!(code, 75, "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("argv differs"),
+        "{v}"
+    );
+    // A recording that says the helper failed replays that failure.
+    let failed = dir.path().join("failed.jsonl");
+    let mut entry: Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+    entry["exitStatus"] = json!(255);
+    entry["stdout"] = json!("");
+    std::fs::write(&failed, entry.to_string()).unwrap();
+    let (code, v) = offline.call_with(
+        "ensureNamespace",
+        ns.clone(),
+        &["--ssh-replay", failed.to_str().unwrap()],
+    );
+    assert_eq!(
+        (code, &v["namespaceReady"], &v["failure"]),
+        (75, &json!(false), &json!("retryable")),
+        "{v}"
+    );
+    live.ok("deleteNamespace", ns);
 }

@@ -1,0 +1,321 @@
+//! Recorded SSH for driver authors: test a driver component with no hosts,
+//! deterministically.
+//!
+//! `--ssh-record FILE` runs against the real hosts and appends one JSON line per
+//! exec to FILE: the host alias, the argument vector, the SHA-256 of stdin, and
+//! what came back (exit status, stdout, stderr tail) or the error. `--ssh-replay
+//! FILE` answers each exec from FILE instead, in order, without opening any
+//! connection. A replayed exec must match its recorded host, argv and stdin hash
+//! exactly; anything else (another operation, a changed helper, an extra exec)
+//! fails the call with a message that names the exec and the difference, so a
+//! change in a driver's behaviour shows up as a failed replay.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+
+use crate::bindings::occ::compute::ssh_exec::{ExecError, ExecOutput};
+use crate::ssh_exec::sha256_hex;
+
+/// One recorded exec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The host alias.
+    pub host: String,
+    /// The argument vector.
+    pub argv: Vec<String>,
+    /// SHA-256 of stdin, hex.
+    pub stdin_sha256: String,
+    /// What the exec returned.
+    pub outcome: Result<ExecOutput, ExecError>,
+}
+
+impl Entry {
+    fn to_json(&self) -> Value {
+        let mut v = json!({"host": self.host, "argv": self.argv, "stdinSha256": self.stdin_sha256});
+        match &self.outcome {
+            Ok(out) => {
+                v["exitStatus"] = json!(out.exit_status);
+                v["stdout"] = json!(String::from_utf8_lossy(&out.stdout));
+                v["stderrTail"] = json!(String::from_utf8_lossy(&out.stderr_tail));
+            }
+            Err(e) => v["error"] = error_json(e),
+        }
+        v
+    }
+
+    fn from_json(v: &Value, at: &str) -> Result<Entry, String> {
+        let text = |k: &str| -> Result<String, String> {
+            v.get(k)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| format!("{at}: {k} missing"))
+        };
+        let argv = v
+            .get("argv")
+            .and_then(Value::as_array)
+            .and_then(|a| {
+                a.iter()
+                    .map(|s| s.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+            })
+            .ok_or_else(|| format!("{at}: argv must be an array of strings"))?;
+        let outcome = match v.get("error") {
+            Some(e) => Err(error_from_json(e).ok_or_else(|| format!("{at}: unknown error {e}"))?),
+            None => Ok(ExecOutput {
+                exit_status: v
+                    .get("exitStatus")
+                    .and_then(Value::as_i64)
+                    .map(|s| s as i32),
+                stdout: text("stdout")?.into_bytes(),
+                stderr_tail: v
+                    .get("stderrTail")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .as_bytes()
+                    .to_vec(),
+            }),
+        };
+        Ok(Entry {
+            host: text("host")?,
+            argv,
+            stdin_sha256: text("stdinSha256")?,
+            outcome,
+        })
+    }
+}
+
+fn error_json(e: &ExecError) -> Value {
+    match e {
+        ExecError::UnknownHost(s) => json!({"kind": "unknown-host", "detail": s}),
+        ExecError::Connect(s) => json!({"kind": "connect", "detail": s}),
+        ExecError::HostKey(s) => json!({"kind": "host-key", "detail": s}),
+        ExecError::Timeout => json!({"kind": "timeout"}),
+        ExecError::Cancelled => json!({"kind": "cancelled"}),
+        ExecError::OutputTooLarge(n) => json!({"kind": "output-too-large", "detail": n}),
+        ExecError::Io(s) => json!({"kind": "io", "detail": s}),
+    }
+}
+
+fn error_from_json(v: &Value) -> Option<ExecError> {
+    let detail = || {
+        v.get("detail")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    Some(match v.get("kind")?.as_str()? {
+        "unknown-host" => ExecError::UnknownHost(detail()),
+        "connect" => ExecError::Connect(detail()),
+        "host-key" => ExecError::HostKey(detail()),
+        "timeout" => ExecError::Timeout,
+        "cancelled" => ExecError::Cancelled,
+        "output-too-large" => ExecError::OutputTooLarge(v.get("detail")?.as_u64()?),
+        "io" => ExecError::Io(detail()),
+        _ => return None,
+    })
+}
+
+/// Appends recorded execs to a file.
+pub(crate) struct Recorder {
+    file: Mutex<File>,
+}
+
+impl Recorder {
+    pub(crate) fn create(path: &Path) -> std::io::Result<Recorder> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(Recorder {
+            file: Mutex::new(file),
+        })
+    }
+
+    pub(crate) fn record(
+        &self,
+        host: &str,
+        argv: &[String],
+        stdin: &[u8],
+        outcome: &Result<ExecOutput, ExecError>,
+    ) {
+        let entry = Entry {
+            host: host.to_string(),
+            argv: argv.to_vec(),
+            stdin_sha256: sha256_hex(stdin),
+            outcome: outcome.clone(),
+        };
+        let mut line = entry.to_json().to_string();
+        line.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = file.write_all(line.as_bytes()) {
+            tracing::error!("cannot write the ssh recording: {e}");
+        }
+    }
+}
+
+/// Answers execs from a recording, in order.
+pub(crate) struct Replay {
+    path: PathBuf,
+    entries: Mutex<VecDeque<Entry>>,
+    next: Mutex<usize>,
+}
+
+impl Replay {
+    pub(crate) fn load(path: &Path) -> Result<Replay, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let entries = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                let at = format!("{}:{}", path.display(), i + 1);
+                let v: Value = serde_json::from_str(l).map_err(|e| format!("{at}: {e}"))?;
+                Entry::from_json(&v, &at)
+            })
+            .collect::<Result<VecDeque<_>, _>>()?;
+        Ok(Replay {
+            path: path.to_path_buf(),
+            entries: Mutex::new(entries),
+            next: Mutex::new(1),
+        })
+    }
+
+    pub(crate) fn answer(
+        &self,
+        host: &str,
+        argv: &[String],
+        stdin: &[u8],
+    ) -> Result<ExecOutput, ExecError> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let n = *next;
+        *next += 1;
+        let Some(entry) = self
+            .entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+        else {
+            return Err(ExecError::Io(format!(
+                "replay {}: exec #{n} on {host} ({}) has no recording left",
+                self.path.display(),
+                argv.first().map(String::as_str).unwrap_or("")
+            )));
+        };
+        let differs = if entry.host != host {
+            Some(format!("host {host}, recorded {}", entry.host))
+        } else if entry.argv != argv {
+            let k = entry
+                .argv
+                .iter()
+                .zip(argv)
+                .position(|(a, b)| a != b)
+                .unwrap_or(entry.argv.len().min(argv.len()));
+            Some(format!("argv differs at position {k}"))
+        } else if entry.stdin_sha256 != sha256_hex(stdin) {
+            Some("stdin differs (another helper version?)".into())
+        } else {
+            None
+        };
+        match differs {
+            Some(what) => Err(ExecError::Io(format!(
+                "replay {}: exec #{n} on {host}: {what}",
+                self.path.display()
+            ))),
+            None => entry.outcome,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_through_json() {
+        let cases = [
+            Ok(ExecOutput {
+                exit_status: Some(0),
+                stdout: b"{\"event\":\"result\"}\n".to_vec(),
+                stderr_tail: vec![],
+            }),
+            Ok(ExecOutput {
+                exit_status: None,
+                stdout: vec![],
+                stderr_tail: b"killed".to_vec(),
+            }),
+            Err(ExecError::Timeout),
+            Err(ExecError::HostKey("stable: mismatch".into())),
+            Err(ExecError::OutputTooLarge(4096)),
+        ];
+        for outcome in cases {
+            let e = Entry {
+                host: "stable".into(),
+                argv: vec!["node".into(), "-".into()],
+                stdin_sha256: "ab".into(),
+                outcome,
+            };
+            assert_eq!(Entry::from_json(&e.to_json(), "t").unwrap(), e);
+        }
+    }
+
+    #[test]
+    fn replay_answers_in_order_and_names_every_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let rec = Recorder::create(&path).unwrap();
+        let argv = vec!["node".to_string(), "-".to_string(), "b3A=".to_string()];
+        let ok = Ok(ExecOutput {
+            exit_status: Some(0),
+            stdout: b"done\n".to_vec(),
+            stderr_tail: vec![],
+        });
+        rec.record("stable", &argv, b"helper", &ok);
+        rec.record("stable", &argv, b"helper", &Err(ExecError::Timeout));
+        let replay = Replay::load(&path).unwrap();
+        assert_eq!(
+            replay.answer("stable", &argv, b"helper").unwrap().stdout,
+            b"done\n"
+        );
+        assert!(matches!(
+            replay.answer("stable", &argv, b"helper"),
+            Err(ExecError::Timeout)
+        ));
+        let Err(ExecError::Io(m)) = replay.answer("stable", &argv, b"helper") else {
+            panic!()
+        };
+        assert!(
+            m.contains("exec #3 on stable") && m.contains("no recording left"),
+            "{m}"
+        );
+
+        let mismatches: [(&str, Vec<String>, &[u8], &str); 3] = [
+            (
+                "canary",
+                argv.clone(),
+                b"helper",
+                "host canary, recorded stable",
+            ),
+            (
+                "stable",
+                vec!["node".into(), "-".into(), "other".into()],
+                b"helper",
+                "argv differs at position 2",
+            ),
+            ("stable", argv.clone(), b"helper v2", "stdin differs"),
+        ];
+        for (host, a, stdin, expected) in mismatches {
+            let replay = Replay::load(&path).unwrap();
+            let Err(ExecError::Io(m)) = replay.answer(host, &a, stdin) else {
+                panic!("{expected}")
+            };
+            assert!(m.contains(expected), "{expected} not in {m}");
+        }
+    }
+}
