@@ -18,6 +18,7 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
+use crate::audit::exec_error_code;
 use crate::bindings::occ::compute::ssh_exec::{ExecError, ExecOutput};
 use crate::ssh_exec::sha256_hex;
 
@@ -89,16 +90,18 @@ impl Entry {
     }
 }
 
+/// An error as `{"kind", "detail"?}`, with the kinds the audit log uses.
 fn error_json(e: &ExecError) -> Value {
+    let mut v = json!({"kind": exec_error_code(e)});
     match e {
-        ExecError::UnknownHost(s) => json!({"kind": "unknown-host", "detail": s}),
-        ExecError::Connect(s) => json!({"kind": "connect", "detail": s}),
-        ExecError::HostKey(s) => json!({"kind": "host-key", "detail": s}),
-        ExecError::Timeout => json!({"kind": "timeout"}),
-        ExecError::Cancelled => json!({"kind": "cancelled"}),
-        ExecError::OutputTooLarge(n) => json!({"kind": "output-too-large", "detail": n}),
-        ExecError::Io(s) => json!({"kind": "io", "detail": s}),
+        ExecError::UnknownHost(s)
+        | ExecError::Connect(s)
+        | ExecError::HostKey(s)
+        | ExecError::Io(s) => v["detail"] = json!(s),
+        ExecError::OutputTooLarge(n) => v["detail"] = json!(n),
+        ExecError::Timeout | ExecError::Cancelled => {}
     }
+    v
 }
 
 fn error_from_json(v: &Value) -> Option<ExecError> {
