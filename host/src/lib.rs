@@ -39,7 +39,7 @@ pub mod transcript;
 pub use audit::AuditLog;
 pub use bindings::occ::compute::types::{AgentBinding, Namespace};
 pub use cache::ComponentCache;
-pub use context::ProgressSink;
+pub use context::{HelperLine, ProgressSink};
 pub use contract::{CallOptions, Driver, DriverOptions, Method, present};
 pub use error::{CallError, FailureKind, LoadError};
 pub use hooks::{LifecycleHooks, NoHooks};

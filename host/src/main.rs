@@ -10,8 +10,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use occ_driver_host::ssh_exec::SshMode;
 use occ_driver_host::{
-    CallError, CallOptions, ComponentCache, Driver, DriverOptions, Installation, Limits, Method,
-    Runtime, imports, present,
+    CallError, CallOptions, ComponentCache, Driver, DriverOptions, HelperLine, Installation,
+    Limits, Method, Runtime, imports, present,
 };
 use serde_json::{Value, json};
 
@@ -406,25 +406,17 @@ impl Progress {
     }
 
     fn line(&self, host: &str, line: &str) {
-        let Ok(event) = serde_json::from_str::<Value>(line) else {
+        let Some(event) = HelperLine::parse(line) else {
             return;
         };
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match event.get("event").and_then(Value::as_str) {
-            Some("progress") => {
-                let message = event
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .or_else(|| event.get("step").and_then(Value::as_str))
-                    .unwrap_or("working");
-                let text = format!("{host}: {message}");
-                if !self.tty {
-                    eprintln!("[{:>5.1}s] {text}", self.started.elapsed().as_secs_f64());
-                }
-                *state = Some(text);
+        if let HelperLine::Progress { step, message } = event {
+            let message = message.or(step).unwrap_or_else(|| "working".into());
+            let text = format!("{host}: {message}");
+            if !self.tty {
+                eprintln!("[{:>5.1}s] {text}", self.started.elapsed().as_secs_f64());
             }
-            Some("heartbeat") => {}
-            _ => return,
+            *state = Some(text);
         }
         if let (true, Some(text)) = (self.tty, state.as_ref()) {
             let mut err = std::io::stderr();

@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::bindings::occ::compute::types::{AgentBinding, Namespace};
+use crate::context::HelperLine;
 use crate::contract::{CallOptions, Driver, Method, present};
 use crate::error::{CallError, FailureKind};
 use crate::hooks::{HookFuture, LifecycleHooks};
@@ -384,12 +385,11 @@ fn handle(conn: &Arc<Connection>, msg: Value, tasks: &mut tokio::task::JoinSet<(
             hooks: Arc::new(RpcHooks(conn.clone())),
             cancel: token,
             progress: Arc::new(move |host, line| {
-                let Ok(event) = serde_json::from_str::<Value>(line) else { return };
-                if event.get("event").and_then(Value::as_str) == Some("progress") {
+                if let Some(HelperLine::Progress { step, message }) = HelperLine::parse(line) {
                     progress_conn.send(json!({
                         "jsonrpc": "2.0",
                         "method": "$/progress",
-                        "params": {"id": progress_id, "host": host, "step": event.get("step"), "message": event.get("message")},
+                        "params": {"id": progress_id, "host": host, "step": step, "message": message},
                     }));
                 }
             }),
