@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::bindings::occ::compute::lifecycle_hooks::{self, EnvPlaceholder};
 use crate::bindings::occ::compute::types::{AgentBinding, Namespace};
@@ -73,15 +73,10 @@ async fn bounded<T>(name: &str, fut: HookFuture<'_, T>) -> Result<T, String> {
 
 impl lifecycle_hooks::Host for CallState {
     async fn after_namespace_prepared(&mut self, namespace: Namespace) -> Result<(), String> {
-        let started = Instant::now();
         let hooks = self.ctx.hooks.clone();
-        let r = bounded(
-            "afterNamespacePrepared",
-            hooks.after_namespace_prepared(&namespace),
-        )
-        .await;
-        self.meter.host_time(started.elapsed());
-        r
+        let hook = hooks.after_namespace_prepared(&namespace);
+        self.outside_guest(bounded("afterNamespacePrepared", hook))
+            .await
     }
 
     async fn before_workload_start(
@@ -89,19 +84,15 @@ impl lifecycle_hooks::Host for CallState {
         binding: AgentBinding,
         revision_id: String,
     ) -> Result<Vec<EnvPlaceholder>, String> {
-        let started = Instant::now();
         let hooks = self.ctx.hooks.clone();
-        let r = bounded(
-            "beforeWorkloadStart",
-            hooks.before_workload_start(&binding, &revision_id),
-        )
-        .await;
-        self.meter.host_time(started.elapsed());
-        r.map(|v| {
-            v.into_iter()
-                .map(|(name, value)| EnvPlaceholder { name, value })
-                .collect()
-        })
+        let hook = hooks.before_workload_start(&binding, &revision_id);
+        let placeholders = self
+            .outside_guest(bounded("beforeWorkloadStart", hook))
+            .await?;
+        Ok(placeholders
+            .into_iter()
+            .map(|(name, value)| EnvPlaceholder { name, value })
+            .collect())
     }
 
     async fn before_workload_stop(
@@ -109,26 +100,16 @@ impl lifecycle_hooks::Host for CallState {
         binding: AgentBinding,
         revision_id: String,
     ) -> Result<(), String> {
-        let started = Instant::now();
         let hooks = self.ctx.hooks.clone();
-        let r = bounded(
-            "beforeWorkloadStop",
-            hooks.before_workload_stop(&binding, &revision_id),
-        )
-        .await;
-        self.meter.host_time(started.elapsed());
-        r
+        let hook = hooks.before_workload_stop(&binding, &revision_id);
+        self.outside_guest(bounded("beforeWorkloadStop", hook))
+            .await
     }
 
     async fn before_namespace_delete(&mut self, namespace: Namespace) -> Result<(), String> {
-        let started = Instant::now();
         let hooks = self.ctx.hooks.clone();
-        let r = bounded(
-            "beforeNamespaceDelete",
-            hooks.before_namespace_delete(&namespace),
-        )
-        .await;
-        self.meter.host_time(started.elapsed());
-        r
+        let hook = hooks.before_namespace_delete(&namespace);
+        self.outside_guest(bounded("beforeNamespaceDelete", hook))
+            .await
     }
 }

@@ -494,6 +494,20 @@ impl CallState {
     }
 }
 
+impl CallState {
+    /// Await `work` done on the guest's behalf outside it (SSH, hooks): its time
+    /// does not count against the guest's CPU budget.
+    pub(crate) async fn outside_guest<T>(
+        &mut self,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        let started = Instant::now();
+        let result = work.await;
+        self.meter.host_time(started.elapsed());
+        result
+    }
+}
+
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use openssh::{KnownHosts, Session, SessionBuilder};
 use serde_json::Value;
@@ -492,23 +492,16 @@ impl ssh_exec::Host for CallState {
         stdin: Vec<u8>,
         timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError> {
-        let started = Instant::now();
         let ctx = self.ctx.clone();
         let mut record = ExecRecord::begin(&ctx, &host, &argv, &stdin);
-        let progress = ctx.progress.clone();
-        let on_line = move |alias: &str, line: &str| progress(alias, line);
-        let result = ctx
-            .transport
-            .exec(
-                &host,
-                &argv,
-                &stdin,
-                Duration::from_millis(timeout_ms.into()),
-                &on_line,
+        let timeout = Duration::from_millis(timeout_ms.into());
+        let result = self
+            .outside_guest(
+                ctx.transport
+                    .exec(&host, &argv, &stdin, timeout, &*ctx.progress),
             )
             .await;
         record.finish(&result);
-        self.meter.host_time(started.elapsed());
         result
     }
 }
