@@ -31,7 +31,7 @@ cargo test --release --workspace
 
 step "test hosts: up"
 if [ -z "${OCC_KEEP_RIG:-}" ]; then
-  trap 'bash tests/rig/down.sh >/dev/null 2>&1 || true' EXIT
+  trap 'bash tests/rig/down.sh || echo "test hosts: teardown failed; run bash tests/rig/down.sh" >&2' EXIT
 fi
 bash tests/rig/up.sh 2
 # shellcheck disable=SC1091
