@@ -10,7 +10,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use occ_driver_host::ssh_exec::{HostGrant, SshGrant, SshTransport, render_ssh_config};
+use occ_driver_host::capability::ssh_exec::config::render_ssh_config;
+use occ_driver_host::capability::ssh_exec::live::LiveSsh;
+use occ_driver_host::capability::ssh_exec::{
+    ExecBackend, ExecBounds, ExecRequest, HostGrant, SshGrant,
+};
+use tokio_util::sync::CancellationToken;
 
 fn rig_var(env: &str, key: &str) -> String {
     env.lines()
@@ -45,8 +50,10 @@ fn main() {
                 address: address.clone(),
                 port: 22,
                 user: "root".into(),
+                node_path: "/usr/bin/node".into(),
             },
         )]),
+        bounds: ExecBounds::default(),
     };
     let config = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(config.path(), render_ssh_config(&grant)).unwrap();
@@ -67,23 +74,32 @@ fn main() {
         })
         .collect();
 
-    let transport = SshTransport::new(grant).unwrap();
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    let host = grant.hosts["bench"].clone();
+    let transport = tokio.block_on(async { LiveSsh::new(grant).unwrap() });
+    let cancel = CancellationToken::new();
     let argv = vec!["true".to_string()];
+    let exec = || {
+        transport.exec(ExecRequest {
+            alias: "bench",
+            host: &host,
+            argv: &argv,
+            stdin: &[],
+            timeout: Duration::from_secs(30),
+            on_line: &|_| {},
+            cancel: &cancel,
+        })
+    };
     let first = Instant::now();
-    tokio
-        .block_on(transport.exec("bench", &argv, &[], Duration::from_secs(30), &|_, _| {}))
-        .unwrap();
+    tokio.block_on(exec()).unwrap();
     let connect = first.elapsed();
     let warm: Vec<Duration> = (0..rounds)
         .map(|_| {
             let t = Instant::now();
-            let out = tokio
-                .block_on(transport.exec("bench", &argv, &[], Duration::from_secs(30), &|_, _| {}))
-                .unwrap();
+            let out = tokio.block_on(exec()).unwrap();
             assert_eq!(out.exit_status, Some(0));
             t.elapsed()
         })

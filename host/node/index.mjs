@@ -6,6 +6,7 @@
 //   await driver.ensureNamespace(namespace);
 
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,6 +33,12 @@ const HOOKS = {
 };
 
 const METHOD_NOT_FOUND = -32601;
+
+/**
+ * The contract methods and how each takes its arguments, from the one list the
+ * host keeps in step with its own (`methods.json`, checked by a host test).
+ */
+export const METHODS = JSON.parse(readFileSync(new URL("./methods.json", import.meta.url), "utf8")).methods;
 
 /**
  * Start a driver host for `component` with `installation` (a file path, or the
@@ -167,22 +174,20 @@ export async function createComponentDriver(options) {
     });
   };
 
-  const revisionCall = (method) => (revision, options = {}) =>
-    call(method, { revision, ...(options.binding ? { binding: options.binding } : {}) }, options);
+  // One function per method, shaped by how the method takes its arguments.
+  const shapes = {
+    none: (name) => (options) => call(name, {}, options),
+    namespace: (name) => (namespace, options) => call(name, { namespace }, options),
+    binding: (name) => (binding, options) => call(name, binding, options),
+    revision: (name) => (revision, options = {}) =>
+      call(name, { revision, ...(options.binding ? { binding: options.binding } : {}) }, options),
+    "revision+context": (name) => (revision, context = {}, options = {}) =>
+      call(name, { revision, context, ...(options.binding ? { binding: options.binding } : {}) }, options),
+  };
+  const methods = Object.fromEntries(METHODS.map(({ name, params }) => [name, shapes[params](name)]));
 
   return {
-    validateConfiguration: (options) => call("validateConfiguration", {}, options),
-    preflight: (options) => call("preflight", {}, options),
-    ensureNamespace: (namespace, options) => call("ensureNamespace", { namespace }, options),
-    bindAgent: (binding, options) => call("bindAgent", binding, options),
-    validateHarnessAuth: revisionCall("validateHarnessAuth"),
-    prepareRevision: (revision, context = {}, options = {}) =>
-      call("prepareRevision", { revision, context, ...(options.binding ? { binding: options.binding } : {}) }, options),
-    activateRevision: revisionCall("activateRevision"),
-    deactivateRevision: revisionCall("deactivateRevision"),
-    stopRevision: revisionCall("stopRevision"),
-    retireRevision: revisionCall("retireRevision"),
-    deleteNamespace: (namespace, options) => call("deleteNamespace", { namespace }, options),
+    ...methods,
     /** The host's process id. */
     pid: child.pid,
     /** Stop the host; in-flight calls are cancelled. */

@@ -1,4 +1,5 @@
-//! The host's error types.
+//! The host's error types: one for a call that failed, one for a driver that
+//! could not be opened.
 
 use std::path::PathBuf;
 
@@ -17,7 +18,7 @@ pub enum FailureKind {
 impl FailureKind {
     /// The process exit code the CLI uses for this kind of failure: sysexits'
     /// `EX_TEMPFAIL` (try again later) and `EX_DATAERR` (fix the input first).
-    pub fn exit_code(self) -> i32 {
+    pub fn exit_code(self) -> u8 {
         match self {
             FailureKind::Retryable => 75,
             FailureKind::Permanent => 65,
@@ -34,7 +35,8 @@ pub struct CallError {
     /// Whether the controller should retry.
     pub failure: FailureKind,
     /// A stable code: the driver's own, or one of the host's (`driver-trap`,
-    /// `cpu-limit`, `memory-limit`, `call-timeout`, `cancelled`, `invalid-params`).
+    /// `cpu-limit`, `memory-limit`, `call-timeout`, `cancelled`, `invalid-params`,
+    /// `result-too-large`, `audit-failed`).
     pub code: String,
     /// A message for the operator.
     pub message: String,
@@ -44,7 +46,8 @@ pub struct CallError {
 }
 
 impl CallError {
-    pub(crate) fn new(failure: FailureKind, code: &str, message: impl Into<String>) -> Self {
+    /// An error with no host.
+    pub fn new(failure: FailureKind, code: &str, message: impl Into<String>) -> Self {
         CallError {
             failure,
             code: code.to_string(),
@@ -91,16 +94,18 @@ pub enum LoadError {
     },
     /// The component imports something outside the granted world.
     #[error(
-        "{path} imports {}, which this host does not grant (granted: the occ:compute@0.1.0 driver world plus sealed wasi:io, wasi:cli, wasi:random and wasi:clocks)",
+        "{path} imports {}, which this host does not grant (granted: the {world} world plus sealed wasi:io, wasi:cli, wasi:random and wasi:clocks)",
         refused.join(", ")
     )]
     RefusedImports {
         /// The component file.
         path: PathBuf,
+        /// The world it was checked against.
+        world: String,
         /// Every refused import name.
         refused: Vec<String>,
     },
-    /// The component does not export the ComputeDriver contract.
+    /// The component does not export the world's contract.
     #[error("{path} does not export {expected}; it exports: {}", found.join(", "))]
     MissingExport {
         /// The component file.
@@ -116,6 +121,22 @@ pub enum LoadError {
         /// The installation file.
         path: PathBuf,
         /// What is wrong, naming the key.
+        message: String,
+    },
+    /// The driver refused its own configuration when it was opened.
+    #[error("{path}: the driver refused its configuration: {error}")]
+    Configuration {
+        /// The installation file.
+        path: PathBuf,
+        /// The driver's error, naming the key path.
+        error: CallError,
+    },
+    /// A local file the host needs (the audit log, the cache) is unusable.
+    #[error("{path}: {message}")]
+    LocalFile {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong with it.
         message: String,
     },
     /// Any other engine failure.

@@ -13,7 +13,11 @@
 //! document (occ, Configuration, IAM, Secret) are left alone. A relative `component`
 //! path is resolved against the installation file's directory. The driver itself
 //! validates `configuration` (unknown keys fail there); the host reads from it only
-//! the trusted inputs of the SSH grant (see [`crate::ssh_exec::SshGrant`]).
+//! the trusted inputs of its grants (see [`crate::capability::ssh_exec::SshGrant`]).
+//!
+//! YAML is parsed with duplicate keys refused and with bounds on aliases, depth
+//! and size, so that a hostile or broken document (an alias bomb) fails with a
+//! message instead of exhausting memory.
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +27,9 @@ use crate::error::LoadError;
 
 /// Keys the host accepts under `drivers.compute`.
 const COMPUTE_KEYS: &[&str] = &["id", "implementation", "component", "configuration"];
+
+/// Installation documents are kilobytes; a megabyte is a mistake or an attack.
+const MAX_DOCUMENT_BYTES: u64 = 1 << 20;
 
 /// A parsed Installation document.
 #[derive(Debug, Clone)]
@@ -49,10 +56,19 @@ impl Installation {
         path: &Path,
         component: Option<&Path>,
     ) -> Result<Installation, LoadError> {
-        let text = std::fs::read_to_string(path).map_err(|e| LoadError::Installation {
+        let err = |message: String| LoadError::Installation {
             path: path.to_path_buf(),
-            message: format!("cannot read: {e}"),
-        })?;
+            message,
+        };
+        let size = std::fs::metadata(path)
+            .map_err(|e| err(format!("cannot read: {e}")))?
+            .len();
+        if size > MAX_DOCUMENT_BYTES {
+            return Err(err(format!(
+                "{size} bytes is larger than the {MAX_DOCUMENT_BYTES}-byte limit of an installation document"
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
         Installation::parse_with_component(path, &text, component)
     }
 
@@ -72,8 +88,7 @@ impl Installation {
             path: path.to_path_buf(),
             message,
         };
-        let doc: Value =
-            serde_yaml::from_str(text).map_err(|e| err(format!("not valid YAML: {e}")))?;
+        let doc = parse_yaml(text).map_err(|e| err(format!("not valid YAML: {e}")))?;
         let compute = doc
             .get("drivers")
             .and_then(|d| d.get("compute"))
@@ -130,6 +145,18 @@ impl Installation {
             configuration,
         })
     }
+}
+
+/// YAML to JSON with the bounds described in the module documentation.
+fn parse_yaml(text: &str) -> Result<Value, String> {
+    use serde_saphyr::options::DuplicateKeyPolicy;
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = 1;
+    let options = serde_saphyr::options! {
+        duplicate_keys: DuplicateKeyPolicy::Error,
+        budget: Some(budget),
+    };
+    serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -199,5 +226,21 @@ mod tests {
             );
             assert!(got.starts_with("/etc/occ/installation.yaml: "), "{got}");
         }
+    }
+
+    #[test]
+    fn duplicate_keys_and_alias_bombs_are_refused() {
+        let duplicate = "drivers:\n  compute:\n    id: a\n    id: b\n    component: c.wasm\n    configuration: {}\n";
+        assert!(parse(duplicate).unwrap_err().contains("not valid YAML"));
+        // Nine levels of nine aliases: a billion strings if expanded.
+        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let p = i - 1;
+            bomb.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        bomb.push_str("drivers: {compute: {id: a, component: c.wasm, configuration: {x: *a9}}}\n");
+        assert!(parse(&bomb).unwrap_err().contains("not valid YAML"));
     }
 }

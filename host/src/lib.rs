@@ -1,47 +1,50 @@
-//! `occ-driver-host` loads an OCC Compute Driver as a WebAssembly component and
-//! calls its ComputeDriver contract, granting it nothing but what its world names:
-//! exec on the installation's SSH hosts by alias, the controller's lifecycle
-//! hooks, and a log. Everything else a component could ask for (files, sockets,
-//! environment) is refused when it is loaded.
+//! `occ-driver-host` loads OCC drivers as WebAssembly components and calls their
+//! contracts, granting each nothing but what its world names. Everything else a
+//! component could ask for (files, sockets, environment) is refused when it is
+//! loaded.
+//!
+//! Where things live:
+//! - [`runtime`]: the engine, the precompiled-component cache, the per-call
+//!   store and its bounds. It knows no capability.
+//! - [`capability`]: one module per capability (`ssh_exec`, `hooks`, `log`):
+//!   its grant from the installation, its per-call state, its linker wiring and
+//!   host functions. The SSH grant is [`capability::ssh_exec::SshGrant`].
+//! - [`world`]: one module per world; the SSH Compute Driver's is
+//!   [`world::ssh_compute_driver`], whose [`Driver`] a controller calls.
+//! - [`rpc`]: JSON-RPC 2.0 for controllers in other languages.
+//! - [`audit`] and [`installation`]: the audit log sink and the Installation
+//!   document.
+//!
+//! Data flows one way: surface (CLI, JSON-RPC, this API) -> world -> runtime
+//! and capabilities -> transport.
 //!
 //! ```no_run
 //! # async fn example() -> anyhow::Result<()> {
 //! use std::sync::Arc;
-//! use occ_driver_host::{Driver, DriverOptions, Installation, Limits, Method, Runtime};
+//! use occ_driver_host::{CallOptions, Driver, DriverOptions, Installation, Limits, Method, Runtime};
 //!
 //! let runtime = Arc::new(Runtime::new(Limits::default())?);
 //! let installation = Installation::load("installation.yaml".as_ref())?;
 //! let driver = Driver::open(runtime, installation, &DriverOptions::default())?;
 //! let result = driver
-//!     .call_json(Method::ValidateConfiguration, &serde_json::json!({}), Default::default())
+//!     .call_json(Method::ValidateConfiguration, &serde_json::json!({}), CallOptions::default())
 //!     .await?;
 //! println!("{result}");
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
 
-mod audit;
-#[allow(missing_docs, unreachable_pub)]
-mod bindings;
-pub mod cache;
-mod context;
-pub mod contract;
+pub mod audit;
+pub mod capability;
 pub mod error;
-pub mod hooks;
-pub mod imports;
 pub mod installation;
-mod log;
 pub mod rpc;
 pub mod runtime;
-pub mod ssh_exec;
-pub mod transcript;
+pub mod world;
 
-pub use audit::AuditLog;
-pub use bindings::occ::compute::types::{AgentBinding, Namespace};
-pub use cache::ComponentCache;
-pub use context::{HelperLine, ProgressSink};
-pub use contract::{CallOptions, Driver, DriverOptions, Method, present};
+pub use capability::hooks::{Hook, HookAnswer, HookRequest, LifecycleHooks, NoHooks};
 pub use error::{CallError, FailureKind, LoadError};
-pub use hooks::{LifecycleHooks, NoHooks};
 pub use installation::Installation;
-pub use runtime::{Limits, Runtime};
+pub use runtime::{ComponentCache, Limits, Runtime};
+pub use world::ssh_compute_driver::{CallOptions, Driver, DriverOptions, Method, present};
+pub use world::{Progress, ProgressSink};

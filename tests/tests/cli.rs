@@ -130,8 +130,9 @@ fn help_teaches_with_examples() {
     ] {
         assert!(help.contains(needle), "--help lacks {needle}");
     }
+    // An unknown method is a usage error, and the message lists the methods.
     let out = run_host(&["call", "prepare", "--installation", "/nonexistent.yaml"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("prepareRevision"),
         "{}",

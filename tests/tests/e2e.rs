@@ -437,11 +437,12 @@ fn deploys_cuts_over_isolates_retires_and_deletes_real_gateways() {
         "operator env file changed by retire"
     );
 
-    // Every capability call was audited.
+    // Every exec was audited.
     let audit = std::fs::read_to_string(&d.audit).unwrap();
     let records: Vec<Value> = audit
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["capability"] == "ssh-exec")
         .collect();
     assert!(records.iter().any(|r| r["method"] == "activateRevision"
         && r["host"] == "alpha"
@@ -596,7 +597,8 @@ fn cancelling_mid_exec_kills_the_client_and_the_retry_converges() {
     use std::sync::{Arc, Mutex};
 
     use occ_driver_host::{
-        CallOptions, Driver, DriverOptions, FailureKind, Installation, Limits, Method, Runtime,
+        CallOptions, Driver, DriverOptions, FailureKind, Installation, Limits, Method, Progress,
+        Runtime,
     };
 
     let rig = Rig::load();
@@ -623,10 +625,9 @@ fn cancelling_mid_exec_kills_the_client_and_the_retry_converges() {
     let mut options = CallOptions::default();
     let cancel = options.cancel.clone();
     let seen = steps.clone();
-    options.progress = Arc::new(move |_, line| {
-        let event: Value = serde_json::from_str(line).unwrap_or_default();
-        if let Some(step) = event["step"].as_str() {
-            seen.lock().unwrap().push(step.to_string());
+    options.progress = Arc::new(move |p: &Progress| {
+        if let Some(step) = &p.step {
+            seen.lock().unwrap().push(step.clone());
             if step == "readiness" {
                 cancel.cancel();
             }

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Result;
-use occ_driver_host::{Driver, DriverOptions, Installation, Runtime, rpc};
+use occ_driver_host::rpc;
+
+use super::{Setup, report_load_error};
 
 /// Arguments of `serve`.
 #[derive(clap::Args)]
@@ -24,23 +26,23 @@ Example:
 pub(crate) struct ServeArgs {
     /// The installation YAML.
     #[arg(long, short = 'i')]
-    pub(crate) installation: PathBuf,
-    /// Listen on this Unix socket (mode 0600) instead of stdio.
+    installation: PathBuf,
+    /// Listen on this Unix socket (mode 0600, this user only) instead of stdio.
     #[arg(long, value_name = "PATH")]
-    pub(crate) listen: Option<PathBuf>,
+    listen: Option<PathBuf>,
     /// Append a JSON line per capability call to this file.
     #[arg(long, value_name = "FILE")]
-    pub(crate) audit_log: Option<PathBuf>,
+    audit_log: Option<PathBuf>,
 }
 
-pub(crate) fn run(
-    runtime: Arc<Runtime>,
-    options: DriverOptions,
-    installation: Installation,
-    args: ServeArgs,
-) -> Result<ExitCode> {
-    let driver = Arc::new(Driver::open(runtime, installation, &options)?);
+pub(crate) fn run(setup: &Setup, args: ServeArgs) -> Result<ExitCode> {
     let tokio = tokio::runtime::Runtime::new()?;
+    // Open inside the runtime: the SSH capability starts its idle reaper there.
+    let driver =
+        match tokio.block_on(async { setup.open(&args.installation, args.audit_log.clone()) }) {
+            Ok(d) => Arc::new(d),
+            Err(e) => return report_load_error(e, false),
+        };
     tokio.block_on(async {
         match &args.listen {
             Some(path) => rpc::serve_unix(driver, path).await,

@@ -18,9 +18,8 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
-use crate::audit::exec_error_code;
-use crate::bindings::occ::compute::ssh_exec::{ExecError, ExecOutput};
-use crate::ssh_exec::sha256_hex;
+use super::backend::{ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRequest};
+use crate::runtime::cache::sha256_hex;
 
 /// One recorded exec.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,9 +91,10 @@ impl Entry {
 
 /// An error as `{"kind", "detail"?}`, with the kinds the audit log uses.
 fn error_json(e: &ExecError) -> Value {
-    let mut v = json!({"kind": exec_error_code(e)});
+    let mut v = json!({"kind": e.code()});
     match e {
         ExecError::UnknownHost(s)
+        | ExecError::Refused(s)
         | ExecError::Connect(s)
         | ExecError::HostKey(s)
         | ExecError::Io(s) => v["detail"] = json!(s),
@@ -113,6 +113,7 @@ fn error_from_json(v: &Value) -> Option<ExecError> {
     };
     Some(match v.get("kind")?.as_str()? {
         "unknown-host" => ExecError::UnknownHost(detail()),
+        "refused" => ExecError::Refused(detail()),
         "connect" => ExecError::Connect(detail()),
         "host-key" => ExecError::HostKey(detail()),
         "timeout" => ExecError::Timeout,
@@ -123,37 +124,29 @@ fn error_from_json(v: &Value) -> Option<ExecError> {
     })
 }
 
-/// Appends recorded execs to a file.
-pub(crate) struct Recorder {
+/// Runs execs on another backend (the hosts) and appends each to a file.
+pub struct Recording<B> {
+    inner: B,
     file: Mutex<File>,
 }
 
-impl Recorder {
-    pub(crate) fn create(path: &Path) -> std::io::Result<Recorder> {
+impl<B> Recording<B> {
+    /// Record `inner`'s execs into `path` (created 0600, appended to).
+    pub fn create(inner: B, path: &Path) -> std::io::Result<Recording<B>> {
         use std::os::unix::fs::OpenOptionsExt;
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
-        Ok(Recorder {
+        Ok(Recording {
+            inner,
             file: Mutex::new(file),
         })
     }
 
-    pub(crate) fn record(
-        &self,
-        host: &str,
-        argv: &[String],
-        stdin: &[u8],
-        outcome: &Result<ExecOutput, ExecError>,
-    ) {
-        let entry = Entry {
-            host: host.to_string(),
-            argv: argv.to_vec(),
-            stdin_sha256: sha256_hex(stdin),
-            outcome: outcome.clone(),
-        };
+    fn record(&self, entry: &Entry) {
         let mut line = entry.to_json().to_string();
         line.push('\n');
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
@@ -163,15 +156,37 @@ impl Recorder {
     }
 }
 
+impl<B: ExecBackend> ExecBackend for Recording<B> {
+    fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
+        Box::pin(async move {
+            let host = req.alias.to_string();
+            let argv = req.argv.to_vec();
+            let stdin_sha256 = sha256_hex(req.stdin);
+            let outcome = self.inner.exec(req).await;
+            self.record(&Entry {
+                host,
+                argv,
+                stdin_sha256,
+                outcome: outcome.clone(),
+            });
+            outcome
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "recording"
+    }
+}
+
 /// Answers execs from a recording, in order.
-pub(crate) struct Replay {
+pub struct Replay {
     path: PathBuf,
-    entries: Mutex<VecDeque<Entry>>,
-    next: Mutex<usize>,
+    state: Mutex<(usize, VecDeque<Entry>)>,
 }
 
 impl Replay {
-    pub(crate) fn load(path: &Path) -> Result<Replay, String> {
+    /// Read a recording.
+    pub fn load(path: &Path) -> Result<Replay, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let entries = text
             .lines()
@@ -185,26 +200,18 @@ impl Replay {
             .collect::<Result<VecDeque<_>, _>>()?;
         Ok(Replay {
             path: path.to_path_buf(),
-            entries: Mutex::new(entries),
-            next: Mutex::new(1),
+            state: Mutex::new((1, entries)),
         })
     }
 
-    pub(crate) fn answer(
-        &self,
-        host: &str,
-        argv: &[String],
-        stdin: &[u8],
-    ) -> Result<ExecOutput, ExecError> {
-        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
-        let n = *next;
-        *next += 1;
-        let Some(entry) = self
-            .entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front()
-        else {
+    fn answer(&self, host: &str, argv: &[String], stdin: &[u8]) -> Result<ExecOutput, ExecError> {
+        let (n, entry) = {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let n = state.0;
+            state.0 += 1;
+            (n, state.1.pop_front())
+        };
+        let Some(entry) = entry else {
             return Err(ExecError::Io(format!(
                 "replay {}: exec #{n} on {host} ({}) has no recording left",
                 self.path.display(),
@@ -233,6 +240,26 @@ impl Replay {
             ))),
             None => entry.outcome,
         }
+    }
+}
+
+impl ExecBackend for Replay {
+    fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
+        let answer = self.answer(req.alias, req.argv, req.stdin);
+        if let Ok(out) = &answer {
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                (req.on_line)(line);
+            }
+        }
+        Box::pin(async move { answer })
+    }
+
+    fn kind(&self) -> &'static str {
+        "replay"
+    }
+
+    fn is_offline(&self) -> bool {
+        true
     }
 }
 
@@ -272,15 +299,26 @@ mod tests {
     fn replay_answers_in_order_and_names_every_mismatch() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.jsonl");
-        let rec = Recorder::create(&path).unwrap();
         let argv = vec!["node".to_string(), "-".to_string(), "b3A=".to_string()];
         let ok = Ok(ExecOutput {
             exit_status: Some(0),
             stdout: b"done\n".to_vec(),
             stderr_tail: vec![],
         });
-        rec.record("stable", &argv, b"helper", &ok);
-        rec.record("stable", &argv, b"helper", &Err(ExecError::Timeout));
+        let lines: Vec<String> = [ok, Err(ExecError::Timeout)]
+            .into_iter()
+            .map(|outcome| {
+                Entry {
+                    host: "stable".into(),
+                    argv: argv.clone(),
+                    stdin_sha256: sha256_hex(b"helper"),
+                    outcome,
+                }
+                .to_json()
+                .to_string()
+            })
+            .collect();
+        std::fs::write(&path, lines.join("\n")).unwrap();
         let replay = Replay::load(&path).unwrap();
         assert_eq!(
             replay.answer("stable", &argv, b"helper").unwrap().stdout,

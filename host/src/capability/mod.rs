@@ -1,0 +1,44 @@
+//! The capabilities a host grants a component, one module each.
+//!
+//! Each capability follows the same shape (after wasmtime's `wasi-config` and
+//! Spin's factors):
+//! - a **grant**: a typed value read and validated from the trusted
+//!   installation, usable alone (by `check` and preflight), holding the bounds
+//!   the capability enforces;
+//! - **per-call state**, built by the world for one call from the grant and the
+//!   [`CallScope`];
+//! - **`add_to_linker`**, which links the capability's WIT interface with a
+//!   projection from the world's store data to that per-call state;
+//! - the WIT `Host` implementation (`host.rs`), which checks the grant again
+//!   right before every effect: an absent allowance means deny, and a refusal
+//!   names what was refused.
+//!
+//! Capabilities write to the audit log ([`crate::audit`]); they know no world.
+
+pub mod hooks;
+pub mod log;
+pub mod ssh_exec;
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::Audit;
+
+/// What every capability knows about the call it serves.
+#[derive(Debug, Clone)]
+pub struct CallScope {
+    /// The call's id: the controller's request id, or one the host made up.
+    pub id: String,
+    /// The contract method being called, as the controller names it.
+    pub method: String,
+    /// The driver's name in logs (its component file stem).
+    pub driver: String,
+    /// Cancels the call: capabilities answer `cancelled` from then on.
+    pub cancel: CancellationToken,
+    /// Where the call's audit records go.
+    pub audit: Audit,
+}
+
+/// A shared call scope.
+pub type Scope = Arc<CallScope>;

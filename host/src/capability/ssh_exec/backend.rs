@@ -1,0 +1,103 @@
+//! Where an exec goes once the grant allowed it: the hosts ([`super::live`]),
+//! the hosts with a recording, or a recording alone ([`super::record`]). The
+//! backend is chosen once, when the driver is opened; the capability does not
+//! branch on it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::grant::HostGrant;
+
+/// One exec, after the grant check.
+pub struct ExecRequest<'a> {
+    /// The granted alias.
+    pub alias: &'a str,
+    /// Where it points.
+    pub host: &'a HostGrant,
+    /// The argument vector.
+    pub argv: &'a [String],
+    /// Standard input.
+    pub stdin: &'a [u8],
+    /// The bound of this exec, connecting included.
+    pub timeout: Duration,
+    /// Sees each complete stdout line as it arrives.
+    pub on_line: &'a (dyn Fn(&str) + Send + Sync),
+    /// The call's cancellation.
+    pub cancel: &'a CancellationToken,
+}
+
+/// What a finished remote command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// The remote exit status; none when the command was ended by a signal.
+    pub exit_status: Option<i32>,
+    /// Everything it wrote to stdout.
+    pub stdout: Vec<u8>,
+    /// The last bytes of its stderr.
+    pub stderr_tail: Vec<u8>,
+}
+
+/// Why an exec produced no exit status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecError {
+    /// The alias is not granted to this driver.
+    #[error("host alias {0:?} is not granted to this driver")]
+    UnknownHost(String),
+    /// The grant does not allow this exec; nothing was started.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The connection could not be established.
+    #[error("{0}")]
+    Connect(String),
+    /// The host's key did not match the known-hosts file.
+    #[error("{0}")]
+    HostKey(String),
+    /// The bound passed and the client was killed.
+    #[error("timed out")]
+    Timeout,
+    /// The call was cancelled and the client killed.
+    #[error("cancelled")]
+    Cancelled,
+    /// The command wrote more than the cap on stdout; the client was killed.
+    #[error("stdout exceeded the cap of {0} bytes")]
+    OutputTooLarge(u64),
+    /// Any other local failure running the client.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl ExecError {
+    /// A stable name, for records and recordings.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ExecError::UnknownHost(_) => "unknown-host",
+            ExecError::Refused(_) => "refused",
+            ExecError::Connect(_) => "connect",
+            ExecError::HostKey(_) => "host-key",
+            ExecError::Timeout => "timeout",
+            ExecError::Cancelled => "cancelled",
+            ExecError::OutputTooLarge(_) => "output-too-large",
+            ExecError::Io(_) => "io",
+        }
+    }
+}
+
+/// A boxed exec result.
+pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Result<ExecOutput, ExecError>> + Send + 'a>>;
+
+/// Runs an exec the grant allowed.
+pub trait ExecBackend: Send + Sync {
+    /// Run it.
+    fn exec<'a>(&'a self, request: ExecRequest<'a>) -> ExecFuture<'a>;
+    /// `live`, `recording` or `replay`, for the audit log.
+    fn kind(&self) -> &'static str;
+    /// Whether nothing is ever sent to a host (a replay): preflight then has no
+    /// local SSH files to verify.
+    fn is_offline(&self) -> bool {
+        false
+    }
+}

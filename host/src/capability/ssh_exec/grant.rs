@@ -1,0 +1,389 @@
+//! The SSH grant: what the trusted installation lets a driver reach, and the
+//! bounds every exec is held to.
+//!
+//! The grant is read from the driver's `configuration` with the same rules the
+//! SSH Compute Driver applies to the same keys (a test runs the driver's own
+//! fixtures through both and compares the verdicts), so a configuration the
+//! driver accepts is always one the host can grant, and a refusal names the same
+//! key path whichever side finds it first.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+/// No single operation runs longer than this, whatever the driver asks: the
+/// spec bounds operations to 180 s and the remote helper keeps its own deadline
+/// below it.
+pub const OPERATION_BOUND: Duration = Duration::from_secs(180);
+
+/// The limits one exec is held to. They are part of the grant so that an
+/// operator reads them in one place and a test can tighten them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecBounds {
+    /// Longest operation, connecting included.
+    pub operation: Duration,
+    /// Stdout beyond this is refused (and the client killed) as it is read: the
+    /// helper writes a heartbeat per second and one result line, so megabytes
+    /// mean a runaway.
+    pub stdout_cap: usize,
+    /// Only the end of stderr is kept: it is for diagnosis, not data.
+    pub stderr_tail: usize,
+    /// Arguments per exec.
+    pub max_args: usize,
+    /// Bytes of all arguments together. Linux refuses a single argument over
+    /// 128 KiB anyway; a larger vector is refused before anything is recorded.
+    pub max_argv_bytes: usize,
+    /// Bytes of stdin.
+    pub max_stdin_bytes: usize,
+    /// After a failed connect to a host, further execs on it fail at once, with
+    /// the same error, for this long: a loop of execs cannot hammer sshd.
+    pub connect_backoff: Duration,
+    /// An idle master connection is closed after this long.
+    pub idle_master: Duration,
+}
+
+impl Default for ExecBounds {
+    fn default() -> Self {
+        ExecBounds {
+            operation: OPERATION_BOUND,
+            stdout_cap: 4 << 20,
+            stderr_tail: 16 << 10,
+            max_args: 16,
+            max_argv_bytes: 256 << 10,
+            max_stdin_bytes: 1 << 20,
+            connect_backoff: Duration::from_secs(5),
+            idle_master: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Where one alias points, from `configuration.hosts.<alias>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostGrant {
+    /// IP address or DNS name.
+    pub address: String,
+    /// SSH port.
+    pub port: u16,
+    /// Login user.
+    pub user: String,
+    /// The Node.js executable on that host: `hosts.<alias>.nodePath`, else
+    /// `runtime.nodePath`. The only program the driver may run there.
+    pub node_path: String,
+}
+
+/// What the installation grants a driver: the trusted SSH inputs and bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshGrant {
+    /// `configuration.ssh.identityFile`.
+    pub identity_file: PathBuf,
+    /// `configuration.ssh.knownHostsFile`.
+    pub known_hosts_file: PathBuf,
+    /// `configuration.ssh.connectTimeoutSeconds` (default 10).
+    pub connect_timeout: Duration,
+    /// `configuration.hosts`, by alias.
+    pub hosts: BTreeMap<String, HostGrant>,
+    /// The bounds of every exec.
+    pub bounds: ExecBounds,
+}
+
+/// A refusal of the grant, naming the key path from `configuration`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct GrantError {
+    /// The key at fault, e.g. `configuration.hosts.stable.address`.
+    pub path: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The connect timeout when `ssh.connectTimeoutSeconds` is omitted.
+const DEFAULT_CONNECT_TIMEOUT: u64 = 10;
+/// Bound on `ssh.connectTimeoutSeconds`: above five minutes a connect attempt
+/// would outlive the operation bound it is part of.
+const MAX_CONNECT_TIMEOUT: u64 = 300;
+/// A DNS name is at most 253 characters; Namespace names are held to the same bound.
+const MAX_NAME_LEN: usize = 253;
+const PATH_RULE: &str = "must be an absolute path without whitespace, quotes, control \
+                         characters, shell metacharacters or systemd expansion (`%`, `$`)";
+
+fn err(path: impl Into<String>, reason: impl Into<String>) -> GrantError {
+    GrantError {
+        path: path.into(),
+        reason: reason.into(),
+    }
+}
+
+impl SshGrant {
+    /// Read the grant from a driver configuration: `ssh`, `hosts` and
+    /// `runtime.nodePath`. Other keys are the driver's to validate.
+    pub fn from_configuration(cfg: &Value) -> Result<SshGrant, GrantError> {
+        let root = object("configuration", Some(cfg))?;
+        let ssh = object("configuration.ssh", root.get("ssh"))?;
+        let identity_file = path("configuration.ssh.identityFile", ssh.get("identityFile"))?;
+        let known_hosts_file = path(
+            "configuration.ssh.knownHostsFile",
+            ssh.get("knownHostsFile"),
+        )?;
+        let connect_timeout = match ssh.get("connectTimeoutSeconds") {
+            None => DEFAULT_CONNECT_TIMEOUT,
+            v => integer(
+                "configuration.ssh.connectTimeoutSeconds",
+                v,
+                1,
+                MAX_CONNECT_TIMEOUT,
+            )?,
+        };
+        let hosts_map = object("configuration.hosts", root.get("hosts"))?;
+        if hosts_map.is_empty() {
+            return Err(err(
+                "configuration.hosts",
+                "must map at least one Namespace name to a host",
+            ));
+        }
+        let runtime = object("configuration.runtime", root.get("runtime"))?;
+        let default_node = path("configuration.runtime.nodePath", runtime.get("nodePath"))?;
+        let mut names: Vec<&String> = hosts_map.keys().collect();
+        names.sort_unstable();
+        let mut hosts = BTreeMap::new();
+        for name in names {
+            let at = format!("configuration.hosts.{name}");
+            if name.is_empty() || name.len() > MAX_NAME_LEN || name.chars().any(char::is_control) {
+                return Err(err(
+                    &at,
+                    format!(
+                        "a Namespace name must be 1 to {MAX_NAME_LEN} bytes without control characters"
+                    ),
+                ));
+            }
+            let host = object(&at, hosts_map.get(name))?;
+            let address = string(&format!("{at}.address"), host.get("address"))?;
+            if address.parse::<IpAddr>().is_err() && !is_dns_name(&address) {
+                return Err(err(
+                    format!("{at}.address"),
+                    format!("{address:?} is not an IP address or a DNS name"),
+                ));
+            }
+            let user = string(&format!("{at}.user"), host.get("user"))?;
+            if user != "root" {
+                return Err(err(
+                    format!("{at}.user"),
+                    "must be root: non-root SSH and sudo are unsupported",
+                ));
+            }
+            let port = match host.get("port") {
+                None => 22,
+                v => integer(&format!("{at}.port"), v, 1, u16::MAX.into())?,
+            };
+            let node_path = match host.get("nodePath") {
+                None => default_node.clone(),
+                v => path(&format!("{at}.nodePath"), v)?,
+            };
+            hosts.insert(
+                name.clone(),
+                HostGrant {
+                    address,
+                    port: u16::try_from(port).expect("bounded to 1..=65535"),
+                    user,
+                    node_path: node_path.to_string_lossy().into_owned(),
+                },
+            );
+        }
+        Ok(SshGrant {
+            identity_file,
+            known_hosts_file,
+            connect_timeout: Duration::from_secs(connect_timeout),
+            hosts,
+            bounds: ExecBounds::default(),
+        })
+    }
+
+    /// Preflight of the host's own inputs: both files exist, are regular files
+    /// and readable, the identity is readable by this user alone (ssh itself
+    /// would refuse it otherwise) and the known-hosts file cannot be changed by
+    /// other users (whoever can add a line there can impersonate a host).
+    pub fn verify_local_files(&self) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        for (what, path) in [
+            ("ssh.identityFile", &self.identity_file),
+            ("ssh.knownHostsFile", &self.known_hosts_file),
+        ] {
+            let meta =
+                std::fs::metadata(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+            if !meta.is_file() {
+                return Err(format!("{what} {}: not a regular file", path.display()));
+            }
+            std::fs::File::open(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+            let mode = meta.permissions().mode() & 0o777;
+            if what == "ssh.identityFile" && mode & 0o077 != 0 {
+                return Err(format!(
+                    "{what} {}: mode {mode:o} lets other users read the private key; chmod 600 it",
+                    path.display()
+                ));
+            }
+            if what == "ssh.knownHostsFile" && mode & 0o022 != 0 {
+                return Err(format!(
+                    "{what} {}: mode {mode:o} lets other users add host keys; chmod 644 it",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn object<'a>(path: &str, v: Option<&'a Value>) -> Result<&'a Map<String, Value>, GrantError> {
+    match v {
+        Some(Value::Object(m)) => Ok(m),
+        Some(_) => Err(err(path, "must be an object")),
+        None => Err(err(path, "required")),
+    }
+}
+
+fn string(path: &str, v: Option<&Value>) -> Result<String, GrantError> {
+    match v {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(err(path, "must be a string")),
+        None => Err(err(path, "required")),
+    }
+}
+
+fn integer(path: &str, v: Option<&Value>, min: u64, max: u64) -> Result<u64, GrantError> {
+    let v = v.ok_or_else(|| err(path, "required"))?;
+    v.as_u64()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| err(path, format!("must be an integer from {min} to {max}")))
+}
+
+/// Absolute, normalized, and made only of `A-Z a-z 0-9 _ . / : @ + -`.
+fn path(key: &str, v: Option<&Value>) -> Result<PathBuf, GrantError> {
+    let value = string(key, v)?;
+    if let Some(c) = value.chars().find(|c| {
+        !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | ':' | '@' | '+' | '-'))
+    }) {
+        return Err(err(
+            key,
+            format!("{PATH_RULE}: contains {}", describe_char(c)),
+        ));
+    }
+    if !value.starts_with('/') {
+        return Err(err(key, format!("{PATH_RULE}: not absolute")));
+    }
+    let normalized = value.len() > 1
+        && !value.ends_with('/')
+        && value[1..]
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..");
+    if !normalized {
+        return Err(err(
+            key,
+            "must be a normalized path below / (no trailing `/`, `//`, `.` or `..`)",
+        ));
+    }
+    Ok(PathBuf::from(value))
+}
+
+fn describe_char(c: char) -> String {
+    if c.is_whitespace() {
+        format!("whitespace {c:?}")
+    } else if c.is_control() {
+        format!("control character {c:?}")
+    } else if matches!(c, '"' | '\'' | '`') {
+        format!("quote {c:?}")
+    } else if matches!(c, '%' | '$') {
+        format!("systemd expansion syntax {c:?}")
+    } else if c.is_ascii() {
+        format!("shell metacharacter {c:?}")
+    } else {
+        format!("unsupported character {c:?}")
+    }
+}
+
+fn is_dns_name(name: &str) -> bool {
+    name.len() <= MAX_NAME_LEN
+        && name.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cfg() -> Value {
+        json!({
+            "ssh": {"identityFile": "/etc/openclaw/ssh/id_ed25519", "knownHostsFile": "/etc/openclaw/ssh/known_hosts", "connectTimeoutSeconds": 10},
+            "hosts": {"stable": {"address": "203.0.113.10", "port": 22, "user": "root", "nodePath": "/opt/node/bin/node"},
+                      "canary": {"address": "canary.example", "user": "root"}},
+            "runtime": {"nodePath": "/usr/bin/node"},
+        })
+    }
+
+    #[test]
+    fn reads_the_grant_from_the_spec_example() {
+        let g = SshGrant::from_configuration(&cfg()).unwrap();
+        assert_eq!(
+            g.identity_file,
+            PathBuf::from("/etc/openclaw/ssh/id_ed25519")
+        );
+        assert_eq!(g.connect_timeout, Duration::from_secs(10));
+        assert_eq!(
+            g.hosts["stable"],
+            HostGrant {
+                address: "203.0.113.10".into(),
+                port: 22,
+                user: "root".into(),
+                node_path: "/opt/node/bin/node".into(),
+            }
+        );
+        // Without a host override the runtime's Node.js applies.
+        assert_eq!(g.hosts["canary"].node_path, "/usr/bin/node");
+        assert_eq!(g.bounds.operation, Duration::from_secs(180));
+    }
+
+    /// The driver's own fixtures, through the driver's validator and the grant:
+    /// whatever the driver accepts the host can grant, and where the grant
+    /// refuses, it says exactly what the driver says.
+    #[test]
+    fn the_grant_agrees_with_the_driver_on_its_own_fixtures() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../guest-ssh-driver/tests/fixtures");
+        let cases: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap())
+                .unwrap();
+        let mut compared = 0;
+        for case in cases.as_array().unwrap() {
+            let file = case["file"].as_str().unwrap();
+            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+            let driver = guest_ssh_driver::validate_configuration(&text);
+            let grant = SshGrant::from_configuration(&serde_json::from_str(&text).unwrap());
+            let path = case["path"].as_str().unwrap_or_default();
+            let grant_key = path.starts_with("configuration.ssh")
+                || path.starts_with("configuration.hosts")
+                || path == "configuration.runtime"
+                || path == "configuration.runtime.nodePath";
+            match (driver, grant) {
+                (Ok(_), Ok(_)) => {}
+                (Ok(_), Err(g)) => panic!("{file}: the driver accepts what the grant refuses: {g}"),
+                (Err(d), Err(g)) if grant_key => {
+                    assert_eq!(d.to_string(), g.to_string(), "{file}");
+                    compared += 1;
+                }
+                (Err(d), Ok(_)) if grant_key => {
+                    panic!("{file}: the grant accepts {path} that the driver refuses: {d}")
+                }
+                // A key the grant does not read.
+                (Err(_), _) => {}
+            }
+        }
+        assert!(compared >= 6, "only {compared} refusals compared");
+    }
+}

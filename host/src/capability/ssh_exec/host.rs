@@ -1,0 +1,164 @@
+//! The WIT `ssh-exec` host functions: the grant checked right before the
+//! effect, and the effect bracketed by audit records.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::SshExecState;
+use super::backend::{ExecError, ExecOutput, ExecRequest};
+use super::bindings::occ::compute::ssh_exec as wit;
+use crate::runtime::cache::sha256_hex;
+
+/// Arguments longer than this are recorded as their length and SHA-256 only.
+const AUDIT_ARG_BYTES: usize = 256;
+
+fn audited_argv(argv: &[String]) -> Value {
+    Value::Array(
+        argv.iter()
+            .map(|a| {
+                if a.len() <= AUDIT_ARG_BYTES {
+                    json!(a)
+                } else {
+                    json!({"length": a.len(), "sha256": sha256_hex(a.as_bytes())})
+                }
+            })
+            .collect(),
+    )
+}
+
+impl SshExecState {
+    /// Bounds on the request itself, checked before anything is recorded, so
+    /// that a flood of huge arguments costs neither memory in the log nor disk.
+    fn check_request(&self, argv: &[String], stdin: &[u8]) -> Result<(), ExecError> {
+        let bounds = &self.exec.grant.bounds;
+        let argv_bytes: usize = argv.iter().map(String::len).sum();
+        if argv.is_empty() {
+            return Err(ExecError::Refused("an empty argument vector".into()));
+        }
+        if argv.len() > bounds.max_args || argv_bytes > bounds.max_argv_bytes {
+            return Err(ExecError::Refused(format!(
+                "{} arguments of {argv_bytes} bytes exceed the bound of {} arguments and {} bytes",
+                argv.len(),
+                bounds.max_args,
+                bounds.max_argv_bytes
+            )));
+        }
+        if stdin.len() > bounds.max_stdin_bytes {
+            return Err(ExecError::Refused(format!(
+                "{} bytes of stdin exceed the bound of {} bytes",
+                stdin.len(),
+                bounds.max_stdin_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    async fn run(
+        &mut self,
+        host: &str,
+        argv: &[String],
+        stdin: &[u8],
+        timeout: Duration,
+    ) -> Result<ExecOutput, ExecError> {
+        if let Err(refusal) = self.check_request(argv, stdin) {
+            let _ = self.scope.audit.event(
+                "refused",
+                json!({"capability": "ssh-exec", "host": host, "argvCount": argv.len(),
+                       "stdinLength": stdin.len(), "error": refusal.code(), "message": refusal.to_string()}),
+            );
+            return Err(refusal);
+        }
+        let span = self
+            .scope
+            .audit
+            .begin(
+                "ssh-exec",
+                json!({
+                    "host": host,
+                    "backend": self.exec.backend_kind(),
+                    "argv": audited_argv(argv),
+                    "stdinLength": stdin.len(),
+                    "stdinSha256": sha256_hex(stdin),
+                }),
+            )
+            .map_err(|e| ExecError::Refused(e.to_string()))?;
+        let result = self.effect(host, argv, stdin, timeout).await;
+        let outcome = match &result {
+            Ok(out) => json!({"exitStatus": out.exit_status, "stdoutLength": out.stdout.len()}),
+            Err(e) => json!({"error": e.code(), "message": e.to_string()}),
+        };
+        span.end(outcome)
+            .map_err(|e| ExecError::Io(format!("the exec ran but {e}")))?;
+        result
+    }
+
+    /// The grant, checked at the effect, then the backend.
+    async fn effect(
+        &mut self,
+        alias: &str,
+        argv: &[String],
+        stdin: &[u8],
+        timeout: Duration,
+    ) -> Result<ExecOutput, ExecError> {
+        if self.scope.cancel.is_cancelled() {
+            return Err(ExecError::Cancelled);
+        }
+        let host = self
+            .exec
+            .grant
+            .hosts
+            .get(alias)
+            .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
+        let lines = self.lines.clone();
+        let on_line = move |line: &str| lines(alias, line);
+        self.exec
+            .backend
+            .exec(ExecRequest {
+                alias,
+                host,
+                argv,
+                stdin,
+                timeout,
+                on_line: &on_line,
+                cancel: &self.scope.cancel,
+            })
+            .await
+    }
+}
+
+fn to_wit(e: ExecError) -> wit::ExecError {
+    match e {
+        ExecError::UnknownHost(s) => wit::ExecError::UnknownHost(s),
+        ExecError::Connect(s) => wit::ExecError::Connect(s),
+        ExecError::HostKey(s) => wit::ExecError::HostKey(s),
+        ExecError::Timeout => wit::ExecError::Timeout,
+        ExecError::Cancelled => wit::ExecError::Cancelled,
+        ExecError::OutputTooLarge(n) => wit::ExecError::OutputTooLarge(n),
+        other @ (ExecError::Refused(_) | ExecError::Io(_)) => wit::ExecError::Io(other.to_string()),
+    }
+}
+
+impl wit::Host for SshExecState {
+    async fn hosts(&mut self) -> Vec<String> {
+        self.exec.grant.hosts.keys().cloned().collect()
+    }
+
+    async fn exec(
+        &mut self,
+        host: String,
+        argv: Vec<String>,
+        stdin: Vec<u8>,
+        timeout_ms: u32,
+    ) -> Result<wit::ExecOutput, wit::ExecError> {
+        let timeout = Duration::from_millis(timeout_ms.into());
+        self.run(&host, &argv, &stdin, timeout)
+            .await
+            .map(|out| wit::ExecOutput {
+                exit_status: out.exit_status,
+                stdout: out.stdout,
+                stderr_tail: out.stderr_tail,
+            })
+            .map_err(to_wit)
+    }
+}

@@ -1,0 +1,477 @@
+//! Execs on the real hosts: one multiplexed master connection per host, a
+//! channel per exec.
+//!
+//! Connections:
+//! - Every master runs the system `ssh` with the private client configuration
+//!   of [`super::config`]; execs speak the mux protocol to it directly (the
+//!   openssh crate's native mux), so no other ssh client with other options
+//!   ever runs.
+//! - A connect runs in a task of its own and always finishes (bounded by the
+//!   connect timeout), however soon the exec that wanted it gives up: a loop of
+//!   short-timeout execs waits on the one handshake in flight instead of
+//!   starting new ones. A failed connect is remembered for the grant's backoff,
+//!   and execs during it fail at once with that error.
+//! - Masters persist only while in use: one idle longer than the grant's
+//!   `idle_master` is closed, and each master also exits on its own after that
+//!   idle time (`ControlPersist`), should this process die without closing it.
+//! - Control sockets live in a per-user directory (0700); each process uses a
+//!   subdirectory named after its pid and start time, and at start the
+//!   subdirectories of processes that are gone are cleaned, their masters asked
+//!   to exit first.
+//!
+//! Cancelling or timing out an exec closes its channel: the remote side sees its
+//! session close.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::backend::{ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRequest};
+use super::config::render_ssh_config;
+use super::grant::{HostGrant, SshGrant};
+
+type ConnectResult = Result<Arc<Session>, ExecError>;
+
+enum Conn {
+    Idle,
+    Connecting(watch::Receiver<Option<ConnectResult>>),
+    Ready {
+        session: Arc<Session>,
+        last_used: Instant,
+    },
+    Failed {
+        error: ExecError,
+        at: Instant,
+    },
+}
+
+/// Connections to the granted hosts, shared by every call of one driver.
+pub struct LiveSsh {
+    grant: SshGrant,
+    control_dir: PathBuf,
+    config_file: PathBuf,
+    conns: Arc<Mutex<HashMap<String, Conn>>>,
+}
+
+impl std::fmt::Debug for LiveSsh {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveSsh")
+            .field("hosts", &self.grant.hosts.keys())
+            .field("control_dir", &self.control_dir)
+            .finish()
+    }
+}
+
+impl Drop for LiveSsh {
+    fn drop(&mut self) {
+        // Closing is asynchronous; masters not closed here exit on their own
+        // after their idle time, and the next start cleans the directory.
+        let _ = std::fs::remove_dir_all(&self.control_dir);
+    }
+}
+
+/// The per-user directory holding every process's control sockets.
+fn control_root() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = crate::audit::current_uid();
+    let root = std::env::temp_dir().join(format!("occ-ssh-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&root) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(&root)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{}: the ssh control directory must be a directory of this user with mode 700",
+                root.display()
+            ),
+        ));
+    }
+    Ok(root)
+}
+
+/// This process's start time in clock ticks since boot, from /proc.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 22, counted after the parenthesised command name (which may hold spaces).
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Remove the control directories of processes that are gone, asking their
+/// masters to exit first.
+fn clean_stale(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((pid, started)) = name
+            .strip_prefix('p')
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(p, s)| Some((p.parse::<u32>().ok()?, s.parse::<u64>().ok()?)))
+        else {
+            continue;
+        };
+        if start_time(pid) == Some(started) {
+            continue;
+        }
+        let dir = entry.path();
+        if let Ok(conns) = std::fs::read_dir(&dir) {
+            for conn in conns.flatten() {
+                let socket = conn.path().join("master");
+                if socket.exists() {
+                    let _ = std::process::Command::new("ssh")
+                        .arg("-F")
+                        .arg("/dev/null")
+                        .arg("-S")
+                        .arg(&socket)
+                        .args(["-O", "exit", "occ-stale"])
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
+                        .status();
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        tracing::debug!(dir = %dir.display(), "removed a stale ssh control directory");
+    }
+}
+
+impl LiveSsh {
+    /// Prepare this process's private control directory and client configuration.
+    pub fn new(grant: SshGrant) -> std::io::Result<LiveSsh> {
+        use std::os::unix::fs::DirBuilderExt;
+        let root = control_root()?;
+        clean_stale(&root);
+        let pid = std::process::id();
+        let control_dir = root.join(format!("p{pid}-{}", start_time(pid).unwrap_or(0)));
+        let _ = std::fs::remove_dir_all(&control_dir);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&control_dir)?;
+        let config_file = control_dir.join("ssh_config");
+        std::fs::write(&config_file, render_ssh_config(&grant))?;
+        let live = LiveSsh {
+            grant,
+            control_dir,
+            config_file,
+            conns: Arc::new(Mutex::new(HashMap::new())),
+        };
+        live.start_idle_reaper();
+        Ok(live)
+    }
+
+    /// The grant this backend serves.
+    pub fn grant(&self) -> &SshGrant {
+        &self.grant
+    }
+
+    /// Close masters idle longer than the grant allows. Only runs inside a
+    /// Tokio runtime (there is none when a backend is built for `check`).
+    fn start_idle_reaper(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let conns = Arc::downgrade(&self.conns);
+        let idle = self.grant.bounds.idle_master;
+        handle.spawn(async move {
+            loop {
+                tokio::time::sleep(idle / 2).await;
+                let Some(conns) = conns.upgrade() else { return };
+                let stale: Vec<Arc<Session>> = {
+                    let mut map = conns.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut stale = Vec::new();
+                    for conn in map.values_mut() {
+                        if let Conn::Ready { session, last_used } = conn
+                            && last_used.elapsed() > idle
+                            && Arc::strong_count(session) == 1
+                        {
+                            stale.push(session.clone());
+                            *conn = Conn::Idle;
+                        }
+                    }
+                    stale
+                };
+                for session in stale {
+                    if let Ok(session) = Arc::try_unwrap(session) {
+                        let _ = session.close().await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// The master for `alias`: the live one, the connect in flight, or a new
+    /// connect (in its own task) when there is neither.
+    async fn session(&self, alias: &str, host: &HostGrant) -> ConnectResult {
+        enum Next {
+            Check(Arc<Session>),
+            Wait(watch::Receiver<Option<ConnectResult>>),
+            Fail(ExecError),
+        }
+        loop {
+            let next = {
+                let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+                let conn = conns.entry(alias.to_string()).or_insert(Conn::Idle);
+                match conn {
+                    Conn::Ready { session, last_used } => {
+                        *last_used = Instant::now();
+                        Next::Check(session.clone())
+                    }
+                    Conn::Failed { error, at }
+                        if at.elapsed() < self.grant.bounds.connect_backoff =>
+                    {
+                        Next::Fail(backed_off(error, *at, self.grant.bounds.connect_backoff))
+                    }
+                    Conn::Connecting(rx) => Next::Wait(rx.clone()),
+                    Conn::Idle | Conn::Failed { .. } => {
+                        let (tx, rx) = watch::channel(None);
+                        *conn = Conn::Connecting(rx.clone());
+                        self.spawn_connect(alias, host, tx);
+                        Next::Wait(rx)
+                    }
+                }
+            };
+            match next {
+                Next::Fail(e) => return Err(e),
+                Next::Check(session) => {
+                    if session.check().await.is_ok() {
+                        return Ok(session);
+                    }
+                    tracing::debug!(host = alias, "ssh master is gone; reconnecting");
+                    let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(Conn::Ready { session: s, .. }) = conns.get(alias)
+                        && Arc::ptr_eq(s, &session)
+                    {
+                        conns.insert(alias.to_string(), Conn::Idle);
+                    }
+                }
+                Next::Wait(mut rx) => {
+                    let result = rx
+                        .wait_for(Option::is_some)
+                        .await
+                        .map(|r| r.clone())
+                        .ok()
+                        .flatten();
+                    // None: the connect task died without an answer; try again.
+                    if let Some(r) = result {
+                        return r;
+                    }
+                }
+            }
+        }
+    }
+
+    fn spawn_connect(
+        &self,
+        alias: &str,
+        host: &HostGrant,
+        tx: watch::Sender<Option<ConnectResult>>,
+    ) {
+        let mut builder = SessionBuilder::default();
+        let idle_secs = self.grant.bounds.idle_master.as_secs().max(1) as usize;
+        builder
+            .user(host.user.clone())
+            .port(host.port)
+            .keyfile(&self.grant.identity_file)
+            .known_hosts_check(KnownHosts::Strict)
+            .user_known_hosts_file(&self.grant.known_hosts_file)
+            .connect_timeout(self.grant.connect_timeout)
+            .config_file(&self.config_file)
+            .control_directory(&self.control_dir)
+            .control_persist(ControlPersist::IdleFor(
+                NonZeroUsize::new(idle_secs).expect("at least 1"),
+            ));
+        let conns = self.conns.clone();
+        let alias = alias.to_string();
+        let host = host.clone();
+        tokio::spawn(async move {
+            let result = builder
+                .connect_mux(&host.address)
+                .await
+                .map(Arc::new)
+                .map_err(|e| connect_error(&alias, &host, &e));
+            {
+                let mut conns = conns.lock().unwrap_or_else(|p| p.into_inner());
+                let next = match &result {
+                    Ok(session) => Conn::Ready {
+                        session: session.clone(),
+                        last_used: Instant::now(),
+                    },
+                    Err(error) => Conn::Failed {
+                        error: error.clone(),
+                        at: Instant::now(),
+                    },
+                };
+                conns.insert(alias, next);
+            }
+            let _ = tx.send(Some(result));
+        });
+    }
+
+    async fn run(&self, req: ExecRequest<'_>) -> Result<ExecOutput, ExecError> {
+        let (program, args) = req
+            .argv
+            .split_first()
+            .ok_or_else(|| ExecError::Io("empty argument vector".into()))?;
+        let bounds = &self.grant.bounds;
+        let session = self.session(req.alias, req.host).await?;
+        let mut command = session.command(program.as_str());
+        command
+            .args(args.iter().map(String::as_str))
+            .stdin(openssh::Stdio::piped())
+            .stdout(openssh::Stdio::piped())
+            .stderr(openssh::Stdio::piped());
+        let mut child = command
+            .spawn()
+            .await
+            .map_err(|e| ExecError::Io(error_text(&e)))?;
+        let mut child_stdin = child
+            .stdin()
+            .take()
+            .ok_or_else(|| ExecError::Io("no stdin".into()))?;
+        let mut child_stdout = child
+            .stdout()
+            .take()
+            .ok_or_else(|| ExecError::Io("no stdout".into()))?;
+        let mut child_stderr = child
+            .stderr()
+            .take()
+            .ok_or_else(|| ExecError::Io("no stderr".into()))?;
+        let input = req.stdin;
+        let feed = async move {
+            // A remote command may exit without reading all of its input; that
+            // is its business, so a broken pipe here is not an error.
+            let _ = child_stdin.write_all(input).await;
+            let _ = child_stdin.shutdown().await;
+        };
+        let cap = bounds.stdout_cap;
+        let on_line = req.on_line;
+        let read_out = async move {
+            // The cap applies as bytes arrive, whether or not they end a line.
+            let mut out: Vec<u8> = Vec::new();
+            let mut line_start = 0;
+            let mut buf = vec![0u8; 16 << 10];
+            loop {
+                let n = child_stdout
+                    .read(&mut buf)
+                    .await
+                    .map_err(|e| ExecError::Io(e.to_string()))?;
+                if n == 0 {
+                    break;
+                }
+                if out.len() + n > cap {
+                    return Err(ExecError::OutputTooLarge(cap as u64));
+                }
+                out.extend_from_slice(&buf[..n]);
+                while let Some(i) = out[line_start..].iter().position(|b| *b == b'\n') {
+                    let end = line_start + i;
+                    on_line(String::from_utf8_lossy(&out[line_start..end]).trim_end());
+                    line_start = end + 1;
+                }
+            }
+            Ok(out)
+        };
+        let tail_max = bounds.stderr_tail;
+        let read_err = async move {
+            let mut tail = Vec::new();
+            let mut buf = [0u8; 8192];
+            loop {
+                match child_stderr.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        tail.extend_from_slice(&buf[..n]);
+                        if tail.len() > tail_max {
+                            tail.drain(..tail.len() - tail_max);
+                        }
+                    }
+                }
+            }
+            tail
+        };
+        let ((), stdout, stderr_tail) = tokio::join!(feed, read_out, read_err);
+        let stdout = stdout?;
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| ExecError::Io(error_text(&e)))?;
+        Ok(ExecOutput {
+            exit_status: status.code(),
+            stdout,
+            stderr_tail,
+        })
+    }
+}
+
+impl ExecBackend for LiveSsh {
+    fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
+        Box::pin(async move {
+            let bound = req.timeout.min(self.grant.bounds.operation);
+            let cancel = req.cancel.clone();
+            tokio::select! {
+                // Dropping the run closes the channel: the remote side sees its
+                // session close.
+                r = tokio::time::timeout(bound, self.run(req)) => r.unwrap_or(Err(ExecError::Timeout)),
+                () = cancel.cancelled() => Err(ExecError::Cancelled),
+            }
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "live"
+    }
+}
+
+fn backed_off(error: &ExecError, at: Instant, backoff: Duration) -> ExecError {
+    let again = backoff.saturating_sub(at.elapsed()).as_secs_f64();
+    let note = format!(
+        " (connecting failed {:.1} s ago; not retried for another {again:.1} s)",
+        at.elapsed().as_secs_f64()
+    );
+    match error {
+        ExecError::Connect(m) => ExecError::Connect(format!("{m}{note}")),
+        ExecError::HostKey(m) => ExecError::HostKey(format!("{m}{note}")),
+        other => other.clone(),
+    }
+}
+
+pub(crate) fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn connect_error(alias: &str, host: &HostGrant, e: &openssh::Error) -> ExecError {
+    let text = error_text(e);
+    let at = format!("{alias} ({}@{}:{})", host.user, host.address, host.port);
+    if text.contains("Host key verification failed")
+        || text.contains("HOST IDENTIFICATION HAS CHANGED")
+        || text.contains("host key")
+    {
+        ExecError::HostKey(format!(
+            "{at}: its host key is not the one in the known-hosts file ({text}); never disable host-key checking to bypass this"
+        ))
+    } else {
+        ExecError::Connect(format!("{at}: {text}"))
+    }
+}

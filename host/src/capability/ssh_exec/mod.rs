@@ -1,0 +1,138 @@
+//! The `ssh-exec` capability: run an argument vector on a host the installation
+//! granted, by alias.
+//!
+//! - [`grant`]: the typed grant read from the installation (identity and
+//!   known-hosts files, connect timeout, each alias's address, port, user and
+//!   Node.js) and the [`grant::ExecBounds`] of every exec.
+//! - [`backend`]: where an allowed exec goes, chosen once when the driver is
+//!   opened: [`live::LiveSsh`] (the hosts), [`record::Recording`] (the hosts,
+//!   recorded) or [`record::Replay`] (a recording alone).
+//! - [`config`]: the private `ssh_config` with the fixed options.
+//! - `host.rs`: the WIT `Host` implementation, which checks the grant right
+//!   before every effect and writes the audit records.
+//!
+//! A driver names hosts by alias and never sees an address, a key or a file.
+
+pub mod backend;
+pub mod config;
+pub mod grant;
+mod host;
+pub mod live;
+pub mod record;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use wasmtime::component::{HasData, Linker};
+
+pub use backend::{ExecBackend, ExecError, ExecOutput, ExecRequest};
+pub use grant::{ExecBounds, GrantError, HostGrant, SshGrant};
+
+use super::Scope;
+
+/// The generated bindings of the `ssh-exec` interface, shared with the worlds
+/// that import it.
+pub(crate) mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        interfaces: "import occ:compute/ssh-exec@0.1.0;",
+        imports: { default: async },
+    });
+}
+
+/// Where execs go: the hosts, the hosts with a recording, or a recording alone.
+#[derive(Debug, Clone, Default)]
+pub enum SshMode {
+    /// Run on the granted hosts.
+    #[default]
+    Live,
+    /// Run on the granted hosts and append each exec to this file.
+    Record(PathBuf),
+    /// Answer each exec from this recording; connect to nothing.
+    Replay(PathBuf),
+}
+
+/// The capability as opened for one driver: its grant and its backend, shared
+/// by every call.
+pub struct SshExec {
+    grant: SshGrant,
+    backend: Box<dyn ExecBackend>,
+}
+
+impl std::fmt::Debug for SshExec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SshExec")
+            .field("hosts", &self.grant.hosts.keys())
+            .field("backend", &self.backend.kind())
+            .finish()
+    }
+}
+
+impl SshExec {
+    /// Open the capability over `grant` in `mode`.
+    pub fn open(grant: SshGrant, mode: &SshMode) -> Result<SshExec, String> {
+        let backend: Box<dyn ExecBackend> = match mode {
+            SshMode::Live => Box::new(
+                live::LiveSsh::new(grant.clone())
+                    .map_err(|e| format!("cannot prepare ssh: {e}"))?,
+            ),
+            SshMode::Record(path) => {
+                let live = live::LiveSsh::new(grant.clone())
+                    .map_err(|e| format!("cannot prepare ssh: {e}"))?;
+                Box::new(
+                    record::Recording::create(live, path)
+                        .map_err(|e| format!("ssh recording {}: {e}", path.display()))?,
+                )
+            }
+            SshMode::Replay(path) => Box::new(record::Replay::load(path)?),
+        };
+        Ok(SshExec { grant, backend })
+    }
+
+    /// The grant.
+    pub fn grant(&self) -> &SshGrant {
+        &self.grant
+    }
+
+    /// `live`, `recording` or `replay`.
+    pub fn backend_kind(&self) -> &'static str {
+        self.backend.kind()
+    }
+
+    /// Whether execs are answered without any host.
+    pub fn is_offline(&self) -> bool {
+        self.backend.is_offline()
+    }
+}
+
+/// Receives each complete stdout line of a running exec, with its host alias.
+pub type LineSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+/// The capability's state for one call.
+pub struct SshExecState {
+    exec: Arc<SshExec>,
+    scope: Scope,
+    lines: LineSink,
+}
+
+impl SshExecState {
+    /// State for one call of `scope`, with stdout lines going to `lines`.
+    pub fn new(exec: Arc<SshExec>, scope: Scope, lines: LineSink) -> SshExecState {
+        SshExecState { exec, scope, lines }
+    }
+}
+
+struct HasSshExec;
+
+impl HasData for HasSshExec {
+    type Data<'a> = &'a mut SshExecState;
+}
+
+/// Link `occ:compute/ssh-exec` with `get` projecting the store's data onto the
+/// call's [`SshExecState`].
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut SshExecState,
+) -> wasmtime::Result<()> {
+    bindings::occ::compute::ssh_exec::add_to_linker::<T, HasSshExec>(linker, get)
+}

@@ -1,0 +1,85 @@
+//! `inspect`: what a component is and asks for, before anything runs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use occ_driver_host::world;
+use serde_json::{Value, json};
+
+use super::{EXIT_LOCAL, Setup};
+
+/// Arguments of `inspect`.
+#[derive(clap::Args)]
+pub(crate) struct InspectArgs {
+    /// The component file (.wasm).
+    component: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
+    let c = setup.runtime.compile(&args.component, setup.cache())?;
+    let world = world::identify(c.exports.iter().map(String::as_str));
+    let granted = |import: &str| world.is_some_and(|w| w.grants(import));
+    let refused: Vec<&String> = c.imports.iter().filter(|i| !granted(i)).collect();
+    let loadable = world.is_some() && refused.is_empty();
+    if args.json {
+        let v = json!({
+            "component": c.path,
+            "sha256": c.sha256,
+            "size": c.size,
+            "world": world.map(|w| Value::from(w.name)).unwrap_or(Value::Null),
+            "loadable": loadable,
+            "imports": c.imports.iter().map(|i| json!({"name": i, "granted": granted(i)})).collect::<Vec<_>>(),
+            "exports": c.exports,
+            "fromCache": c.from_cache,
+            "loadMs": c.load_time.as_secs_f64() * 1000.0,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("component  {}", c.path.display());
+        println!("sha256     {}", c.sha256);
+        println!("size       {} bytes", c.size);
+        match world {
+            Some(w) => println!("world      {}", w.name),
+            None => println!("world      none (it exports none of this host's worlds)"),
+        }
+        println!("imports");
+        for i in &c.imports {
+            println!("  {} {i}", if granted(i) { "granted" } else { "REFUSED" });
+        }
+        println!("exports");
+        for e in &c.exports {
+            println!("  {e}");
+        }
+    }
+    if !loadable {
+        let why = if world.is_none() {
+            format!(
+                "it exports none of {}",
+                world::WORLDS
+                    .iter()
+                    .map(|w| w.export)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            format!(
+                "it imports {}",
+                refused
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        eprintln!(
+            "error: this host refuses to load {}: {why}",
+            args.component.display()
+        );
+        return Ok(ExitCode::from(EXIT_LOCAL));
+    }
+    Ok(ExitCode::SUCCESS)
+}

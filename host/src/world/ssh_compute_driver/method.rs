@@ -1,0 +1,138 @@
+//! The contract's methods: the one list in Rust. The CLI takes them as a
+//! `clap::ValueEnum`, JSON-RPC by the same camelCase names, and the Node client
+//! reads the same names from `host/node/methods.json` (a test below keeps the
+//! two lists equal).
+
+use clap::ValueEnum;
+
+use crate::capability::hooks::Hook;
+
+/// A ComputeDriver contract method, named as OCC names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+#[value(rename_all = "camelCase")]
+pub enum Method {
+    /// Parse and validate the configuration; no host touched.
+    ValidateConfiguration,
+    /// Verify the local SSH files and probe every configured host.
+    Preflight,
+    /// Create or verify the Namespace on its host, then afterNamespacePrepared.
+    EnsureNamespace,
+    /// Check the server-owned identities of an Agent; no host effect.
+    BindAgent,
+    /// Admit or refuse a revision's harness and authentication.
+    ValidateHarnessAuth,
+    /// Admit a revision and prepare it on its host.
+    PrepareRevision,
+    /// beforeWorkloadStart, then unit, current, restart and readiness.
+    ActivateRevision,
+    /// Verify ownership; nothing to deactivate in this topology.
+    DeactivateRevision,
+    /// beforeWorkloadStop, then stop and disable the Agent's gateway.
+    StopRevision,
+    /// beforeWorkloadStop, then remove one revision's snapshot.
+    RetireRevision,
+    /// beforeNamespaceDelete, then remove every owned unit, file and account.
+    DeleteNamespace,
+}
+
+impl Method {
+    /// The OCC name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::ValidateConfiguration => "validateConfiguration",
+            Method::Preflight => "preflight",
+            Method::EnsureNamespace => "ensureNamespace",
+            Method::BindAgent => "bindAgent",
+            Method::ValidateHarnessAuth => "validateHarnessAuth",
+            Method::PrepareRevision => "prepareRevision",
+            Method::ActivateRevision => "activateRevision",
+            Method::DeactivateRevision => "deactivateRevision",
+            Method::StopRevision => "stopRevision",
+            Method::RetireRevision => "retireRevision",
+            Method::DeleteNamespace => "deleteNamespace",
+        }
+    }
+
+    /// Every method, in lifecycle order.
+    pub fn all() -> &'static [Method] {
+        Method::value_variants()
+    }
+
+    /// Look a method up by its OCC name.
+    pub fn from_name(name: &str) -> Option<Method> {
+        Method::all().iter().copied().find(|m| m.name() == name)
+    }
+
+    /// Every name, comma-separated, for messages.
+    pub fn names() -> String {
+        Method::all()
+            .iter()
+            .map(|m| m.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// What the params object holds, for `--help` and error messages.
+    pub fn params_shape(self) -> &'static str {
+        match self {
+            Method::ValidateConfiguration | Method::Preflight => "{}",
+            Method::EnsureNamespace | Method::DeleteNamespace => {
+                "{\"namespace\": {\"id\", \"name\"}}"
+            }
+            Method::BindAgent => {
+                "{\"namespace\": {\"id\", \"name\"}, \"agent\": {\"id\", \"servicePrincipalId\"}}"
+            }
+            Method::PrepareRevision => {
+                "{\"revision\": {...}, \"context\"?: {\"secretEnvironment\": []}, \"binding\"?: {...}}"
+            }
+            _ => "{\"revision\": {...}, \"binding\"?: {...}}",
+        }
+    }
+
+    /// The lifecycle hooks a call of this method may run.
+    pub fn hooks(self) -> &'static [Hook] {
+        match self {
+            Method::EnsureNamespace => &[Hook::AfterNamespacePrepared],
+            Method::ActivateRevision => &[Hook::BeforeWorkloadStart, Hook::BeforeWorkloadStop],
+            Method::StopRevision | Method::RetireRevision => &[Hook::BeforeWorkloadStop],
+            Method::DeleteNamespace => &[Hook::BeforeNamespaceDelete],
+            _ => &[],
+        }
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_names_round_trip_and_match_clap() {
+        for m in Method::all() {
+            assert_eq!(Method::from_name(m.name()), Some(*m));
+            let clap_name = m.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(clap_name, m.name());
+        }
+        assert_eq!(Method::from_name("prepare"), None);
+    }
+
+    #[test]
+    fn the_node_client_lists_the_same_methods() {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/node/methods.json");
+        let node: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        let node: Vec<&str> = node["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap())
+            .collect();
+        let rust: Vec<&str> = Method::all().iter().map(|m| m.name()).collect();
+        assert_eq!(node, rust, "host/node/methods.json and Method disagree");
+    }
+}
