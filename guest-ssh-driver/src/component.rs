@@ -97,7 +97,8 @@ fn with_driver<T>(
         .map_err(error_to_wit)
 }
 
-/// A revision method: the binding and revision mapped from WIT, then `f` on the driver.
+/// Every revision method goes through here: the binding and revision mapped from
+/// WIT once, then `f` on the driver.
 fn with_revision<T>(
     configuration: &str,
     binding: Option<wit::AgentBinding>,
@@ -147,10 +148,8 @@ impl Guest for Component {
         binding: Option<wit::AgentBinding>,
         revision: wit::Revision,
     ) -> Result<Vec<wit::Warning>, wit::DriverError> {
-        let binding = binding.map(binding_from_wit);
-        let revision = revision_from_wit(revision);
-        with_driver(&configuration, |d| {
-            d.validate_harness_auth(binding.as_ref(), &revision)
+        with_revision(&configuration, binding, revision, |d, b, r| {
+            d.validate_harness_auth(b, r)
         })
         .map(warnings_to_wit)
     }
@@ -161,13 +160,11 @@ impl Guest for Component {
         revision: wit::Revision,
         context: wit::RevisionContext,
     ) -> Result<wit::PrepareResult, wit::DriverError> {
-        let binding = binding.map(binding_from_wit);
-        let revision = revision_from_wit(revision);
         let context = model::RevisionContext {
             secret_environment: context.secret_environment,
         };
-        with_driver(&configuration, |d| {
-            d.prepare_revision(binding.as_ref(), &revision, &context)
+        with_revision(&configuration, binding, revision, |d, b, r| {
+            d.prepare_revision(b, r, &context)
         })
         .map(|result| wit::PrepareResult {
             ready: result.ready,

@@ -19,6 +19,8 @@ use occ::compute::types::{
     Warning,
 };
 
+include!("../../common/unsupported.rs");
+
 struct Faulty;
 
 fn fault(configuration: &str) -> String {
@@ -44,7 +46,7 @@ fn unsupported() -> DriverError {
     DriverError {
         kind: FailureKind::Permanent,
         code: "unsupported".into(),
-        message: "the fault guest implements validate-configuration only".into(),
+        message: "this test guest implements validate-configuration only".into(),
         host: None,
     }
 }
@@ -82,53 +84,7 @@ impl Guest for Faulty {
             }]),
         }
     }
-    fn preflight(_: String) -> Result<Vec<Warning>, DriverError> {
-        Err(unsupported())
-    }
-    fn ensure_namespace(_: String, _: Namespace) -> Result<(), DriverError> {
-        Err(unsupported())
-    }
-    fn bind_agent(_: String, _: AgentBinding) -> Result<(), DriverError> {
-        Err(unsupported())
-    }
-    fn validate_harness_auth(
-        _: String,
-        _: Option<AgentBinding>,
-        _: Revision,
-    ) -> Result<Vec<Warning>, DriverError> {
-        Err(unsupported())
-    }
-    fn prepare_revision(
-        _: String,
-        _: Option<AgentBinding>,
-        _: Revision,
-        _: RevisionContext,
-    ) -> Result<PrepareResult, DriverError> {
-        Err(unsupported())
-    }
-    fn activate_revision(
-        _: String,
-        _: Option<AgentBinding>,
-        _: Revision,
-    ) -> Result<(), DriverError> {
-        Err(unsupported())
-    }
-    fn deactivate_revision(
-        _: String,
-        _: Option<AgentBinding>,
-        _: Revision,
-    ) -> Result<(), DriverError> {
-        Err(unsupported())
-    }
-    fn stop_revision(_: String, _: Option<AgentBinding>, _: Revision) -> Result<(), DriverError> {
-        Err(unsupported())
-    }
-    fn retire_revision(_: String, _: Option<AgentBinding>, _: Revision) -> Result<(), DriverError> {
-        Err(unsupported())
-    }
-    fn delete_namespace(_: String, _: Namespace) -> Result<(), DriverError> {
-        Err(unsupported())
-    }
+    unsupported_methods!();
 }
 
 export!(Faulty);
