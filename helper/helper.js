@@ -485,7 +485,7 @@ function sweep(dir, prefix = TEMP_PREFIX) {
 const sha12 = (text) => crypto.createHash('sha256').update(text, 'utf8').digest('hex').slice(0, 12);
 // Trusted operator paths: absolute, normalized, none of whitespace, quotes, control
 // characters, shell metacharacters or systemd % and $ expansion.
-const SAFE_PATH = /^\/[A-Za-z0-9._+@,:=/-]*$/;
+const SAFE_PATH = /^\/[A-Za-z0-9._+@:/-]*$/;
 const CONTROL = /[\x00-\x1f\x7f]/;
 
 function invalid(message) {

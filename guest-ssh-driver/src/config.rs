@@ -345,8 +345,12 @@ pub(crate) fn check_path(key_path: &str, value: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Besides ASCII letters and digits, the only characters a path may hold. The
+/// helper's `SAFE_PATH` admits exactly these (`tests/helper_protocol.rs`).
+pub const PATH_PUNCTUATION: &str = "_./:@+-";
+
 fn is_path_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | ':' | '@' | '+' | '-')
+    c.is_ascii_alphanumeric() || PATH_PUNCTUATION.contains(c)
 }
 
 fn describe_char(c: char) -> String {

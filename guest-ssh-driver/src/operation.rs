@@ -25,8 +25,9 @@ pub const DRIVER: &str = "occ/ssh";
 const STDERR_EXCERPT: usize = 400;
 
 /// Helper error codes that are permanent whatever the result line says: foreign
-/// ownership and refused input must never be retried into adoption.
-const PERMANENT_CODES: &[&str] = &[
+/// ownership and refused input must never be retried into adoption. The helper
+/// marks the same codes `permanent` (`tests/helper_protocol.rs` compares them).
+pub const PERMANENT_CODES: &[&str] = &[
     "foreign-marker",
     "changed-snapshot",
     "unexpected-symlink",
@@ -37,6 +38,7 @@ const PERMANENT_CODES: &[&str] = &[
     "missing-revision",
     "no-free-port",
     "probe-failed",
+    "superseded",
 ];
 
 /// The helper operations.
@@ -54,6 +56,19 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every operation.
+    pub const ALL: [Op; 9] = [
+        Op::Probe,
+        Op::EnsureNamespace,
+        Op::InspectAgent,
+        Op::Prepare,
+        Op::Activate,
+        Op::Deactivate,
+        Op::Stop,
+        Op::Retire,
+        Op::DeleteNamespace,
+    ];
+
     /// The `op` field.
     pub fn name(self) -> &'static str {
         match self {
