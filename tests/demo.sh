@@ -13,8 +13,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/occ/target}"
 export OCC_CACHE="${OCC_CACHE:-/var/cache/occ}"
 DEMO=/run/occ-demo
-# The test host to use; another name (occ-h2 ... occ-h254) keeps the demo apart from a test run.
-HOST_NAME="${OCC_DEMO_HOST:-occ-h1}"
+# The demo's test host lives in a rig of its own, apart from the test suite's
+# (/run/occ-rig with occ-h1 and occ-h2): running the tests never touches it.
+export OCC_RIG="${OCC_DEMO_RIG:-/run/occ-demo-rig}"
+HOST_NAME="${OCC_DEMO_HOST:-occ-h9}"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "installing what the test host needs (Debian packages, Node.js 24, OpenClaw)"
@@ -29,7 +31,7 @@ COMPONENT="$CARGO_TARGET_DIR/wasm32-wasip2/release/guest_ssh_driver.wasm"
 
 say "bringing up the disposable test host $HOST_NAME"
 bash tests/rig/up.sh "$HOST_NAME"
-set -a; . "${OCC_RIG:-/run/occ-rig}/env"; set +a
+set -a; . "$OCC_RIG/env"; set +a
 ADDRESS=$(sed -n "s/.*\"name\":\"$HOST_NAME\",\"address\":\"\([^\"]*\)\".*/\1/p" "$OCC_RIG_HOSTS_JSON")
 [ -n "$ADDRESS" ] || { echo "demo: $HOST_NAME is not in $OCC_RIG_HOSTS_JSON" >&2; exit 1; }
 
@@ -110,5 +112,5 @@ The Agent is serving on $HOST_NAME ($ADDRESS), unit $UNIT.
   Look around:   ssh -F none -i $OCC_RIG_IDENTITY -o UserKnownHostsFile=$OCC_RIG_KNOWN_HOSTS root@$ADDRESS
   Remove it:     $HOST_BIN call deleteNamespace --installation $DEMO/installation.yaml \\
                    --params '{"namespace": {"id": "$NS_ID", "name": "demo"}}'
-  Tear down:     bash tests/rig/down.sh $HOST_NAME && rm -rf $DEMO
+  Tear down:     OCC_RIG=$OCC_RIG bash tests/rig/down.sh $HOST_NAME && rm -rf $DEMO
 EOF

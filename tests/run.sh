@@ -32,12 +32,26 @@ step "rust tests: unit, runtime bounds, driver policy"
 cargo test --release --workspace --exclude fault-guest --exclude fs-guest
 
 step "test hosts: up"
+# The test hosts are occ-h1 and occ-h2 of $OCC_RIG (default /run/occ-rig); the demo's
+# host lives in a rig of its own and is never touched. Only hosts this run started
+# are torn down afterwards.
+export OCC_RIG="${OCC_RIG:-/run/occ-rig}"
+export OCC_RIG_STARTED
+OCC_RIG_STARTED="$(mktemp)"
+teardown() {
+  local started
+  started="$(sort -u "$OCC_RIG_STARTED" | tr '\n' ' ')"
+  rm -f "$OCC_RIG_STARTED"
+  [ -n "$started" ] || return 0
+  # shellcheck disable=SC2086
+  bash tests/rig/down.sh $started || echo "test hosts: teardown failed; run bash tests/rig/down.sh $started" >&2
+}
 if [ -z "${OCC_KEEP_RIG:-}" ]; then
-  trap 'bash tests/rig/down.sh || echo "test hosts: teardown failed; run bash tests/rig/down.sh" >&2' EXIT
+  trap teardown EXIT
 fi
-bash tests/rig/up.sh 2
+bash tests/rig/up.sh occ-h1 occ-h2
 # shellcheck disable=SC1091
-set -a; . "${OCC_RIG:-/run/occ-rig}/env"; set +a
+set -a; . "$OCC_RIG/env"; set +a
 
 step "helper tests on the test hosts"
 bash tests/helper/run.sh

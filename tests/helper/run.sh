@@ -13,7 +13,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
 bash "$repo/tests/rig/install.sh" >/dev/null
-bash "$repo/tests/rig/up.sh" occ-h1 >/dev/null
+bash "$repo/tests/rig/up.sh" "${OCC_HELPER_RIG_HOST:-occ-h1}" >/dev/null
 
 files=()
 if [ "$#" -gt 0 ]; then

@@ -1,5 +1,9 @@
 # Shared by up.sh and down.sh; sourced, never run. Paths and names of the rig.
 #
+# A rig is one directory ($OCC_RIG, default /run/occ-rig): its client key, its hosts,
+# their inventory. Several rigs can run side by side (the demo uses /run/occ-demo-rig)
+# as long as their host names differ; a rig never touches a host it does not own.
+#
 # One test host "occ-hK" (K in 1..254) is:
 #   - network namespace occ-hK, veth pair veth-occ-hK (machine side, 10.201.K.1/30)
 #     and eth0 inside (10.201.K.2/30): addresses that exist only in these namespaces;
@@ -28,6 +32,12 @@ host_index() {
 }
 
 host_dir() { printf '%s/%s' "$RIG_HOSTS_DIR" "$1"; }
+
+# owned NAME: whether this rig owns host NAME (it has the host's directory).
+owned() { [ -d "$(host_dir "$1")" ]; }
+
+# netns_exists NAME: whether a network namespace of that name exists on the machine.
+netns_exists() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$1"; }
 
 # nspawn_pid NAME -> prints the pid of the host's running nspawn, if it runs.
 nspawn_pid() {

@@ -377,13 +377,15 @@ fn deploys_cuts_over_isolates_retires_and_deletes_real_gateways() {
         a.dir()
     )));
 
-    // A second Namespace on the same host gets the next free port.
+    // A second Namespace on the same host gets the next free port of the host's
+    // whole inventory, whatever else runs there.
     let c = Agent::new(&beta);
     let revc = c.revision(&unique("rev"), 1, config(json!({})));
+    let expected_port = next_port(&rig, &host);
     assert_eq!(d.ok("prepareRevision", c.params(&revc))["ready"], true);
     assert_eq!(
         marker(&rig, &host, &format!("{}/agent.json", c.dir()))["port"],
-        18802
+        expected_port
     );
 
     // The gateway logs to journald under its unit.
