@@ -1,14 +1,15 @@
 //! Admission: what the SSH topology accepts, decided before any host effect.
 //!
-//! Only embedded OpenClaw with runtime authentication, no OCC Secrets, no plugins and
-//! no plugin approver policy, and native gateway authentication limited to the
-//! modes the driver can serve: password through the managed environment SecretRef,
-//! or trusted-proxy.
+//! Only embedded OpenClaw with runtime authentication, committed for this driver,
+//! with no OCC Secrets, no SandboxDriver, no plugins and no plugin approvers, and
+//! native gateway authentication limited to the modes the driver can serve:
+//! password through the managed environment SecretRef, or trusted-proxy. Field
+//! names in refusals are OCC's (`revision.pluginApprovers`, ...).
 
 use serde_json::{Map, Value, json};
 
 use crate::error::Error;
-use crate::model::{AgentBinding, Revision, RevisionContext, Warning};
+use crate::model::{AgentBinding, Harness, Namespace, Revision, RevisionContext, Warning};
 use crate::snapshot::Snapshot;
 
 /// The environment variable the managed gateway password is delivered in.
@@ -32,8 +33,33 @@ pub struct Admission {
     pub warnings: Vec<Warning>,
 }
 
-/// The binding that owns `revision`. No binding, or one for another Namespace or
-/// Agent, fails closed.
+/// A Namespace SSH Compute can serve: OCC's `existingNamespace` adoption is
+/// unsupported.
+pub fn check_namespace(namespace: &Namespace) -> Result<(), Error> {
+    if namespace.existing_namespace.is_some() {
+        return Err(Error::refused(
+            "unsupported-existing-namespace",
+            "namespace.existingNamespace",
+            "SSH Compute does not adopt existing namespaces; remove existingNamespace",
+        ));
+    }
+    Ok(())
+}
+
+/// A binding OCC may make: its Namespace is servable and the Agent belongs to it.
+pub fn check_binding(binding: &AgentBinding) -> Result<(), Error> {
+    check_namespace(&binding.namespace)?;
+    if binding.agent.namespace_id != binding.namespace.id {
+        return Err(Error::UnboundAgent(format!(
+            "agent {:?} belongs to namespace {:?}, not to the bound namespace {:?}",
+            binding.agent.id, binding.agent.namespace_id, binding.namespace.id
+        )));
+    }
+    Ok(())
+}
+
+/// The binding that owns `revision`. No binding, or one for another Namespace,
+/// Agent or ServicePrincipal, fails closed.
 pub fn bound<'a>(
     binding: Option<&'a AgentBinding>,
     revision: &Revision,
@@ -45,26 +71,50 @@ pub fn bound<'a>(
             revision.id
         ))
     })?;
-    if binding.namespace.id != revision.namespace_id {
-        return Err(Error::UnboundAgent(format!(
-            "revision {:?} belongs to namespace {:?} but its binding is for namespace {:?}",
-            revision.id, revision.namespace_id, binding.namespace.id
-        )));
-    }
-    if binding.agent_id != revision.agent_id {
-        return Err(Error::UnboundAgent(format!(
-            "revision {:?} belongs to agent {:?} but its binding is for agent {:?}",
-            revision.id, revision.agent_id, binding.agent_id
-        )));
+    check_binding(binding)?;
+    let pairs = [
+        ("namespace", &revision.namespace_id, &binding.namespace.id),
+        ("agent", &revision.agent_id, &binding.agent.id),
+        (
+            "service principal",
+            &revision.service_principal_id,
+            &binding.agent.service_principal_id,
+        ),
+    ];
+    for (what, theirs, bound) in pairs {
+        if theirs != bound {
+            return Err(Error::UnboundAgent(format!(
+                "revision {:?} belongs to {what} {theirs:?} but its binding is for {what} {bound:?}",
+                revision.id
+            )));
+        }
     }
     Ok(binding)
 }
 
-/// Admits a revision, or refuses it naming the field at fault. `context` is checked
-/// when the call has one (preparation).
-pub fn admit(revision: &Revision, context: Option<&RevisionContext>) -> Result<Admission, Error> {
-    let mut warnings = Vec::new();
-    let harness = &revision.harness;
+/// The driver a revision was committed for must be this one.
+pub fn check_compute(revision: &Revision, id: &str, implementation: &str) -> Result<(), Error> {
+    let compute = &revision.compute;
+    if compute.id != id || compute.implementation != implementation {
+        return Err(Error::refused(
+            "foreign-compute",
+            "revision.compute",
+            format!(
+                "the revision was committed for Compute Driver {:?} ({}), not for this one, {id:?} ({implementation})",
+                compute.id, compute.implementation
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// OCC's `validateHarnessAuth`: the harness and its auth, and (when given) that
+/// no Secret bindings ride along.
+pub fn check_harness_and_auth(
+    harness: &Harness,
+    harness_auth: &str,
+    secret_bindings: Option<&str>,
+) -> Result<(), Error> {
     if harness.id != "openclaw" || harness.mode != "embedded" {
         return Err(Error::refused(
             "unsupported-harness",
@@ -76,28 +126,36 @@ pub fn admit(revision: &Revision, context: Option<&RevisionContext>) -> Result<A
             ),
         ));
     }
-    if let Some(version) = &harness.version {
-        warnings.push(Warning::new(
-            "harness-version-not-enforced",
+    check_harness_auth(harness_auth)?;
+    check_secret_bindings(secret_bindings)
+}
+
+/// Admits a revision, or refuses it naming the field at fault. `context` is checked
+/// when the call has one.
+pub fn admit(revision: &Revision, context: Option<&RevisionContext>) -> Result<Admission, Error> {
+    let mut warnings = Vec::new();
+    if revision.configuration_kind != "agent" {
+        return Err(Error::refused(
+            "invalid-revision",
+            "revision.configurationKind",
             format!(
-                "revision.harness.version {version:?} is not enforced: the gateway runs the \
-                 host's OpenClaw entrypoint"
+                "{:?} is not an Agent configuration",
+                revision.configuration_kind
             ),
         ));
     }
-    check_harness_auth(&revision.harness_auth)?;
-    if !revision.secret_bindings.is_empty() {
-        let names: Vec<&str> = revision
-            .secret_bindings
-            .iter()
-            .map(|b| b.name.as_str())
-            .collect();
-        return Err(secret_refusal(
-            "revision.secretBindings",
-            "OCC Secret bindings",
-            &names,
+    if revision.configuration_generation == 0 {
+        return Err(Error::refused(
+            "invalid-revision",
+            "revision.configurationGeneration",
+            "must be a positive integer",
         ));
     }
+    check_harness_and_auth(
+        &revision.harness,
+        &revision.harness_auth,
+        revision.secret_bindings.as_deref(),
+    )?;
     if let Some(context) = context.filter(|c| !c.secret_environment.is_empty()) {
         let names: Vec<&str> = context
             .secret_environment
@@ -108,6 +166,16 @@ pub fn admit(revision: &Revision, context: Option<&RevisionContext>) -> Result<A
             "context.secretEnvironment",
             "Secret-backed environment entries",
             &names,
+        ));
+    }
+    if let Some(sandbox) = &revision.sandbox_driver_id {
+        return Err(Error::refused(
+            "unsupported-sandbox-driver",
+            "revision.sandboxDriverId",
+            format!(
+                "SandboxDriver composition ({sandbox:?}) is unsupported by SSH Compute; use \
+                 Kubernetes Compute for sandboxed Agents"
+            ),
         ));
     }
     check_plugins(revision)?;
@@ -141,6 +209,34 @@ fn check_harness_auth(harness_auth: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// `secretBindings` is a map of names to bindings; any entry is refused.
+fn check_secret_bindings(secret_bindings: Option<&str>) -> Result<(), Error> {
+    let Some(text) = secret_bindings else {
+        return Ok(());
+    };
+    let map: Map<String, Value> = match serde_json::from_str(text) {
+        Ok(Value::Object(map)) => map,
+        Ok(Value::Null) => return Ok(()),
+        _ => {
+            return Err(Error::refused(
+                "invalid-revision",
+                "revision.secretBindings",
+                "must be an object mapping names to Secret bindings",
+            ));
+        }
+    };
+    if map.is_empty() {
+        return Ok(());
+    }
+    let mut names: Vec<&str> = map.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    Err(secret_refusal(
+        "revision.secretBindings",
+        "OCC Secret bindings",
+        &names,
+    ))
+}
+
 fn secret_refusal(path: &str, what: &str, names: &[&str]) -> Error {
     Error::refused(
         "unsupported-secret",
@@ -154,18 +250,39 @@ fn secret_refusal(path: &str, what: &str, names: &[&str]) -> Error {
     )
 }
 
-const CLEAR_PLUGINS: &str = "clear the requested plugins and the Agent default plugin approver \
-                             policy before deploying through SSH; use Kubernetes Compute for \
-                             PluginDriver";
+const CLEAR_PLUGINS: &str = "clear the Agent's plugins and plugin approvers before deploying \
+                             through SSH; use Kubernetes Compute for PluginDriver";
 
 fn check_plugins(revision: &Revision) -> Result<(), Error> {
-    let plugins: Map<String, Value> = match serde_json::from_str(&revision.requested_plugins) {
-        Ok(Value::Object(map)) => map,
+    if revision.plugin_approvers.is_some() {
+        return Err(Error::refused(
+            "unsupported-plugin-approvers",
+            "revision.pluginApprovers",
+            format!(
+                "SSH Compute refuses any Agent plugin approver list, including an explicit \
+                 empty one; {CLEAR_PLUGINS}"
+            ),
+        ));
+    }
+    let Some(text) = &revision.plugins else {
+        return Ok(());
+    };
+    let plugins = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(state)) => match state.get("plugins") {
+            Some(Value::Object(plugins)) => plugins.clone(),
+            _ => {
+                return Err(Error::refused(
+                    "invalid-revision",
+                    "revision.plugins.plugins",
+                    "must be an object mapping plugin IDs to selections",
+                ));
+            }
+        },
         _ => {
             return Err(Error::refused(
                 "invalid-revision",
-                "revision.requestedPlugins",
-                "must be a JSON object",
+                "revision.plugins",
+                "must be an object {\"driver\", \"plugins\"}",
             ));
         }
     };
@@ -174,20 +291,10 @@ fn check_plugins(revision: &Revision) -> Result<(), Error> {
         names.sort_unstable();
         return Err(Error::refused(
             "unsupported-plugins",
-            "revision.requestedPlugins",
+            "revision.plugins.plugins",
             format!(
-                "SSH Compute refuses a nonempty requested plugin map (found {}); {CLEAR_PLUGINS}",
+                "SSH Compute refuses a nonempty plugin selection (found {}); {CLEAR_PLUGINS}",
                 names.join(", ")
-            ),
-        ));
-    }
-    if revision.default_plugin_approver_policy.is_some() {
-        return Err(Error::refused(
-            "unsupported-plugin-approver-policy",
-            "revision.defaultPluginApproverPolicy",
-            format!(
-                "SSH Compute refuses any Agent default plugin approver policy, including an \
-                 explicit empty approver list; {CLEAR_PLUGINS}"
             ),
         ));
     }
@@ -306,7 +413,6 @@ pub fn render_native(configuration: &str) -> Result<NativeDocument, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::SecretBinding;
     use crate::testing;
 
     fn refusal(result: Result<impl std::fmt::Debug, Error>) -> (String, String) {
@@ -320,6 +426,13 @@ mod tests {
         let admission = admit(&testing::revision(), Some(&RevisionContext::default())).unwrap();
         assert!(admission.snapshot.needs_password);
         assert_eq!(admission.warnings, []);
+        // OCC's own shapes that SSH accepts: an empty Secret map, plugin state with
+        // no plugins.
+        let mut revision = testing::revision();
+        revision.secret_bindings = Some("{}".into());
+        revision.plugins =
+            Some(r#"{"driver":{"id":"p","implementation":"x"},"plugins":{}}"#.into());
+        admit(&revision, None).unwrap();
     }
 
     #[test]
@@ -329,8 +442,13 @@ mod tests {
         assert_eq!(bound(Some(&binding), &revision).unwrap(), &binding);
         let mut other_namespace = binding.clone();
         other_namespace.namespace.id = "ns-2".into();
+        other_namespace.agent.namespace_id = "ns-2".into();
         let mut other_agent = binding.clone();
-        other_agent.agent_id = "agent-2".into();
+        other_agent.agent.id = "agent-2".into();
+        let mut other_principal = binding.clone();
+        other_principal.agent.service_principal_id = "sp-2".into();
+        let mut moved_agent = binding.clone();
+        moved_agent.agent.namespace_id = "ns-9".into();
         let cases = [
             (
                 None,
@@ -344,6 +462,14 @@ mod tests {
                 Some(&other_agent),
                 "revision \"rev-1\" belongs to agent \"agent-1\" but its binding is for agent \"agent-2\"",
             ),
+            (
+                Some(&other_principal),
+                "revision \"rev-1\" belongs to service principal \"sp-1\" but its binding is for service principal \"sp-2\"",
+            ),
+            (
+                Some(&moved_agent),
+                "agent \"agent-1\" belongs to namespace \"ns-9\", not to the bound namespace \"ns-1\"",
+            ),
         ];
         for (binding, message) in cases {
             let (code, text) = refusal(bound(binding, &revision));
@@ -352,30 +478,63 @@ mod tests {
     }
 
     #[test]
+    fn existing_namespaces_and_foreign_computes_are_refused() {
+        let mut namespace = testing::namespace();
+        namespace.existing_namespace = Some("team-a".into());
+        assert_eq!(
+            refusal(check_namespace(&namespace)),
+            (
+                "unsupported-existing-namespace".into(),
+                "namespace.existingNamespace: SSH Compute does not adopt existing namespaces; \
+                 remove existingNamespace"
+                    .into()
+            )
+        );
+        assert_eq!(
+            refusal(check_compute(
+                &testing::revision(),
+                "compute-ssh",
+                "other/impl"
+            ))
+            .0,
+            "foreign-compute"
+        );
+        check_compute(&testing::revision(), "compute-ssh", "occ/ssh").unwrap();
+    }
+
+    #[test]
     fn revision_refusals_name_the_field() {
-        let clear = "clear the requested plugins and the Agent default plugin approver policy \
-                     before deploying through SSH; use Kubernetes Compute for PluginDriver";
+        let clear = "clear the Agent's plugins and plugin approvers before deploying through SSH; \
+                     use Kubernetes Compute for PluginDriver";
         type Edit = fn(&mut Revision);
         let cases: Vec<(Edit, &str, String)> = vec![
             (|r| r.harness.mode = "dedicated".into(), "unsupported-harness",
              "revision.harness: openclaw/dedicated is unsupported: SSH Compute runs only openclaw/embedded; use Kubernetes Compute for dedicated Codex".into()),
             (|r| r.harness.id = "codex".into(), "unsupported-harness",
              "revision.harness: codex/embedded is unsupported: SSH Compute runs only openclaw/embedded; use Kubernetes Compute for dedicated Codex".into()),
-            (|r| r.harness_auth = r#"{"method":"secret","secretId":"s"}"#.into(), "unsupported-harness-auth", harness_auth_message()),
+            (|r| r.harness_auth = r#"{"method":"api_key","source":{"kind":"secret","id":"s","namespaceId":"n"},"secretDriverId":"d"}"#.into(), "unsupported-harness-auth", harness_auth_message()),
             (|r| r.harness_auth = r#"{"method":"runtime","account":"a"}"#.into(), "unsupported-harness-auth", harness_auth_message()),
-            (|r| r.harness_auth = r#"{"method":"chatgpt"}"#.into(), "unsupported-harness-auth", harness_auth_message()),
+            (|r| r.harness_auth = r#"{"method":"credential_source","sourceId":"x"}"#.into(), "unsupported-harness-auth", harness_auth_message()),
             (|r| r.harness_auth = "{}".into(), "unsupported-harness-auth", harness_auth_message()),
             (|r| r.harness_auth = "not json".into(), "unsupported-harness-auth", harness_auth_message()),
-            (|r| r.secret_bindings = vec![SecretBinding { name: "OPENAI_API_KEY".into(), secret_id: "s-1".into() }],
+            (|r| r.secret_bindings = Some(r#"{"OPENAI_API_KEY":{"source":{"kind":"secret","id":"s-1","namespaceId":"ns-1"}}}"#.into()),
              "unsupported-secret",
              "revision.secretBindings: OCC Secret bindings are unsupported by SSH Compute (found OPENAI_API_KEY); provision credentials in the operator-owned <agentDir>/env file and reference them through native environment SecretRefs".into()),
-            (|r| r.requested_plugins = r#"{"zeta":{},"alpha":{"version":"1"}}"#.into(), "unsupported-plugins",
-             format!("revision.requestedPlugins: SSH Compute refuses a nonempty requested plugin map (found alpha, zeta); {clear}")),
-            (|r| r.requested_plugins = "[]".into(), "invalid-revision", "revision.requestedPlugins: must be a JSON object".into()),
-            (|r| r.default_plugin_approver_policy = Some(r#"{"approvers":[]}"#.into()), "unsupported-plugin-approver-policy",
-             format!("revision.defaultPluginApproverPolicy: SSH Compute refuses any Agent default plugin approver policy, including an explicit empty approver list; {clear}")),
-            (|r| r.default_plugin_approver_policy = Some(r#"{"approvers":["u-1"]}"#.into()), "unsupported-plugin-approver-policy",
-             format!("revision.defaultPluginApproverPolicy: SSH Compute refuses any Agent default plugin approver policy, including an explicit empty approver list; {clear}")),
+            (|r| r.secret_bindings = Some("[]".into()), "invalid-revision",
+             "revision.secretBindings: must be an object mapping names to Secret bindings".into()),
+            (|r| r.plugins = Some(r#"{"driver":{"id":"p","implementation":"x"},"plugins":{"zeta":{"enabled":true},"alpha":{"enabled":false}}}"#.into()), "unsupported-plugins",
+             format!("revision.plugins.plugins: SSH Compute refuses a nonempty plugin selection (found alpha, zeta); {clear}")),
+            (|r| r.plugins = Some("[]".into()), "invalid-revision", "revision.plugins: must be an object {\"driver\", \"plugins\"}".into()),
+            (|r| r.plugin_approvers = Some("[]".into()), "unsupported-plugin-approvers",
+             format!("revision.pluginApprovers: SSH Compute refuses any Agent plugin approver list, including an explicit empty one; {clear}")),
+            (|r| r.plugin_approvers = Some(r#"[{"channel":"slack","id":"u-1"}]"#.into()), "unsupported-plugin-approvers",
+             format!("revision.pluginApprovers: SSH Compute refuses any Agent plugin approver list, including an explicit empty one; {clear}")),
+            (|r| r.sandbox_driver_id = Some("sandbox-k8s".into()), "unsupported-sandbox-driver",
+             "revision.sandboxDriverId: SandboxDriver composition (\"sandbox-k8s\") is unsupported by SSH Compute; use Kubernetes Compute for sandboxed Agents".into()),
+            (|r| r.configuration_kind = "team".into(), "invalid-revision",
+             "revision.configurationKind: \"team\" is not an Agent configuration".into()),
+            (|r| r.configuration_generation = 0, "invalid-revision",
+             "revision.configurationGeneration: must be a positive integer".into()),
             (|r| r.configuration = "[]".into(), "invalid-native-configuration",
              "configuration: the native configuration must be a JSON object".into()),
             (|r| r.configuration = "null".into(), "invalid-native-configuration",
@@ -413,9 +572,8 @@ mod tests {
     }
 
     #[test]
-    fn harness_version_and_defaulted_mode_are_warned() {
+    fn a_defaulted_gateway_auth_mode_is_warned() {
         let mut revision = testing::revision();
-        revision.harness.version = Some("2026.5.1".into());
         revision.configuration = "{}".into();
         let codes: Vec<String> = admit(&revision, None)
             .unwrap()
@@ -423,10 +581,7 @@ mod tests {
             .into_iter()
             .map(|w| w.code)
             .collect();
-        assert_eq!(
-            codes,
-            ["harness-version-not-enforced", "gateway-auth-defaulted"]
-        );
+        assert_eq!(codes, ["gateway-auth-defaulted"]);
     }
 
     #[test]

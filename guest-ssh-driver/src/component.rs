@@ -2,8 +2,9 @@
 //! decides anything; see [`crate::lifecycle`].
 
 use crate::bindings::exports::occ::compute::compute_driver::Guest;
+use crate::bindings::occ::compute::lifecycle_hooks::{self, HookError};
 use crate::bindings::occ::compute::types as wit;
-use crate::bindings::occ::compute::{lifecycle_hooks, log, ssh_exec};
+use crate::bindings::occ::compute::{log, ssh_exec};
 use crate::error::{Error, ExecError, FailureKind};
 use crate::lifecycle::{self, Driver, Effects};
 use crate::model;
@@ -11,6 +12,16 @@ use crate::model;
 /// The helper ships inside the component, so that a driver version and its helper
 /// version are one artifact; it is sent as the stdin of every helper exec.
 const HELPER: &str = include_str!("../../helper/helper.js");
+
+/// The same bytes in a custom section of the core module, where the host reads
+/// them without running anything: `inspect` shows their SHA-256 and an operator
+/// pins it in the installation. Placing a static in a named section is `unsafe`
+/// in general (it could land in executable or writable memory); a wasm custom
+/// section is neither, and nothing in the guest reads this static.
+#[allow(unsafe_code)]
+#[unsafe(link_section = "occ:helper")]
+#[used]
+static HELPER_SECTION: [u8; HELPER.len()] = *include_bytes!("../../helper/helper.js");
 
 struct Component;
 
@@ -23,6 +34,17 @@ mod export {
 
 /// The real effects: the host's `ssh-exec`, `lifecycle-hooks` and `log` imports.
 struct Host;
+
+fn hook_error(e: HookError) -> model::HookError {
+    match e {
+        HookError::Refused(r) => model::HookError::Refused {
+            message: r.message,
+            permanent: r.kind == wit::FailureKind::Permanent,
+        },
+        HookError::InvalidAnswer(m) => model::HookError::InvalidAnswer(m),
+        HookError::NotAllowed(m) => model::HookError::NotAllowed(m),
+    }
+}
 
 impl Effects for Host {
     fn exec(
@@ -40,7 +62,9 @@ impl Effects for Host {
             })
             .map_err(|err| match err {
                 ssh_exec::ExecError::UnknownHost(m) => ExecError::UnknownHost(m),
+                ssh_exec::ExecError::Refused(m) => ExecError::Refused(m),
                 ssh_exec::ExecError::Connect(m) => ExecError::Connect(m),
+                ssh_exec::ExecError::Auth(m) => ExecError::Auth(m),
                 ssh_exec::ExecError::HostKey(m) => ExecError::HostKey(m),
                 ssh_exec::ExecError::Timeout => ExecError::Timeout,
                 ssh_exec::ExecError::Cancelled => ExecError::Cancelled,
@@ -49,29 +73,36 @@ impl Effects for Host {
             })
     }
 
-    fn after_namespace_prepared(&mut self, namespace: &model::Namespace) -> Result<(), String> {
-        lifecycle_hooks::after_namespace_prepared(&namespace_to_wit(namespace))
+    fn after_namespace_prepared(
+        &mut self,
+        namespace: &model::Namespace,
+    ) -> Result<(), model::HookError> {
+        lifecycle_hooks::after_namespace_prepared(&namespace_to_wit(namespace)).map_err(hook_error)
     }
 
     fn before_workload_start(
         &mut self,
-        binding: &model::AgentBinding,
-        revision_id: &str,
-    ) -> Result<Vec<(String, String)>, String> {
-        lifecycle_hooks::before_workload_start(&binding_to_wit(binding), revision_id)
+        revision: &model::Revision,
+    ) -> Result<Vec<(String, String)>, model::HookError> {
+        lifecycle_hooks::before_workload_start(&revision_to_wit(revision))
             .map(|list| list.into_iter().map(|p| (p.name, p.value)).collect())
+            .map_err(hook_error)
     }
 
     fn before_workload_stop(
         &mut self,
-        binding: &model::AgentBinding,
-        revision_id: &str,
-    ) -> Result<(), String> {
-        lifecycle_hooks::before_workload_stop(&binding_to_wit(binding), revision_id)
+        revision: &model::Revision,
+        cleanup: bool,
+    ) -> Result<(), model::HookError> {
+        lifecycle_hooks::before_workload_stop(&revision_to_wit(revision), cleanup)
+            .map_err(hook_error)
     }
 
-    fn before_namespace_delete(&mut self, namespace: &model::Namespace) -> Result<(), String> {
-        lifecycle_hooks::before_namespace_delete(&namespace_to_wit(namespace))
+    fn before_namespace_delete(
+        &mut self,
+        namespace: &model::Namespace,
+    ) -> Result<(), model::HookError> {
+        lifecycle_hooks::before_namespace_delete(&namespace_to_wit(namespace)).map_err(hook_error)
     }
 
     fn log(&mut self, level: model::Level, message: &str) {
@@ -88,11 +119,11 @@ impl Effects for Host {
 
 /// Runs one contract method against a fresh driver over the real effects.
 fn with_driver<T>(
-    configuration: &str,
+    selection: wit::Selection,
     f: impl FnOnce(&mut Driver<'_, Host>) -> Result<T, Error>,
 ) -> Result<T, wit::DriverError> {
     let mut host = Host;
-    Driver::new(configuration, HELPER.as_bytes(), &mut host)
+    Driver::new(&selection_from_wit(selection), HELPER.as_bytes(), &mut host)
         .and_then(|mut driver| f(&mut driver))
         .map_err(error_to_wit)
 }
@@ -100,7 +131,7 @@ fn with_driver<T>(
 /// Every revision method goes through here: the binding and revision mapped from
 /// WIT once, then `f` on the driver.
 fn with_revision<T>(
-    configuration: &str,
+    selection: wit::Selection,
     binding: Option<wit::AgentBinding>,
     revision: wit::Revision,
     f: impl FnOnce(
@@ -111,112 +142,126 @@ fn with_revision<T>(
 ) -> Result<T, wit::DriverError> {
     let binding = binding.map(binding_from_wit);
     let revision = revision_from_wit(revision);
-    with_driver(configuration, |d| f(d, binding.as_ref(), &revision))
+    with_driver(selection, |d| f(d, binding.as_ref(), &revision))
 }
 
 impl Guest for Component {
+    fn configuration_schema() -> String {
+        crate::config::schema().to_string()
+    }
+
     fn validate_configuration(
-        configuration: String,
+        driver: wit::Selection,
     ) -> Result<Vec<wit::Warning>, wit::DriverError> {
-        lifecycle::validate_configuration(&configuration)
+        lifecycle::validate_configuration(&driver.configuration)
             .map(warnings_to_wit)
             .map_err(error_to_wit)
     }
 
-    fn preflight(configuration: String) -> Result<Vec<wit::Warning>, wit::DriverError> {
-        with_driver(&configuration, |d| d.preflight()).map(warnings_to_wit)
+    fn preflight(driver: wit::Selection) -> Result<Vec<wit::Warning>, wit::DriverError> {
+        with_driver(driver, |d| d.preflight()).map(warnings_to_wit)
     }
 
     fn ensure_namespace(
-        configuration: String,
+        driver: wit::Selection,
         namespace: wit::Namespace,
     ) -> Result<(), wit::DriverError> {
-        with_driver(&configuration, |d| {
+        with_driver(driver, |d| {
             d.ensure_namespace(&namespace_from_wit(namespace))
         })
     }
 
     fn bind_agent(
-        configuration: String,
+        driver: wit::Selection,
         binding: wit::AgentBinding,
     ) -> Result<(), wit::DriverError> {
-        with_driver(&configuration, |d| d.bind_agent(&binding_from_wit(binding)))
+        with_driver(driver, |d| d.bind_agent(&binding_from_wit(binding)))
     }
 
     fn validate_harness_auth(
-        configuration: String,
-        binding: Option<wit::AgentBinding>,
-        revision: wit::Revision,
-    ) -> Result<Vec<wit::Warning>, wit::DriverError> {
-        with_revision(&configuration, binding, revision, |d, b, r| {
-            d.validate_harness_auth(b, r)
-        })
-        .map(warnings_to_wit)
+        driver: wit::Selection,
+        harness: wit::Harness,
+        auth: String,
+        secret_bindings: Option<String>,
+    ) -> Result<(), wit::DriverError> {
+        // Admission needs no configuration, but a driver refusing its own
+        // configuration refuses everything.
+        lifecycle::validate_configuration(&driver.configuration)
+            .and_then(|_| {
+                lifecycle::validate_harness_auth(
+                    &harness_from_wit(harness),
+                    &auth,
+                    secret_bindings.as_deref(),
+                )
+            })
+            .map_err(error_to_wit)
     }
 
     fn prepare_revision(
-        configuration: String,
+        driver: wit::Selection,
         binding: Option<wit::AgentBinding>,
         revision: wit::Revision,
-        context: wit::RevisionContext,
-    ) -> Result<wit::PrepareResult, wit::DriverError> {
-        let context = model::RevisionContext {
-            secret_environment: context.secret_environment,
-        };
-        with_revision(&configuration, binding, revision, |d, b, r| {
-            d.prepare_revision(b, r, &context)
+        context: Option<wit::RevisionContext>,
+    ) -> Result<wit::Readiness, wit::DriverError> {
+        let context = context.map(context_from_wit);
+        with_revision(driver, binding, revision, |d, b, r| {
+            d.prepare_revision(b, r, context.as_ref())
         })
-        .map(|result| wit::PrepareResult {
-            ready: result.ready,
-            warnings: warnings_to_wit(result.warnings),
-        })
+        .map(|r| wit::Readiness { ready: r.ready })
     }
 
     fn activate_revision(
-        configuration: String,
+        driver: wit::Selection,
         binding: Option<wit::AgentBinding>,
         revision: wit::Revision,
+        context: Option<wit::RevisionContext>,
     ) -> Result<(), wit::DriverError> {
-        with_revision(&configuration, binding, revision, |d, b, r| {
-            d.activate_revision(b, r)
+        let context = context.map(context_from_wit);
+        with_revision(driver, binding, revision, |d, b, r| {
+            d.activate_revision(b, r, context.as_ref())
         })
     }
 
     fn deactivate_revision(
-        configuration: String,
+        driver: wit::Selection,
         binding: Option<wit::AgentBinding>,
         revision: wit::Revision,
     ) -> Result<(), wit::DriverError> {
-        with_revision(&configuration, binding, revision, |d, b, r| {
+        with_revision(driver, binding, revision, |d, b, r| {
             d.deactivate_revision(b, r)
         })
     }
 
     fn stop_revision(
-        configuration: String,
+        driver: wit::Selection,
         binding: Option<wit::AgentBinding>,
         revision: wit::Revision,
     ) -> Result<(), wit::DriverError> {
-        with_revision(&configuration, binding, revision, |d, b, r| {
-            d.stop_revision(b, r)
-        })
+        with_revision(driver, binding, revision, |d, b, r| d.stop_revision(b, r))
     }
 
     fn retire_revision(
-        configuration: String,
+        driver: wit::Selection,
         binding: Option<wit::AgentBinding>,
         revision: wit::Revision,
     ) -> Result<(), wit::DriverError> {
-        with_revision(&configuration, binding, revision, |d, b, r| {
-            d.retire_revision(b, r)
+        with_revision(driver, binding, revision, |d, b, r| d.retire_revision(b, r))
+    }
+
+    fn delete_agent_runtime_credentials(
+        driver: wit::Selection,
+        binding: wit::AgentBinding,
+    ) -> Result<(), wit::DriverError> {
+        with_driver(driver, |d| {
+            d.delete_agent_runtime_credentials(&binding_from_wit(binding))
         })
     }
 
     fn delete_namespace(
-        configuration: String,
+        driver: wit::Selection,
         namespace: wit::Namespace,
     ) -> Result<(), wit::DriverError> {
-        with_driver(&configuration, |d| {
+        with_driver(driver, |d| {
             d.delete_namespace(&namespace_from_wit(namespace))
         })
     }
@@ -244,10 +289,20 @@ fn warnings_to_wit(warnings: Vec<model::Warning>) -> Vec<wit::Warning> {
         .collect()
 }
 
+fn selection_from_wit(s: wit::Selection) -> model::Selection {
+    model::Selection {
+        id: s.id,
+        implementation: s.implementation,
+        configuration: s.configuration,
+    }
+}
+
 fn namespace_from_wit(namespace: wit::Namespace) -> model::Namespace {
     model::Namespace {
         id: namespace.id,
         name: namespace.name,
+        existing_namespace: namespace.existing_namespace,
+        status: namespace.status,
     }
 }
 
@@ -255,47 +310,86 @@ fn namespace_to_wit(namespace: &model::Namespace) -> wit::Namespace {
     wit::Namespace {
         id: namespace.id.clone(),
         name: namespace.name.clone(),
+        existing_namespace: namespace.existing_namespace.clone(),
+        status: namespace.status.clone(),
     }
 }
 
 fn binding_from_wit(binding: wit::AgentBinding) -> model::AgentBinding {
     model::AgentBinding {
         namespace: namespace_from_wit(binding.namespace),
-        agent_id: binding.agent_id,
-        service_principal_id: binding.service_principal_id,
-    }
-}
-
-fn binding_to_wit(binding: &model::AgentBinding) -> wit::AgentBinding {
-    wit::AgentBinding {
-        namespace: namespace_to_wit(&binding.namespace),
-        agent_id: binding.agent_id.clone(),
-        service_principal_id: binding.service_principal_id.clone(),
-    }
-}
-
-fn revision_from_wit(revision: wit::Revision) -> model::Revision {
-    model::Revision {
-        id: revision.id,
-        namespace_id: revision.namespace_id,
-        agent_id: revision.agent_id,
-        number: revision.number,
-        harness: model::Harness {
-            id: revision.harness.id,
-            mode: revision.harness.mode,
-            version: revision.harness.version,
+        agent: model::Agent {
+            id: binding.agent.id,
+            namespace_id: binding.agent.namespace_id,
+            service_principal_id: binding.agent.service_principal_id,
         },
-        harness_auth: revision.harness_auth,
-        configuration: revision.configuration,
-        requested_plugins: revision.requested_plugins,
-        default_plugin_approver_policy: revision.default_plugin_approver_policy,
-        secret_bindings: revision
-            .secret_bindings
-            .into_iter()
-            .map(|b| model::SecretBinding {
-                name: b.name,
-                secret_id: b.secret_id,
-            })
-            .collect(),
+    }
+}
+
+fn harness_from_wit(h: wit::Harness) -> model::Harness {
+    model::Harness {
+        id: h.id,
+        version: h.version,
+        mode: h.mode,
+    }
+}
+
+fn context_from_wit(c: wit::RevisionContext) -> model::RevisionContext {
+    model::RevisionContext {
+        secret_environment: c.secret_environment,
+    }
+}
+
+fn revision_from_wit(r: wit::Revision) -> model::Revision {
+    model::Revision {
+        id: r.id,
+        namespace_id: r.namespace_id,
+        agent_id: r.agent_id,
+        revision: r.revision,
+        service_principal_id: r.service_principal_id,
+        compute: model::ComputeRef {
+            id: r.compute.id,
+            implementation: r.compute.implementation,
+        },
+        configuration_kind: r.configuration_kind,
+        configuration_generation: r.configuration_generation,
+        configuration: r.configuration,
+        harness: harness_from_wit(r.harness),
+        harness_auth: r.harness_auth,
+        plugins: r.plugins,
+        plugin_approvers: r.plugin_approvers,
+        secret_bindings: r.secret_bindings,
+        sandbox_driver_id: r.sandbox_driver_id,
+        secret_driver_id: r.secret_driver_id,
+    }
+}
+
+/// The hooks receive the revision as the controller committed it; the host
+/// forwards the call's own revision, this copy only names it.
+fn revision_to_wit(r: &model::Revision) -> wit::Revision {
+    wit::Revision {
+        id: r.id.clone(),
+        namespace_id: r.namespace_id.clone(),
+        agent_id: r.agent_id.clone(),
+        revision: r.revision,
+        service_principal_id: r.service_principal_id.clone(),
+        compute: wit::ComputeRef {
+            id: r.compute.id.clone(),
+            implementation: r.compute.implementation.clone(),
+        },
+        configuration_kind: r.configuration_kind.clone(),
+        configuration_generation: r.configuration_generation,
+        configuration: r.configuration.clone(),
+        harness: wit::Harness {
+            id: r.harness.id.clone(),
+            version: r.harness.version.clone(),
+            mode: r.harness.mode.clone(),
+        },
+        harness_auth: r.harness_auth.clone(),
+        plugins: r.plugins.clone(),
+        plugin_approvers: r.plugin_approvers.clone(),
+        secret_bindings: r.secret_bindings.clone(),
+        sandbox_driver_id: r.sandbox_driver_id.clone(),
+        secret_driver_id: r.secret_driver_id.clone(),
     }
 }

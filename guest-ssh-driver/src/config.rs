@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::error::Error;
 
@@ -28,6 +28,230 @@ const MAX_NAME_LEN: usize = 253;
 
 const PATH_RULE: &str = "must be an absolute path without whitespace, quotes, control \
                          characters, shell metacharacters or systemd expansion (`%`, `$`)";
+
+/// The lowest gateway port: an Agent's unprivileged account cannot bind below it.
+pub const MIN_GATEWAY_PORT: u16 = 1024;
+
+/// How one key is checked. The parser closes every object with these tables and
+/// [`schema`] renders them as JSON Schema, so the schema a controller shows and the
+/// keys the driver accepts come from one place (the tests below hold the parser to
+/// each rule).
+#[derive(Debug, Clone, Copy)]
+enum Rule {
+    /// An absolute normalized path of [`PATH_PUNCTUATION`], letters and digits.
+    Path,
+    /// An IP address or a DNS name.
+    Address,
+    /// Exactly `root`.
+    Root,
+    /// A Linux user name prefix other than `root`.
+    UserPrefix,
+    /// An integer in a range.
+    Integer(u64, u64),
+    /// A closed object.
+    Object(&'static [Key]),
+    /// Namespace names mapped to closed objects.
+    Names(&'static [Key]),
+}
+
+/// One key of a closed object.
+#[derive(Debug, Clone, Copy)]
+struct Key {
+    name: &'static str,
+    required: bool,
+    rule: Rule,
+    doc: &'static str,
+}
+
+const fn key(name: &'static str, rule: Rule, doc: &'static str) -> Key {
+    Key {
+        name,
+        required: true,
+        rule,
+        doc,
+    }
+}
+
+const fn optional(name: &'static str, rule: Rule, doc: &'static str) -> Key {
+    Key {
+        name,
+        required: false,
+        rule,
+        doc,
+    }
+}
+
+const SSH_KEYS: &[Key] = &[
+    key(
+        "identityFile",
+        Rule::Path,
+        "The controller's SSH private key (protect it: mode 600).",
+    ),
+    key(
+        "knownHostsFile",
+        Rule::Path,
+        "The known-hosts file every host key is checked against.",
+    ),
+    optional(
+        "connectTimeoutSeconds",
+        Rule::Integer(1, MAX_CONNECT_TIMEOUT_SECONDS),
+        "Seconds to wait for an SSH connection (default 10).",
+    ),
+];
+
+const HOST_KEYS: &[Key] = &[
+    key(
+        "address",
+        Rule::Address,
+        "IP address or DNS name of the host.",
+    ),
+    optional("port", Rule::Integer(1, 65535), "SSH port (default 22)."),
+    key(
+        "user",
+        Rule::Root,
+        "The SSH account: root (non-root SSH and sudo are unsupported).",
+    ),
+    optional(
+        "nodePath",
+        Rule::Path,
+        "Node.js 24 on this host (default runtime.nodePath).",
+    ),
+    optional(
+        "openclawPath",
+        Rule::Path,
+        "The OpenClaw entrypoint on this host (default runtime.openclawPath).",
+    ),
+];
+
+const RUNTIME_KEYS: &[Key] = &[
+    key("nodePath", Rule::Path, "Node.js 24 on the hosts."),
+    key(
+        "openclawPath",
+        Rule::Path,
+        "The OpenClaw entrypoint (dist/index.js) on the hosts.",
+    ),
+    key(
+        "user",
+        Rule::UserPrefix,
+        "Prefix of every Agent's account name (its first 19 characters are used).",
+    ),
+    key(
+        "root",
+        Rule::Path,
+        "The state root shared by every Driver addressing a host.",
+    ),
+    optional(
+        "systemdUnitDirectory",
+        Rule::Path,
+        "Where gateway units are written (default /etc/systemd/system).",
+    ),
+];
+
+const PORT_RANGE_KEYS: &[Key] = &[
+    key(
+        "start",
+        Rule::Integer(MIN_GATEWAY_PORT as u64, 65535),
+        "First gateway port.",
+    ),
+    key(
+        "end",
+        Rule::Integer(MIN_GATEWAY_PORT as u64, 65535),
+        "Last gateway port.",
+    ),
+];
+
+const NETWORK_KEYS: &[Key] = &[key(
+    "gatewayPortRange",
+    Rule::Object(PORT_RANGE_KEYS),
+    "Loopback ports reserved for the gateways; the lowest unused one is allocated.",
+)];
+
+const ROOT_KEYS: &[Key] = &[
+    key(
+        "ssh",
+        Rule::Object(SSH_KEYS),
+        "The controller-side SSH inputs.",
+    ),
+    key(
+        "hosts",
+        Rule::Names(HOST_KEYS),
+        "Namespace names mapped to the hosts their Agents run on.",
+    ),
+    key(
+        "runtime",
+        Rule::Object(RUNTIME_KEYS),
+        "What runs on the hosts and where.",
+    ),
+    key("network", Rule::Object(NETWORK_KEYS), "Gateway ports."),
+];
+
+fn names(keys: &[Key]) -> Vec<&'static str> {
+    keys.iter().map(|k| k.name).collect()
+}
+
+fn rule_schema(rule: Rule) -> Value {
+    match rule {
+        Rule::Path => json!({
+            "type": "string",
+            // `-` ends PATH_PUNCTUATION, so it stays literal in the class.
+            "pattern": format!("^/[A-Za-z0-9{PATH_PUNCTUATION}]*$"),
+            "description": "An absolute, normalized path (no `.`, `..`, `//` or trailing `/`)."
+        }),
+        Rule::Address => json!({
+            "type": "string",
+            "pattern": "^[A-Za-z0-9:][A-Za-z0-9.:-]*$",
+            "maxLength": MAX_NAME_LEN
+        }),
+        Rule::Root => json!({"const": "root"}),
+        Rule::UserPrefix => json!({
+            "type": "string",
+            "pattern": format!("^[a-z_][a-z0-9_-]{{0,{}}}$", MAX_USER_LEN - 1),
+            "not": {"const": "root"}
+        }),
+        Rule::Integer(min, max) => json!({"type": "integer", "minimum": min, "maximum": max}),
+        Rule::Object(keys) => object_schema(keys),
+        Rule::Names(keys) => json!({
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"minLength": 1, "maxLength": MAX_NAME_LEN, "pattern": "^[^\\u0000-\\u001f\\u007f]+$"},
+            "additionalProperties": object_schema(keys)
+        }),
+    }
+}
+
+fn object_schema(keys: &[Key]) -> Value {
+    let properties: Map<String, Value> = keys
+        .iter()
+        .map(|k| {
+            let mut s = rule_schema(k.rule);
+            s["description"] = json!(k.doc);
+            (k.name.to_owned(), s)
+        })
+        .collect();
+    let required: Vec<&str> = keys.iter().filter(|k| k.required).map(|k| k.name).collect();
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": required,
+        "properties": properties,
+    })
+}
+
+/// The JSON Schema (2020-12) of the configuration, rendered from the same key
+/// tables the parser closes its objects with. Rules JSON Schema cannot state
+/// (normalized paths, `start` not above `end`, IP address syntax) are checked by
+/// [`Config::parse`] alone.
+pub fn schema() -> Value {
+    let mut schema = object_schema(ROOT_KEYS);
+    let extra = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "SSH Compute Driver configuration (drivers.compute.configuration)",
+    });
+    if let (Some(s), Value::Object(e)) = (schema.as_object_mut(), extra) {
+        s.extend(e);
+    }
+    schema
+}
 
 /// The parsed and validated driver configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +320,7 @@ impl Config {
         let value: Value = serde_json::from_str(json)
             .map_err(|e| Error::config("configuration", format!("not valid JSON: {e}")))?;
         let root = Object::new("configuration".into(), &value)?;
-        root.closed(&["ssh", "hosts", "runtime", "network"])?;
+        root.closed(&names(ROOT_KEYS))?;
         let config = Self {
             ssh: parse_ssh(&root.object("ssh")?)?,
             hosts: parse_hosts(&root.object("hosts")?)?,
@@ -138,7 +362,7 @@ impl Config {
 }
 
 fn parse_ssh(ssh: &Object<'_>) -> Result<Ssh, Error> {
-    ssh.closed(&["identityFile", "knownHostsFile", "connectTimeoutSeconds"])?;
+    ssh.closed(&names(SSH_KEYS))?;
     let connect_timeout_seconds = ssh
         .optional_integer("connectTimeoutSeconds", 1, MAX_CONNECT_TIMEOUT_SECONDS)?
         .map(|n| u32::try_from(n).expect("bounded by MAX_CONNECT_TIMEOUT_SECONDS"));
@@ -161,7 +385,7 @@ fn parse_hosts(hosts: &Object<'_>) -> Result<BTreeMap<String, Host>, Error> {
         let key_path = format!("{}.{name}", hosts.path);
         check_namespace_name(&key_path, name)?;
         let host = hosts.object(name)?;
-        host.closed(&["address", "port", "user", "nodePath", "openclawPath"])?;
+        host.closed(&names(HOST_KEYS))?;
         let address = host.string("address")?;
         check_address(&host.key_path("address"), &address)?;
         let user = host.string("user")?;
@@ -189,13 +413,7 @@ fn parse_hosts(hosts: &Object<'_>) -> Result<BTreeMap<String, Host>, Error> {
 }
 
 fn parse_runtime(runtime: &Object<'_>) -> Result<Runtime, Error> {
-    runtime.closed(&[
-        "nodePath",
-        "openclawPath",
-        "user",
-        "root",
-        "systemdUnitDirectory",
-    ])?;
+    runtime.closed(&names(RUNTIME_KEYS))?;
     let user = runtime.string("user")?;
     check_user(&runtime.key_path("user"), &user)?;
     Ok(Runtime {
@@ -210,11 +428,12 @@ fn parse_runtime(runtime: &Object<'_>) -> Result<Runtime, Error> {
 }
 
 fn parse_network(network: &Object<'_>) -> Result<Network, Error> {
-    network.closed(&["gatewayPortRange"])?;
+    network.closed(&names(NETWORK_KEYS))?;
     let range = network.object("gatewayPortRange")?;
-    range.closed(&["start", "end"])?;
-    let start = port_of(range.integer("start", 1, u16::MAX.into())?);
-    let end = port_of(range.integer("end", 1, u16::MAX.into())?);
+    range.closed(&names(PORT_RANGE_KEYS))?;
+    // An Agent's unprivileged account could never bind below 1024.
+    let start = port_of(range.integer("start", MIN_GATEWAY_PORT.into(), u16::MAX.into())?);
+    let end = port_of(range.integer("end", MIN_GATEWAY_PORT.into(), u16::MAX.into())?);
     if start > end {
         return Err(Error::config(
             &range.path,
@@ -450,6 +669,131 @@ mod tests {
         doc.to_string()
     }
 
+    /// The subset of JSON Schema [`schema`] uses, enough to check documents
+    /// against it: `type`, `const`, `not`, `pattern`, `minimum`/`maximum`,
+    /// `minLength`/`maxLength`, `minProperties`, `properties`, `required`,
+    /// `additionalProperties` and `propertyNames`.
+    fn conforms(schema: &Value, v: &Value) -> bool {
+        let pattern_ok = |p: &Value, s: &str| {
+            p.as_str()
+                .is_none_or(|p| regex::Regex::new(p).unwrap().is_match(s))
+        };
+        if let Some(c) = schema.get("const")
+            && c != v
+        {
+            return false;
+        }
+        if schema.get("not").is_some_and(|n| conforms(n, v)) {
+            return false;
+        }
+        match schema.get("type").and_then(Value::as_str) {
+            Some("string") => {
+                let Some(s) = v.as_str() else { return false };
+                let len = s.chars().count() as u64;
+                pattern_ok(&schema["pattern"], s)
+                    && schema["maxLength"].as_u64().is_none_or(|m| len <= m)
+                    && schema["minLength"].as_u64().is_none_or(|m| len >= m)
+            }
+            Some("integer") => v.as_u64().is_some_and(|n| {
+                schema["minimum"].as_u64().is_none_or(|m| n >= m)
+                    && schema["maximum"].as_u64().is_none_or(|m| n <= m)
+            }),
+            Some("object") => {
+                let Some(map) = v.as_object() else {
+                    return false;
+                };
+                let props = schema["properties"].as_object();
+                schema["minProperties"]
+                    .as_u64()
+                    .is_none_or(|m| map.len() as u64 >= m)
+                    && schema["required"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .all(|r| map.contains_key(r.as_str().unwrap()))
+                    && map.iter().all(|(k, val)| {
+                        let names = &schema["propertyNames"];
+                        let name_ok = names.is_null()
+                            || conforms(
+                                &{
+                                    let mut n = names.clone();
+                                    n["type"] = json!("string");
+                                    n
+                                },
+                                &json!(k),
+                            );
+                        let value_ok = match props.and_then(|p| p.get(k)) {
+                            Some(s) => conforms(s, val),
+                            None => match &schema["additionalProperties"] {
+                                Value::Bool(false) => false,
+                                Value::Object(_) => conforms(&schema["additionalProperties"], val),
+                                _ => true,
+                            },
+                        };
+                        name_ok && value_ok
+                    })
+            }
+            _ => true,
+        }
+    }
+
+    /// The schema and the parser agree on the driver's own fixtures, except for
+    /// the rules JSON Schema cannot state, which the schema documents.
+    #[test]
+    fn the_schema_agrees_with_the_parser_on_every_fixture() {
+        let schema = schema();
+        assert_eq!(schema["additionalProperties"], json!(false));
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let cases: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap())
+                .unwrap();
+        let beyond_schema = ["invalid-port-range.json"];
+        for case in cases.as_array().unwrap() {
+            let file = case["file"].as_str().unwrap();
+            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+            let doc: Value = serde_json::from_str(&text).unwrap();
+            let parsed = Config::parse(&text).is_ok();
+            if beyond_schema.contains(&file) {
+                assert!(!parsed && conforms(&schema, &doc), "{file}");
+                continue;
+            }
+            assert_eq!(
+                conforms(&schema, &doc),
+                parsed,
+                "{file}: schema and parser disagree"
+            );
+        }
+    }
+
+    /// Every required key of the tables is required by the parser, every
+    /// optional one may be left out, and every integer range is enforced.
+    #[test]
+    fn the_parser_enforces_each_rule_of_the_tables() {
+        let objects: [(&str, &[Key]); 5] = [
+            ("", ROOT_KEYS),
+            ("/ssh", SSH_KEYS),
+            ("/hosts/stable", HOST_KEYS),
+            ("/runtime", RUNTIME_KEYS),
+            ("/network/gatewayPortRange", PORT_RANGE_KEYS),
+        ];
+        for (at, keys) in objects {
+            for k in keys {
+                let pointer = format!("{at}/{}", k.name);
+                let without = Config::parse(&with(&pointer, None));
+                assert_eq!(without.is_err(), k.required, "{pointer}");
+                if let Rule::Integer(min, max) = k.rule {
+                    for bad in [min - 1, max + 1] {
+                        let doc = with(&pointer, Some(json!(bad)));
+                        assert!(
+                            error(&doc).contains(&format!("from {min} to {max}")),
+                            "{pointer} = {bad}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     fn error(json: &str) -> String {
         let err = Config::parse(json).unwrap_err();
         assert_eq!(err.code(), "invalid-configuration", "{err}");
@@ -624,12 +968,12 @@ mod tests {
             (
                 "/network/gatewayPortRange/start",
                 Some(json!(0)),
-                "configuration.network.gatewayPortRange.start: must be an integer from 1 to 65535",
+                "configuration.network.gatewayPortRange.start: must be an integer from 1024 to 65535",
             ),
             (
                 "/network/gatewayPortRange/end",
                 Some(json!(70000)),
-                "configuration.network.gatewayPortRange.end: must be an integer from 1 to 65535",
+                "configuration.network.gatewayPortRange.end: must be an integer from 1024 to 65535",
             ),
             (
                 "/network/gatewayPortRange/start",

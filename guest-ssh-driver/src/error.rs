@@ -19,6 +19,14 @@ pub enum ExecError {
     /// The alias is not granted to this driver.
     #[error("host alias is not granted to this driver: {0}")]
     UnknownHost(String),
+    /// The host's grant does not allow the exec (program, arguments, helper).
+    #[error("the host refused the exec: {0}")]
+    Refused(String),
+    /// The host refused the installation's identity.
+    #[error(
+        "the host refused the installation's SSH identity ({0}); an operator must authorize the key"
+    )]
+    Auth(String),
     /// The connection could not be established.
     #[error("ssh connection failed: {0}")]
     Connect(String),
@@ -66,9 +74,17 @@ pub enum Error {
         path: String,
         reason: String,
     },
-    /// A lifecycle hook refused, so the effect it guards was not performed.
+    /// A lifecycle hook refused, so the effect it guards was not performed;
+    /// `permanent` is the controller's verdict.
     #[error("lifecycle hook {hook} refused: {message}")]
-    HookRefused { hook: &'static str, message: String },
+    HookRefused {
+        hook: &'static str,
+        message: String,
+        permanent: bool,
+    },
+    /// The host would not run a hook for this call.
+    #[error("lifecycle hook {hook} was not run: {message}")]
+    HookNotAllowed { hook: &'static str, message: String },
     /// `beforeWorkloadStart` returned placeholders the unit must not carry.
     #[error("lifecycle hook beforeWorkloadStart returned {0}")]
     InvalidPlaceholder(String),
@@ -136,9 +152,13 @@ impl Error {
     pub fn kind(&self) -> FailureKind {
         match self {
             Self::Transport { error, .. } => match error {
-                // An alias the installation did not grant, or a key an operator must
-                // fix in known_hosts: the same call keeps failing until someone acts.
-                ExecError::UnknownHost(_) | ExecError::HostKey(_) => FailureKind::Permanent,
+                // An alias or exec the installation does not grant, a key an operator
+                // must authorize, or a host key to fix in known_hosts: the same call
+                // keeps failing until someone acts.
+                ExecError::UnknownHost(_)
+                | ExecError::Refused(_)
+                | ExecError::Auth(_)
+                | ExecError::HostKey(_) => FailureKind::Permanent,
                 _ => FailureKind::Retryable,
             },
             Self::Helper { permanent, .. } => {
@@ -148,11 +168,17 @@ impl Error {
                     FailureKind::Retryable
                 }
             }
-            // A hook is the controller's own call: it may be waiting on something that
-            // settles, so the refusal is not an operator error of this driver.
-            Self::HookRefused { .. } | Self::HelperCrashed { .. } | Self::HelperProtocol { .. } => {
-                FailureKind::Retryable
+            // A hook is the controller's own call: its answer says whether the refusal
+            // is for good; without one it may be waiting on something that settles.
+            Self::HookRefused { permanent, .. } => {
+                if *permanent {
+                    FailureKind::Permanent
+                } else {
+                    FailureKind::Retryable
+                }
             }
+            Self::HelperCrashed { .. } | Self::HelperProtocol { .. } => FailureKind::Retryable,
+            Self::HookNotAllowed { .. } => FailureKind::Permanent,
             Self::Configuration { .. }
             | Self::UnmappedNamespace { .. }
             | Self::InvalidIdentity { .. }
@@ -172,10 +198,13 @@ impl Error {
             Self::UnboundAgent(_) => "unbound-agent",
             Self::Refused { code, .. } => code,
             Self::HookRefused { .. } => "hook-refused",
+            Self::HookNotAllowed { .. } => "hook-not-allowed",
             Self::InvalidPlaceholder(_) => "invalid-placeholder",
             Self::UnsafeUnitValue { .. } => "unsafe-unit-value",
             Self::Transport { error, .. } => match error {
                 ExecError::UnknownHost(_) => "unknown-host",
+                ExecError::Refused(_) => "exec-refused",
+                ExecError::Auth(_) => "ssh-auth",
                 ExecError::Connect(_) => "ssh-connect",
                 ExecError::HostKey(_) => "host-key-mismatch",
                 ExecError::Timeout => "ssh-timeout",
@@ -226,6 +255,16 @@ mod tests {
                 ExecError::HostKey("mismatch".into()),
                 Permanent,
                 "host-key-mismatch",
+            ),
+            (
+                ExecError::Auth("Permission denied (publickey)".into()),
+                Permanent,
+                "ssh-auth",
+            ),
+            (
+                ExecError::Refused("argv is not the pinned helper's".into()),
+                Permanent,
+                "exec-refused",
             ),
             (
                 ExecError::Connect("refused".into()),
@@ -283,8 +322,15 @@ mod tests {
         let hook = Error::HookRefused {
             hook: "beforeWorkloadStart",
             message: "denied".into(),
+            permanent: false,
         };
         assert_eq!(hook.kind(), FailureKind::Retryable);
+        let for_good = Error::HookRefused {
+            hook: "beforeWorkloadStart",
+            message: "denied".into(),
+            permanent: true,
+        };
+        assert_eq!(for_good.kind(), FailureKind::Permanent);
         assert_eq!(hook.code(), "hook-refused");
         assert_eq!(
             hook.to_string(),

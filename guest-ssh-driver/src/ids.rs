@@ -78,16 +78,17 @@ pub struct AgentIds {
 impl AgentIds {
     /// Validates the binding's IDs and derives the hashes and account name.
     pub fn new(binding: &AgentBinding, runtime_user: &str) -> Result<Self, Error> {
+        let agent = &binding.agent;
         check_id("namespace.id", &binding.namespace.id)?;
-        check_id("agentId", &binding.agent_id)?;
-        check_id("servicePrincipalId", &binding.service_principal_id)?;
+        check_id("agent.id", &agent.id)?;
+        check_id("agent.servicePrincipalId", &agent.service_principal_id)?;
         Ok(Self {
             namespace_id: binding.namespace.id.clone(),
             namespace_hash: short_hash(&binding.namespace.id),
-            agent_id: binding.agent_id.clone(),
-            agent_hash: short_hash(&binding.agent_id),
-            service_principal_id: binding.service_principal_id.clone(),
-            account: account_name(runtime_user, &binding.namespace.id, &binding.agent_id),
+            agent_id: agent.id.clone(),
+            agent_hash: short_hash(&agent.id),
+            service_principal_id: agent.service_principal_id.clone(),
+            account: account_name(runtime_user, &binding.namespace.id, &agent.id),
         })
     }
 }
@@ -105,9 +106,9 @@ pub struct RevisionIds {
 impl RevisionIds {
     pub fn new(revision: &Revision) -> Result<Self, Error> {
         check_id("revision.id", &revision.id)?;
-        if !(1..=MAX_REVISION_NUMBER).contains(&revision.number) {
+        if !(1..=MAX_REVISION_NUMBER).contains(&revision.revision) {
             return Err(Error::InvalidIdentity {
-                field: "revision.number",
+                field: "revision.revision",
                 reason: format!(
                     "must be from 1 to {MAX_REVISION_NUMBER} (the helper compares it as a \
                      JavaScript number)"
@@ -117,7 +118,7 @@ impl RevisionIds {
         Ok(Self {
             id: revision.id.clone(),
             hash: short_hash(&revision.id),
-            number: revision.number,
+            number: revision.revision,
             harness: format!("{}/{}", revision.harness.id, revision.harness.mode),
         })
     }

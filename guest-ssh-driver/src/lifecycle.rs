@@ -11,7 +11,8 @@ use crate::error::Error;
 use crate::ids::{AgentIds, RevisionIds, check_id, sha256_hex};
 use crate::layout::Layout;
 use crate::model::{
-    AgentBinding, ExecOutput, Level, Namespace, PrepareResult, Revision, RevisionContext, Warning,
+    AgentBinding, ExecOutput, Harness, HookError, Level, Namespace, Readiness, Revision,
+    RevisionContext, Selection, Warning,
 };
 use crate::operation::{self, OPERATION_TIMEOUT_MS, Op, Operation, READINESS_TIMEOUT_MS};
 use crate::snapshot::Snapshot;
@@ -31,21 +32,17 @@ pub trait Effects {
         timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError>;
     /// The `afterNamespacePrepared` hook.
-    fn after_namespace_prepared(&mut self, namespace: &Namespace) -> Result<(), String>;
+    fn after_namespace_prepared(&mut self, namespace: &Namespace) -> Result<(), HookError>;
     /// The `beforeWorkloadStart` hook: the placeholders as `(name, value)`.
     fn before_workload_start(
         &mut self,
-        binding: &AgentBinding,
-        revision_id: &str,
-    ) -> Result<Vec<(String, String)>, String>;
-    /// The `beforeWorkloadStop` hook.
-    fn before_workload_stop(
-        &mut self,
-        binding: &AgentBinding,
-        revision_id: &str,
-    ) -> Result<(), String>;
+        revision: &Revision,
+    ) -> Result<Vec<(String, String)>, HookError>;
+    /// The `beforeWorkloadStop` hook; `cleanup` marks the compensation of a start.
+    fn before_workload_stop(&mut self, revision: &Revision, cleanup: bool)
+    -> Result<(), HookError>;
     /// The `beforeNamespaceDelete` hook.
-    fn before_namespace_delete(&mut self, namespace: &Namespace) -> Result<(), String>;
+    fn before_namespace_delete(&mut self, namespace: &Namespace) -> Result<(), HookError>;
     /// One line in the host's log.
     fn log(&mut self, level: Level, message: &str);
 }
@@ -55,16 +52,44 @@ pub fn validate_configuration(configuration: &str) -> Result<Vec<Warning>, Error
     Config::parse(configuration).map(|_| Vec::new())
 }
 
+/// OCC's `validateHarnessAuth`: admission of a harness and its auth alone.
+pub fn validate_harness_auth(
+    harness: &Harness,
+    harness_auth: &str,
+    secret_bindings: Option<&str>,
+) -> Result<(), Error> {
+    admission::check_harness_and_auth(harness, harness_auth, secret_bindings)
+}
+
+/// The failure a hook answer means for the method that called it.
+fn hook_error(hook: &'static str, error: HookError) -> Error {
+    match error {
+        HookError::Refused { message, permanent } => Error::HookRefused {
+            hook,
+            message,
+            permanent,
+        },
+        HookError::InvalidAnswer(message) => Error::InvalidPlaceholder(message),
+        HookError::NotAllowed(message) => Error::HookNotAllowed { hook, message },
+    }
+}
+
+/// Linux refuses a single argument longer than this (`MAX_ARG_STRLEN`, 32 pages,
+/// its terminating NUL included): the operation must fit in it.
+pub const MAX_OPERATION_ARGUMENT: usize = 128 * 1024 - 1;
+
 /// One contract call: the parsed configuration, the helper source and the effects.
 pub struct Driver<'a, E: Effects> {
     config: Config,
+    /// `drivers.compute.id` and the implementation: revisions must name them.
+    id: String,
+    implementation: String,
     helper: &'a [u8],
     fx: &'a mut E,
 }
 
 /// A bound revision resolved to its binding, host and identities.
 struct Target<'c> {
-    binding: &'c AgentBinding,
     placement: Placement<'c>,
     agent: AgentIds,
     revision: RevisionIds,
@@ -72,9 +97,11 @@ struct Target<'c> {
 
 impl<'a, E: Effects> Driver<'a, E> {
     /// Parses the configuration; `helper` is the helper source sent on every exec.
-    pub fn new(configuration: &str, helper: &'a [u8], fx: &'a mut E) -> Result<Self, Error> {
+    pub fn new(selection: &Selection, helper: &'a [u8], fx: &'a mut E) -> Result<Self, Error> {
         Ok(Self {
-            config: Config::parse(configuration)?,
+            config: Config::parse(&selection.configuration)?,
+            id: selection.id.clone(),
+            implementation: selection.implementation.clone(),
             helper,
             fx,
         })
@@ -106,45 +133,41 @@ impl<'a, E: Effects> Driver<'a, E> {
     /// Creates or verifies the Namespace marker, then runs `afterNamespacePrepared`.
     pub fn ensure_namespace(&mut self, namespace: &Namespace) -> Result<(), Error> {
         check_id("namespace.id", &namespace.id)?;
+        admission::check_namespace(namespace)?;
         let placement = self.config.placement(&namespace.name)?;
         let operation =
             Operation::namespace(Op::EnsureNamespace, &self.config.runtime, &namespace.id);
         run(self.fx, self.helper, &placement, &operation)?;
         self.fx
             .after_namespace_prepared(namespace)
-            .map_err(|message| Error::HookRefused {
-                hook: "afterNamespacePrepared",
-                message,
-            })
+            .map_err(|e| hook_error("afterNamespacePrepared", e))
     }
 
     /// Checks the server-owned identities and the Namespace's placement; no host effect.
     pub fn bind_agent(&self, binding: &AgentBinding) -> Result<(), Error> {
+        admission::check_binding(binding)?;
         AgentIds::new(binding, &self.config.runtime.user)?;
         self.config.placement(&binding.namespace.name)?;
         Ok(())
     }
 
-    /// Admission alone, without side effects.
-    pub fn validate_harness_auth(
-        &self,
-        binding: Option<&AgentBinding>,
-        revision: &Revision,
-    ) -> Result<Vec<Warning>, Error> {
-        target(&self.config, binding, revision)?;
-        Ok(admission::admit(revision, None)?.warnings)
-    }
-
     /// Admits the revision, then prepares it on its host without touching the running
-    /// gateway.
+    /// gateway. Admission warnings go to the log.
     pub fn prepare_revision(
         &mut self,
         binding: Option<&AgentBinding>,
         revision: &Revision,
-        context: &RevisionContext,
-    ) -> Result<PrepareResult, Error> {
-        let target = target(&self.config, binding, revision)?;
-        let Admission { snapshot, warnings } = admission::admit(revision, Some(context))?;
+        context: Option<&RevisionContext>,
+    ) -> Result<Readiness, Error> {
+        let target = target(
+            &self.config,
+            &self.id,
+            &self.implementation,
+            binding,
+            revision,
+        )?;
+        let Admission { snapshot, warnings } = admission::admit(revision, context)?;
+        log_warnings(self.fx, revision, &warnings);
         let range = self.config.network.gateway_port_range;
         let operation = agent_operation(&self.config, Op::Prepare, &target, &snapshot.config_hash)
             .with("snapshot", snapshot.text.as_str())
@@ -153,6 +176,20 @@ impl<'a, E: Effects> Driver<'a, E> {
                 "portRange",
                 serde_json::json!({"start": range.start, "end": range.end}),
             );
+        let argument = operation.argv(target.placement.node_path).swap_remove(2);
+        if argument.len() > MAX_OPERATION_ARGUMENT {
+            return Err(Error::refused(
+                "configuration-too-large",
+                "revision.configuration",
+                format!(
+                    "its snapshot of {} bytes makes a helper operation of {} bytes, over the {} \
+                     bytes Linux allows in one argument; shrink the native configuration",
+                    snapshot.text.len(),
+                    argument.len(),
+                    MAX_OPERATION_ARGUMENT
+                ),
+            ));
+        }
         let result = run(self.fx, self.helper, &target.placement, &operation)?;
         let ready = match result.get("ready") {
             Some(Value::Bool(ready)) => *ready,
@@ -173,19 +210,26 @@ impl<'a, E: Effects> Driver<'a, E> {
                 ),
             );
         }
-        Ok(PrepareResult { ready, warnings })
+        Ok(Readiness { ready })
     }
 
     /// Runs `beforeWorkloadStart`, renders the unit and activates it. A failure after
-    /// the hook accepted runs `beforeWorkloadStop` as compensation and returns the
-    /// original error.
+    /// the hook accepted runs `beforeWorkloadStop` (marked as cleanup) as compensation
+    /// and returns the original error.
     pub fn activate_revision(
         &mut self,
         binding: Option<&AgentBinding>,
         revision: &Revision,
+        context: Option<&RevisionContext>,
     ) -> Result<(), Error> {
-        let target = target(&self.config, binding, revision)?;
-        let Admission { snapshot, .. } = admission::admit(revision, None)?;
+        let target = target(
+            &self.config,
+            &self.id,
+            &self.implementation,
+            binding,
+            revision,
+        )?;
+        let Admission { snapshot, .. } = admission::admit(revision, context)?;
         // The port lives in agent.json on the host: read it (and verify ownership)
         // before the hook, so that an unprepared Agent fails without hooks to undo.
         let inspect = agent_operation(
@@ -215,33 +259,37 @@ impl<'a, E: Effects> Driver<'a, E> {
         )?;
         check_account(&target, &agent_state)?;
 
-        let placeholders = self
-            .fx
-            .before_workload_start(target.binding, &revision.id)
-            .map_err(|message| Error::HookRefused {
-                hook: "beforeWorkloadStart",
-                message,
-            })?;
-        let result = launch(
-            &self.config,
-            self.fx,
-            self.helper,
-            &target,
-            &snapshot,
-            port,
-            placeholders,
-        );
-        // Compensation runs for every failure after the hook accepted; its own failure
-        // is only logged, so that the controller sees why activation failed.
+        let result = match self.fx.before_workload_start(revision) {
+            Ok(placeholders) => launch(
+                &self.config,
+                self.fx,
+                self.helper,
+                &target,
+                &snapshot,
+                port,
+                placeholders,
+            ),
+            // The controller never agreed: nothing to compensate.
+            Err(e @ (HookError::Refused { .. } | HookError::NotAllowed(_))) => {
+                return Err(hook_error("beforeWorkloadStart", e));
+            }
+            // The controller agreed with an answer the host refused: compensate.
+            Err(e) => Err(hook_error("beforeWorkloadStart", e)),
+        };
+        // Compensation runs for every failure after the hook accepted (a cancelled
+        // call included: the host lets a cleanup hook through for a short grace
+        // period); its own failure is only logged, so that the controller sees why
+        // activation failed.
         if let Err(err) = &result
-            && let Err(message) = self.fx.before_workload_stop(target.binding, &revision.id)
+            && let Err(hook) = self.fx.before_workload_stop(revision, true)
         {
             self.fx.log(
                 Level::Warn,
                 &format!(
-                    "compensating beforeWorkloadStop for revision {:?} failed: {message} \
+                    "compensating beforeWorkloadStop for revision {:?} failed: {} \
                      (activation failed: {err})",
-                    revision.id
+                    revision.id,
+                    hook_error("beforeWorkloadStop", hook)
                 ),
             );
         }
@@ -254,7 +302,13 @@ impl<'a, E: Effects> Driver<'a, E> {
         binding: Option<&AgentBinding>,
         revision: &Revision,
     ) -> Result<(), Error> {
-        let target = target(&self.config, binding, revision)?;
+        let target = target(
+            &self.config,
+            &self.id,
+            &self.implementation,
+            binding,
+            revision,
+        )?;
         teardown(
             &self.config,
             self.fx,
@@ -290,29 +344,74 @@ impl<'a, E: Effects> Driver<'a, E> {
         binding: Option<&AgentBinding>,
         revision: &Revision,
     ) -> Result<(), Error> {
-        let target = target(&self.config, binding, revision)?;
+        let target = target(
+            &self.config,
+            &self.id,
+            &self.implementation,
+            binding,
+            revision,
+        )?;
         self.fx
-            .before_workload_stop(target.binding, &revision.id)
-            .map_err(|message| Error::HookRefused {
-                hook: "beforeWorkloadStop",
-                message,
-            })?;
+            .before_workload_stop(revision, false)
+            .map_err(|e| hook_error("beforeWorkloadStop", e))?;
         teardown(&self.config, self.fx, self.helper, op, &target, revision)
+    }
+
+    /// OCC's `deleteAgentRuntimeCredentials`: removes the Agent's unit, tree and
+    /// account. An Agent that is not there is success.
+    pub fn delete_agent_runtime_credentials(
+        &mut self,
+        binding: &AgentBinding,
+    ) -> Result<(), Error> {
+        admission::check_binding(binding)?;
+        let agent = AgentIds::new(binding, &self.config.runtime.user)?;
+        let placement = self.config.placement(&binding.namespace.name)?;
+        let operation = Operation::agent_only(Op::DeleteAgent, &self.config.runtime, &agent);
+        run(self.fx, self.helper, &placement, &operation).map(drop)
     }
 
     /// Runs `beforeNamespaceDelete`, then removes every owned unit, file and account.
     pub fn delete_namespace(&mut self, namespace: &Namespace) -> Result<(), Error> {
         check_id("namespace.id", &namespace.id)?;
+        admission::check_namespace(namespace)?;
         let placement = self.config.placement(&namespace.name)?;
         self.fx
             .before_namespace_delete(namespace)
-            .map_err(|message| Error::HookRefused {
-                hook: "beforeNamespaceDelete",
-                message,
-            })?;
+            .map_err(|e| hook_error("beforeNamespaceDelete", e))?;
         let operation =
             Operation::namespace(Op::DeleteNamespace, &self.config.runtime, &namespace.id);
         run(self.fx, self.helper, &placement, &operation).map(drop)
+    }
+}
+
+/// The checks every revision operation starts with: a binding that owns the
+/// revision, a revision committed for this driver, valid IDs, and a mapped
+/// Namespace name.
+fn target<'c>(
+    config: &'c Config,
+    id: &str,
+    implementation: &str,
+    binding: Option<&AgentBinding>,
+    revision: &Revision,
+) -> Result<Target<'c>, Error> {
+    let binding = admission::bound(binding, revision)?;
+    admission::check_compute(revision, id, implementation)?;
+    let agent = AgentIds::new(binding, &config.runtime.user)?;
+    let revision = RevisionIds::new(revision)?;
+    let placement = config.placement(&binding.namespace.name)?;
+    Ok(Target {
+        placement,
+        agent,
+        revision,
+    })
+}
+
+fn log_warnings<E: Effects>(fx: &mut E, revision: &Revision, warnings: &[Warning]) {
+    for w in warnings {
+        fx.log(
+            Level::Warn,
+            &format!("revision {:?}: {}: {}", revision.id, w.code, w.message),
+        );
     }
 }
 
@@ -379,25 +478,6 @@ fn teardown<E: Effects>(
     run(fx, helper, &target.placement, &operation).map(drop)
 }
 
-/// The checks every revision operation starts with: a binding that owns the revision,
-/// valid IDs, and a mapped Namespace name.
-fn target<'c>(
-    config: &'c Config,
-    binding: Option<&'c AgentBinding>,
-    revision: &Revision,
-) -> Result<Target<'c>, Error> {
-    let binding = admission::bound(binding, revision)?;
-    let agent = AgentIds::new(binding, &config.runtime.user)?;
-    let revision = RevisionIds::new(revision)?;
-    let placement = config.placement(&binding.namespace.name)?;
-    Ok(Target {
-        binding,
-        placement,
-        agent,
-        revision,
-    })
-}
-
 fn agent_operation(config: &Config, op: Op, target: &Target<'_>, config_hash: &str) -> Operation {
     Operation::agent(
         op,
@@ -449,5 +529,19 @@ fn run<E: Effects>(
             &format!("host {host}: {}: {step}: {message}", operation.op.name()),
         );
     }
-    operation::read_result(host, operation.op, &output)
+    operation::read_result(host, operation.op, &output).map_err(|err| match err {
+        // The remote shell could not find the program: a wrong nodePath is a
+        // configuration error, not something a retry fixes.
+        Error::HelperCrashed { .. } if output.exit_status == Some(127) => Error::Helper {
+            host: host.to_owned(),
+            op: operation.op.name(),
+            code: "node-not-found".into(),
+            message: format!(
+                "{} is not an executable on this host (exit status 127): check nodePath",
+                placement.node_path
+            ),
+            permanent: true,
+        },
+        other => other,
+    })
 }

@@ -9,9 +9,10 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use crate::error::{Error, ExecError, FailureKind};
-use crate::lifecycle::{Driver, Effects, validate_configuration};
+use crate::lifecycle::{Driver, Effects, validate_configuration, validate_harness_auth};
 use crate::model::{
-    AgentBinding, ExecOutput, Level, Namespace, Revision, RevisionContext, Warning,
+    AgentBinding, ExecOutput, HookError, Level, Namespace, Revision, RevisionContext, Selection,
+    Warning,
 };
 use crate::testing;
 
@@ -27,10 +28,18 @@ struct Script {
     operations: Vec<Value>,
     logs: Vec<(Level, String)>,
     outputs: HashMap<String, VecDeque<Result<ExecOutput, ExecError>>>,
-    after_namespace_prepared: Option<String>,
-    before_workload_start: Option<Result<Vec<(String, String)>, String>>,
-    before_workload_stop: Option<String>,
-    before_namespace_delete: Option<String>,
+    after_namespace_prepared: Option<HookError>,
+    before_workload_start: Option<Result<Vec<(String, String)>, HookError>>,
+    before_workload_stop: Option<HookError>,
+    before_namespace_delete: Option<HookError>,
+}
+
+/// The controller's refusal, retryable as when it gives no verdict.
+fn refused(message: &str) -> HookError {
+    HookError::Refused {
+        message: message.into(),
+        permanent: false,
+    }
 }
 
 fn ok_line(fields: Value) -> ExecOutput {
@@ -105,7 +114,7 @@ impl Effects for Script {
             .unwrap_or_else(|| Ok(Self::default_output(&op)))
     }
 
-    fn after_namespace_prepared(&mut self, namespace: &Namespace) -> Result<(), String> {
+    fn after_namespace_prepared(&mut self, namespace: &Namespace) -> Result<(), HookError> {
         self.calls
             .push(format!("afterNamespacePrepared {}", namespace.id));
         self.after_namespace_prepared.clone().map_or(Ok(()), Err)
@@ -113,29 +122,30 @@ impl Effects for Script {
 
     fn before_workload_start(
         &mut self,
-        binding: &AgentBinding,
-        revision_id: &str,
-    ) -> Result<Vec<(String, String)>, String> {
+        revision: &Revision,
+    ) -> Result<Vec<(String, String)>, HookError> {
         self.calls.push(format!(
-            "beforeWorkloadStart {} {revision_id}",
-            binding.agent_id
+            "beforeWorkloadStart {} {}",
+            revision.agent_id, revision.id
         ));
         self.before_workload_start.clone().unwrap_or(Ok(Vec::new()))
     }
 
     fn before_workload_stop(
         &mut self,
-        binding: &AgentBinding,
-        revision_id: &str,
-    ) -> Result<(), String> {
+        revision: &Revision,
+        cleanup: bool,
+    ) -> Result<(), HookError> {
         self.calls.push(format!(
-            "beforeWorkloadStop {} {revision_id}",
-            binding.agent_id
+            "beforeWorkloadStop {} {}{}",
+            revision.agent_id,
+            revision.id,
+            if cleanup { " cleanup" } else { "" }
         ));
         self.before_workload_stop.clone().map_or(Ok(()), Err)
     }
 
-    fn before_namespace_delete(&mut self, namespace: &Namespace) -> Result<(), String> {
+    fn before_namespace_delete(&mut self, namespace: &Namespace) -> Result<(), HookError> {
         self.calls
             .push(format!("beforeNamespaceDelete {}", namespace.id));
         self.before_namespace_delete.clone().map_or(Ok(()), Err)
@@ -150,9 +160,15 @@ fn config_json() -> String {
     testing::spec_example().to_string()
 }
 
+fn selection(configuration: String) -> Selection {
+    Selection {
+        configuration,
+        ..testing::selection()
+    }
+}
+
 fn with_driver<T>(script: &mut Script, f: impl FnOnce(&mut Driver<'_, Script>) -> T) -> T {
-    let config = config_json();
-    let mut driver = Driver::new(&config, HELPER, script).unwrap();
+    let mut driver = Driver::new(&selection(config_json()), HELPER, script).unwrap();
     f(&mut driver)
 }
 
@@ -180,7 +196,7 @@ fn preflight_probes_every_host_in_order_and_returns_the_first_failure() {
 
     // All pass.
     let mut script = Script::default();
-    let warnings = Driver::new(&config, HELPER, &mut script)
+    let warnings = Driver::new(&selection(config.clone()), HELPER, &mut script)
         .unwrap()
         .preflight()
         .unwrap();
@@ -217,7 +233,7 @@ fn preflight_probes_every_host_in_order_and_returns_the_first_failure() {
             "probe",
             Err(ExecError::Connect("connection refused".into())),
         );
-    let err = Driver::new(&config, HELPER, &mut script)
+    let err = Driver::new(&selection(config.clone()), HELPER, &mut script)
         .unwrap()
         .preflight()
         .unwrap_err();
@@ -264,7 +280,7 @@ fn ensure_namespace_runs_the_helper_then_the_hook() {
 fn ensure_namespace_failures() {
     // The hook refuses after the marker exists.
     let mut script = Script {
-        after_namespace_prepared: Some("quota exceeded".into()),
+        after_namespace_prepared: Some(refused("quota exceeded")),
         ..Script::default()
     };
     let err = with_driver(&mut script, |d| d.ensure_namespace(&testing::namespace())).unwrap_err();
@@ -289,17 +305,24 @@ fn ensure_namespace_failures() {
     for (namespace, code) in [
         (
             Namespace {
-                id: "ns-1".into(),
                 name: "canary".into(),
+                ..testing::namespace()
             },
             "unmapped-namespace",
         ),
         (
             Namespace {
                 id: "".into(),
-                name: "stable".into(),
+                ..testing::namespace()
             },
             "invalid-identity",
+        ),
+        (
+            Namespace {
+                existing_namespace: Some("team-a".into()),
+                ..testing::namespace()
+            },
+            "unsupported-existing-namespace",
         ),
     ] {
         let mut script = Script::default();
@@ -321,10 +344,16 @@ fn bind_agent_checks_identities_and_placement_without_effects() {
             "unmapped-namespace"
         );
         let mut bad = testing::binding();
-        bad.service_principal_id = "sp\n1".into();
+        bad.agent.service_principal_id = "sp\n1".into();
         assert_eq!(
             d.bind_agent(&bad).unwrap_err().to_string(),
-            "servicePrincipalId: must not contain control character '\\n'"
+            "agent.servicePrincipalId: must not contain control character '\\n'"
+        );
+        let mut elsewhere = testing::binding();
+        elsewhere.agent.namespace_id = "ns-2".into();
+        assert_eq!(
+            d.bind_agent(&elsewhere).unwrap_err().code(),
+            "unbound-agent"
         );
     });
     assert!(script.calls.is_empty());
@@ -336,14 +365,11 @@ type RevisionCall =
 
 fn revision_methods() -> Vec<(&'static str, RevisionCall)> {
     vec![
-        ("validate-harness-auth", |d, b, r| {
-            d.validate_harness_auth(b, r).map(drop)
-        }),
         ("prepare", |d, b, r| {
-            d.prepare_revision(b, r, &RevisionContext::default())
+            d.prepare_revision(b, r, Some(&RevisionContext::default()))
                 .map(drop)
         }),
-        ("activate", |d, b, r| d.activate_revision(b, r)),
+        ("activate", |d, b, r| d.activate_revision(b, r, None)),
         ("deactivate", |d, b, r| d.deactivate_revision(b, r)),
         ("stop", |d, b, r| d.stop_revision(b, r)),
         ("retire", |d, b, r| d.retire_revision(b, r)),
@@ -353,11 +379,11 @@ fn revision_methods() -> Vec<(&'static str, RevisionCall)> {
 #[test]
 fn every_revision_method_fails_closed_without_touching_anything() {
     let mut other = testing::binding();
-    other.agent_id = "agent-2".into();
+    other.agent.id = "agent-2".into();
     let mut unmapped = testing::binding();
     unmapped.namespace.name = "canary".into();
     let mut zero = testing::revision();
-    zero.number = 0;
+    zero.revision = 0;
     let cases: Vec<(Option<AgentBinding>, Revision, &str)> = vec![
         (None, testing::revision(), "unbound-agent"),
         (Some(other), testing::revision(), "unbound-agent"),
@@ -380,22 +406,24 @@ fn every_revision_method_fails_closed_without_touching_anything() {
 }
 
 #[test]
-fn validate_harness_auth_admits_without_effects() {
-    let mut script = Script::default();
-    let mut revision = testing::revision();
-    revision.configuration = "{}".into();
-    let warnings = with_driver(&mut script, |d| {
-        d.validate_harness_auth(Some(&testing::binding()), &revision)
-    })
-    .unwrap();
-    assert_eq!(warnings[0].code, "gateway-auth-defaulted");
-    revision.harness_auth = r#"{"method":"secret"}"#.into();
-    let err = with_driver(&mut script, |d| {
-        d.validate_harness_auth(Some(&testing::binding()), &revision)
-    })
-    .unwrap_err();
+fn validate_harness_auth_checks_harness_and_auth_alone() {
+    let revision = testing::revision();
+    validate_harness_auth(&revision.harness, &revision.harness_auth, None).unwrap();
+    validate_harness_auth(&revision.harness, &revision.harness_auth, Some("{}")).unwrap();
+    let err =
+        validate_harness_auth(&revision.harness, r#"{"method":"api_key"}"#, None).unwrap_err();
     assert_eq!(err.code(), "unsupported-harness-auth");
-    assert!(script.calls.is_empty());
+    let mut dedicated = revision.harness.clone();
+    dedicated.mode = "dedicated".into();
+    let err = validate_harness_auth(&dedicated, &revision.harness_auth, None).unwrap_err();
+    assert_eq!(err.code(), "unsupported-harness");
+    let err = validate_harness_auth(
+        &revision.harness,
+        &revision.harness_auth,
+        Some(r#"{"KEY":{"source":{"kind":"secret","id":"s","namespaceId":"ns-1"}}}"#),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), "unsupported-secret");
 }
 
 #[test]
@@ -405,7 +433,7 @@ fn prepare_sends_the_snapshot_and_reads_readiness() {
         d.prepare_revision(
             Some(&testing::binding()),
             &testing::revision(),
-            &RevisionContext::default(),
+            Some(&RevisionContext::default()),
         )
     })
     .unwrap();
@@ -441,7 +469,7 @@ fn prepare_of_a_trusted_proxy_revision_without_password() {
         d.prepare_revision(
             Some(&testing::binding()),
             &revision,
-            &RevisionContext::default(),
+            Some(&RevisionContext::default()),
         )
     })
     .unwrap();
@@ -467,7 +495,7 @@ fn prepare_outcomes() {
         d.prepare_revision(
             Some(&testing::binding()),
             &testing::revision(),
-            &RevisionContext::default(),
+            Some(&RevisionContext::default()),
         )
     })
     .unwrap();
@@ -481,7 +509,7 @@ fn prepare_outcomes() {
         d.prepare_revision(
             Some(&testing::binding()),
             &testing::revision(),
-            &RevisionContext::default(),
+            Some(&RevisionContext::default()),
         )
     })
     .unwrap_err();
@@ -501,7 +529,11 @@ fn prepare_outcomes() {
     };
     let mut script = Script::default();
     let err = with_driver(&mut script, |d| {
-        d.prepare_revision(Some(&testing::binding()), &testing::revision(), &context)
+        d.prepare_revision(
+            Some(&testing::binding()),
+            &testing::revision(),
+            Some(&context),
+        )
     })
     .unwrap_err();
     assert_eq!(err.code(), "unsupported-secret");
@@ -549,7 +581,7 @@ fn transport_failures_name_the_host() {
             d.prepare_revision(
                 Some(&testing::binding()),
                 &testing::revision(),
-                &RevisionContext::default(),
+                Some(&RevisionContext::default()),
             )
         })
         .unwrap_err();
@@ -562,7 +594,7 @@ fn transport_failures_name_the_host() {
 
 fn activate(script: &mut Script) -> Result<(), Error> {
     with_driver(script, |d| {
-        d.activate_revision(Some(&testing::binding()), &testing::revision())
+        d.activate_revision(Some(&testing::binding()), &testing::revision(), None)
     })
 }
 
@@ -600,7 +632,7 @@ fn activation_inspects_runs_the_hook_renders_and_activates() {
 #[test]
 fn a_refusing_start_hook_prevents_launch_without_compensation() {
     let mut script = Script {
-        before_workload_start: Some(Err("IAM denied".into())),
+        before_workload_start: Some(Err(refused("IAM denied"))),
         ..Script::default()
     };
     let err = activate(&mut script).unwrap_err();
@@ -691,7 +723,7 @@ fn failures_after_the_start_hook_are_compensated() {
         if activated {
             expected.push("exec stable activate");
         }
-        expected.push("beforeWorkloadStop agent-1 rev-1");
+        expected.push("beforeWorkloadStop agent-1 rev-1 cleanup");
         assert_eq!(script.calls, expected, "{code}");
     }
 }
@@ -699,7 +731,7 @@ fn failures_after_the_start_hook_are_compensated() {
 #[test]
 fn a_failing_compensation_is_logged_and_the_original_error_returned() {
     let mut script = Script {
-        before_workload_stop: Some("controller unavailable".into()),
+        before_workload_stop: Some(refused("controller unavailable")),
         ..Script::default()
     };
     script.answer("activate", Ok(failure_line("foreign-unit", true)));
@@ -713,24 +745,27 @@ fn a_failing_compensation_is_logged_and_the_original_error_returned() {
             "host stable: activate failed: foreign-unit: refused by helper".into()
         )
     );
-    assert!(script.logs.contains(&(
-        Level::Warn,
-        "compensating beforeWorkloadStop for revision \"rev-1\" failed: controller unavailable \
-         (activation failed: host stable: activate failed: foreign-unit: refused by helper)"
-            .into()
-    )));
+    assert!(
+        script.logs.contains(&(
+            Level::Warn,
+            "compensating beforeWorkloadStop for revision \"rev-1\" failed: lifecycle hook \
+         beforeWorkloadStop refused: controller unavailable (activation failed: host stable: \
+         activate failed: foreign-unit: refused by helper)"
+                .into()
+        ))
+    );
 }
 
 #[test]
 fn activation_refuses_what_admission_refuses_before_any_effect() {
     let mut revision = testing::revision();
-    revision.default_plugin_approver_policy = Some(r#"{"approvers":[]}"#.into());
+    revision.plugin_approvers = Some("[]".into());
     let mut script = Script::default();
     let err = with_driver(&mut script, |d| {
-        d.activate_revision(Some(&testing::binding()), &revision)
+        d.activate_revision(Some(&testing::binding()), &revision, None)
     })
     .unwrap_err();
-    assert_eq!(err.code(), "unsupported-plugin-approver-policy");
+    assert_eq!(err.code(), "unsupported-plugin-approvers");
     assert!(script.calls.is_empty());
 }
 
@@ -756,7 +791,7 @@ fn stop_and_retire_run_the_stop_hook_first() {
         );
 
         let mut script = Script {
-            before_workload_stop: Some("draining".into()),
+            before_workload_stop: Some(refused("draining")),
             ..Script::default()
         };
         let err = with_driver(&mut script, call).unwrap_err();
@@ -774,7 +809,8 @@ fn teardown_does_not_depend_on_admission() {
     // The rendered snapshot's hash is sent when the document still renders; otherwise
     // the SHA-256 of the document as received.
     let mut refused = testing::revision();
-    refused.requested_plugins = r#"{"p":{}}"#.into();
+    refused.plugins =
+        Some(r#"{"driver":{"id":"p","implementation":"x"},"plugins":{"p":{}}}"#.into());
     let mut unrenderable = testing::revision();
     unrenderable.configuration = r#"{"gateway":{"auth":{"mode":"token"}}}"#.into();
     let cases = [
@@ -828,7 +864,7 @@ fn delete_namespace_runs_its_hook_first() {
     );
 
     let mut script = Script {
-        before_namespace_delete: Some("agents remain".into()),
+        before_namespace_delete: Some(refused("agents remain")),
         ..Script::default()
     };
     let err = with_driver(&mut script, |d| d.delete_namespace(&testing::namespace())).unwrap_err();
@@ -840,8 +876,8 @@ fn delete_namespace_runs_its_hook_first() {
 
     let mut script = Script::default();
     let unmapped = Namespace {
-        id: "ns-1".into(),
         name: "canary".into(),
+        ..testing::namespace()
     };
     let err = with_driver(&mut script, |d| d.delete_namespace(&unmapped)).unwrap_err();
     assert_eq!(err.code(), "unmapped-namespace");

@@ -1,34 +1,57 @@
 //! The values OCC passes to the driver, as plain Rust: the policy never sees the
-//! generated WIT types, so it compiles and unit-tests natively.
+//! generated WIT types, so it compiles and unit-tests natively. Field names follow
+//! OCC's own (`packages/contracts/src/index.ts`), snake-cased.
 
-/// An OCC Namespace: its server-owned ID and its name (the `hosts.<name>` key).
+/// The driver as the installation selected it (`drivers.compute`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// `drivers.compute.id`, e.g. `compute-ssh`.
+    pub id: String,
+    /// The implementation identity revisions record, e.g. `occ/ssh`.
+    pub implementation: String,
+    /// `drivers.compute.configuration`, as JSON.
+    pub configuration: String,
+}
+
+/// An OCC Namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Namespace {
     pub id: String,
+    /// The `hosts.<name>` key.
     pub name: String,
+    /// `existingNamespace`: adoption is unsupported by SSH Compute.
+    pub existing_namespace: Option<String>,
+    pub status: String,
 }
 
-/// The server-owned identities OCC binds before any revision operation.
+/// The fields of OCC's Agent the driver reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    pub id: String,
+    pub namespace_id: String,
+    pub service_principal_id: String,
+}
+
+/// `ComputeAgentBinding`: the server-owned Namespace and Agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentBinding {
     pub namespace: Namespace,
-    pub agent_id: String,
-    pub service_principal_id: String,
+    pub agent: Agent,
 }
 
 /// The Harness a revision runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Harness {
     pub id: String,
+    pub version: String,
     pub mode: String,
-    pub version: Option<String>,
 }
 
-/// One OCC Secret binding on a revision.
+/// `AgentRevision.compute`: the Compute Driver a revision was committed for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecretBinding {
-    pub name: String,
-    pub secret_id: String,
+pub struct ComputeRef {
+    pub id: String,
+    pub implementation: String,
 }
 
 /// An AgentRevision as OCC commits it; the JSON documents stay strings until admitted.
@@ -37,16 +60,23 @@ pub struct Revision {
     pub id: String,
     pub namespace_id: String,
     pub agent_id: String,
-    pub number: u64,
+    /// OCC's `revision`: the number, positive and increasing per Agent.
+    pub revision: u64,
+    pub service_principal_id: String,
+    pub compute: ComputeRef,
+    pub configuration_kind: String,
+    pub configuration_generation: u64,
+    pub configuration: String,
     pub harness: Harness,
     pub harness_auth: String,
-    pub configuration: String,
-    pub requested_plugins: String,
-    pub default_plugin_approver_policy: Option<String>,
-    pub secret_bindings: Vec<SecretBinding>,
+    pub plugins: Option<String>,
+    pub plugin_approvers: Option<String>,
+    pub secret_bindings: Option<String>,
+    pub sandbox_driver_id: Option<String>,
+    pub secret_driver_id: Option<String>,
 }
 
-/// What OCC resolved for a revision before preparation.
+/// What OCC resolved for a revision before the call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RevisionContext {
     pub secret_environment: Vec<String>,
@@ -68,12 +98,11 @@ impl Warning {
     }
 }
 
-/// The outcome of preparing a revision.
+/// What preparation observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PrepareResult {
+pub struct Readiness {
     /// False when the candidate was superseded: nothing changed on the host.
     pub ready: bool,
-    pub warnings: Vec<Warning>,
 }
 
 /// What a finished remote command produced.
@@ -83,6 +112,17 @@ pub struct ExecOutput {
     pub exit_status: Option<i32>,
     pub stdout: Vec<u8>,
     pub stderr_tail: Vec<u8>,
+}
+
+/// Why a lifecycle hook did not succeed (the WIT `hook-error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookError {
+    /// The controller refused; `permanent` is its verdict.
+    Refused { message: String, permanent: bool },
+    /// The controller accepted but its answer broke the rules: compensate.
+    InvalidAnswer(String),
+    /// The host refused to run the hook for this call.
+    NotAllowed(String),
 }
 
 /// Log levels of the host's `log` interface.

@@ -53,11 +53,12 @@ pub enum Op {
     Stop,
     Retire,
     DeleteNamespace,
+    DeleteAgent,
 }
 
 impl Op {
     /// Every operation.
-    pub const ALL: [Op; 9] = [
+    pub const ALL: [Op; 10] = [
         Op::Probe,
         Op::EnsureNamespace,
         Op::InspectAgent,
@@ -67,6 +68,7 @@ impl Op {
         Op::Stop,
         Op::Retire,
         Op::DeleteNamespace,
+        Op::DeleteAgent,
     ];
 
     /// The `op` field.
@@ -81,6 +83,7 @@ impl Op {
             Self::Stop => "stop",
             Self::Retire => "retire",
             Self::DeleteNamespace => "delete-namespace",
+            Self::DeleteAgent => "delete-agent",
         }
     }
 }
@@ -121,6 +124,25 @@ impl Operation {
             "namespace",
             json!({"id": namespace_id, "hash": crate::ids::short_hash(namespace_id)}),
         )
+    }
+
+    /// `delete-agent`: an Agent operation without a revision.
+    pub fn agent_only(op: Op, runtime: &Runtime, agent: &AgentIds) -> Self {
+        Self::base(op, runtime)
+            .with(
+                "namespace",
+                json!({"id": agent.namespace_id, "hash": agent.namespace_hash}),
+            )
+            .with(
+                "agent",
+                json!({
+                    "id": agent.agent_id,
+                    "hash": agent.agent_hash,
+                    "servicePrincipalId": agent.service_principal_id,
+                    "account": agent.account,
+                    "unitName": crate::layout::unit_name(&agent.agent_hash),
+                }),
+            )
     }
 
     /// Agent operations: `prepare`, `inspect-agent`, `activate`, `deactivate`,

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::config::Config;
 use crate::ids::AgentIds;
 use crate::layout::Layout;
-use crate::model::{AgentBinding, Harness, Namespace, Revision};
+use crate::model::{Agent, AgentBinding, ComputeRef, Harness, Namespace, Revision, Selection};
 
 /// The spec's example configuration.
 pub(crate) fn spec_example() -> Value {
@@ -42,18 +42,32 @@ pub(crate) fn config() -> Config {
     Config::parse(&spec_example().to_string()).unwrap()
 }
 
+/// The installation's selection of the driver, with the spec's configuration.
+pub(crate) fn selection() -> Selection {
+    Selection {
+        id: "compute-ssh".into(),
+        implementation: "occ/ssh".into(),
+        configuration: spec_example().to_string(),
+    }
+}
+
 pub(crate) fn namespace() -> Namespace {
     Namespace {
         id: "ns-1".into(),
         name: "stable".into(),
+        existing_namespace: None,
+        status: "ready".into(),
     }
 }
 
 pub(crate) fn binding() -> AgentBinding {
     AgentBinding {
         namespace: namespace(),
-        agent_id: "agent-1".into(),
-        service_principal_id: "sp-1".into(),
+        agent: Agent {
+            id: "agent-1".into(),
+            namespace_id: "ns-1".into(),
+            service_principal_id: "sp-1".into(),
+        },
     }
 }
 
@@ -76,17 +90,26 @@ pub(crate) fn revision() -> Revision {
         id: "rev-1".into(),
         namespace_id: "ns-1".into(),
         agent_id: "agent-1".into(),
-        number: 1,
+        revision: 1,
+        service_principal_id: "sp-1".into(),
+        compute: ComputeRef {
+            id: "compute-ssh".into(),
+            implementation: "occ/ssh".into(),
+        },
+        configuration_kind: "agent".into(),
+        configuration_generation: 1,
         harness: Harness {
             id: "openclaw".into(),
+            version: "2026.9.6".into(),
             mode: "embedded".into(),
-            version: None,
         },
         harness_auth: r#"{"method":"runtime"}"#.into(),
         configuration: r#"{"gateway":{"mode":"local","auth":{"mode":"password"}},"agents":{"defaults":{"model":"anthropic/claude"}}}"#.into(),
-        requested_plugins: "{}".into(),
-        default_plugin_approver_policy: None,
-        secret_bindings: Vec::new(),
+        plugins: None,
+        plugin_approvers: None,
+        secret_bindings: None,
+        sandbox_driver_id: None,
+        secret_driver_id: None,
     }
 }
 

@@ -96,6 +96,8 @@ fn main() {
     let installation = Installation {
         path: PathBuf::from("bench-installation.yaml"),
         driver_id: "compute-ssh".into(),
+        implementation: "occ/ssh".into(),
+        approved_helpers: Vec::new(),
         component: component.clone(),
         configuration: config,
     };

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use occ_driver_host::capability::ssh_exec::config::render_ssh_config;
 use occ_driver_host::capability::ssh_exec::live::LiveSsh;
 use occ_driver_host::capability::ssh_exec::{
-    ExecBackend, ExecBounds, ExecRequest, HostGrant, SshGrant,
+    ExecBackend, ExecBounds, ExecPolicy, ExecRequest, HostGrant, SshGrant,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -53,6 +53,9 @@ fn main() {
                 node_path: "/usr/bin/node".into(),
             },
         )]),
+        policy: ExecPolicy::NodeHelper {
+            approved: Vec::new(),
+        },
         bounds: ExecBounds::default(),
     };
     let config = tempfile::NamedTempFile::new().unwrap();

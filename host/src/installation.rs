@@ -5,15 +5,22 @@
 //! drivers:
 //!   compute:
 //!     id: compute-ssh
-//!     component: ../target/wasm32-wasip2/release/guest_ssh_driver.wasm
+//!     implementation: occ/ssh            # optional, the default
+//!     component: /opt/occ/drivers/guest_ssh_driver.wasm
+//!     approvedHelpers: [<SHA-256 of the helper the operator audited>]
 //!     configuration: { ssh: ..., hosts: ..., runtime: ..., network: ... }
 //! ```
 //!
-//! The host reads `drivers.compute` only; the other selections OCC keeps in the same
-//! document (occ, Configuration, IAM, Secret) are left alone. A relative `component`
-//! path is resolved against the installation file's directory. The driver itself
-//! validates `configuration` (unknown keys fail there); the host reads from it only
-//! the trusted inputs of its grants (see [`crate::capability::ssh_exec::SshGrant`]).
+//! The spec's document works as written: `component` may instead come from the
+//! command line (`--component`) or `$OCC_DRIVER_COMPONENT`, and the document itself
+//! from `$OCC_CONFIG_PATH`. The host reads `drivers.compute` only; the other
+//! selections OCC keeps in the same document (occ, Configuration, IAM, Secret) are
+//! left alone. A relative `component` path is resolved against the installation
+//! file's directory. The driver itself validates `configuration` (unknown keys fail
+//! there); the host reads from it only the trusted inputs of its grants (see
+//! [`crate::capability::ssh_exec::SshGrant`]). `approvedHelpers` pins what the
+//! driver may run on hosts: nothing runs until the helper's SHA-256 is listed
+//! (`occ-driver-host check` prints the line to add).
 //!
 //! YAML is parsed with duplicate keys refused and with bounds on aliases, depth
 //! and size, so that a hostile or broken document (an alias bomb) fails with a
@@ -26,7 +33,20 @@ use serde_json::Value;
 use crate::error::LoadError;
 
 /// Keys the host accepts under `drivers.compute`.
-const COMPUTE_KEYS: &[&str] = &["id", "implementation", "component", "configuration"];
+const COMPUTE_KEYS: &[&str] = &[
+    "id",
+    "implementation",
+    "component",
+    "approvedHelpers",
+    "configuration",
+];
+
+/// The implementation identity when the document names none: the spec's
+/// "compute-ssh (implementation occ/ssh)".
+pub const DEFAULT_IMPLEMENTATION: &str = "occ/ssh";
+
+/// Where a component comes from when neither the caller nor the document names one.
+pub const COMPONENT_ENV: &str = "OCC_DRIVER_COMPONENT";
 
 /// Installation documents are kilobytes; a megabyte is a mistake or an attack.
 const MAX_DOCUMENT_BYTES: u64 = 1 << 20;
@@ -38,6 +58,11 @@ pub struct Installation {
     pub path: PathBuf,
     /// `drivers.compute.id`.
     pub driver_id: String,
+    /// `drivers.compute.implementation` (default [`DEFAULT_IMPLEMENTATION`]).
+    pub implementation: String,
+    /// `drivers.compute.approvedHelpers`: SHA-256 (lowercase hex) of each helper
+    /// the operator approved for the driver to run on hosts.
+    pub approved_helpers: Vec<String>,
     /// The component file, resolved against the installation's directory.
     pub component: PathBuf,
     /// `drivers.compute.configuration`, as JSON for the driver.
@@ -107,11 +132,44 @@ impl Installation {
             Some(_) => return Err(err("drivers.compute.id: must be a nonempty string".into())),
             None => return Err(err("drivers.compute.id: missing".into())),
         };
+        let implementation = match compute.get("implementation") {
+            None => DEFAULT_IMPLEMENTATION.to_string(),
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(_) => {
+                return Err(err(
+                    "drivers.compute.implementation: must be a nonempty string".into(),
+                ));
+            }
+        };
+        let approved_helpers = match compute.get("approvedHelpers") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, h)| match h.as_str() {
+                    Some(s)
+                        if s.len() == 64
+                            && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
+                    {
+                        Ok(s.to_string())
+                    }
+                    _ => Err(err(format!(
+                        "drivers.compute.approvedHelpers[{i}]: must be a SHA-256 in lowercase hex (64 characters), as `occ-driver-host inspect` prints it"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => {
+                return Err(err(
+                    "drivers.compute.approvedHelpers: must be a list of SHA-256 hashes".into(),
+                ));
+            }
+        };
         // A component named by the caller is taken as given (relative to the
         // working directory); one named in the document is relative to it.
-        let component = match (component_override, compute.get("component")) {
-            (Some(c), _) => c.to_path_buf(),
-            (None, Some(Value::String(s))) if !s.is_empty() => {
+        let env_component = std::env::var_os(COMPONENT_ENV).filter(|v| !v.is_empty());
+        let component = match (component_override, compute.get("component"), env_component) {
+            (Some(c), _, _) => c.to_path_buf(),
+            (None, Some(Value::String(s)), _) if !s.is_empty() => {
                 let c = PathBuf::from(s);
                 if c.is_relative() {
                     path.parent().unwrap_or(Path::new(".")).join(c)
@@ -119,14 +177,14 @@ impl Installation {
                     c
                 }
             }
-            (None, Some(_)) => {
+            (None, Some(_), _) => {
                 return Err(err("drivers.compute.component: must be a file path".into()));
             }
-            (None, None) => {
-                return Err(err(
-                    "drivers.compute.component: missing; name the driver component (.wasm) to load"
-                        .into(),
-                ));
+            (None, None, Some(c)) => PathBuf::from(c),
+            (None, None, None) => {
+                return Err(err(format!(
+                    "drivers.compute.component: missing; name the driver component (.wasm) to load here, with --component or in ${COMPONENT_ENV}"
+                )));
             }
         };
         let configuration = match compute.get("configuration") {
@@ -141,6 +199,8 @@ impl Installation {
         Ok(Installation {
             path: path.to_path_buf(),
             driver_id,
+            implementation,
+            approved_helpers,
             component,
             configuration,
         })
@@ -215,6 +275,14 @@ mod tests {
             (
                 "drivers: {compute: {id: a, component: c.wasm, configuration: 3}}",
                 "must be a mapping",
+            ),
+            (
+                "drivers: {compute: {id: a, component: c.wasm, configuration: {}, approvedHelpers: [abc]}}",
+                "drivers.compute.approvedHelpers[0]: must be a SHA-256",
+            ),
+            (
+                "drivers: {compute: {id: a, component: c.wasm, configuration: {}, implementation: 3}}",
+                "drivers.compute.implementation: must be a nonempty string",
             ),
             ("drivers: [", "not valid YAML"),
         ];

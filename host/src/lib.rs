@@ -42,7 +42,9 @@ pub mod rpc;
 pub mod runtime;
 pub mod world;
 
-pub use capability::hooks::{Hook, HookAnswer, HookRequest, LifecycleHooks, NoHooks};
+pub use capability::hooks::{
+    Hook, HookAnswer, HookFuture, HookRefusal, HookRequest, LifecycleHooks, NoHooks,
+};
 pub use error::{CallError, FailureKind, LoadError};
 pub use installation::Installation;
 pub use runtime::{ComponentCache, Limits, Runtime};

@@ -32,6 +32,8 @@ fn installation(component: PathBuf, fault: &str) -> Installation {
     Installation {
         path: PathBuf::from("test-installation.yaml"),
         driver_id: "compute-fault".into(),
+        implementation: "occ/ssh".into(),
+        approved_helpers: Vec::new(),
         component,
         configuration: json!({
             "fault": fault,
@@ -82,7 +84,7 @@ async fn misbehaving_guests_end_in_clear_errors_and_the_host_serves_on() {
         ("panic", "driver-panic", "the fault guest panics on request"),
         (
             "ungranted-host",
-            "exec-refused",
+            "fault-outcome",
             "UnknownHost(\"not-granted\")",
         ),
     ];

@@ -72,10 +72,14 @@ fn main() {
             let prepares = (0..n).map(|i| {
                 let ns = namespaces[i % namespaces.len()].clone();
                 let agent = format!("agent-scale-{round}-{i}");
+                let sp = format!("sp-{i}");
                 let params = json!({
-                    "binding": {"namespace": ns, "agent": {"id": agent, "servicePrincipalId": format!("sp-{i}")}},
+                    "binding": {"namespace": ns, "agent": {"id": agent, "namespaceId": ns["id"], "servicePrincipalId": sp}},
                     "revision": {"id": format!("rev-scale-{round}-{i}"), "namespaceId": ns["id"], "agentId": agent,
-                                 "revision": 1, "harness": {"id": "openclaw", "mode": "embedded"},
+                                 "revision": 1, "servicePrincipalId": sp, "configurationKind": "agent",
+                                 "configurationGeneration": 1,
+                                 "compute": {"id": "compute-ssh", "implementation": "occ/ssh"},
+                                 "harness": {"id": "openclaw", "version": "2026.9.6", "mode": "embedded"},
                                  "harnessAuth": {"method": "runtime"}, "configuration": {"gateway": {"mode": "local"}}},
                 });
                 tokio::spawn(call(Method::PrepareRevision, params))

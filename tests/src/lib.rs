@@ -53,13 +53,25 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Write an installation file selecting `component` with `configuration`.
+/// SHA-256 of the repository's helper: what an operator pins after auditing it.
+pub fn helper_sha256() -> String {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(repo_root().join("helper/helper.js")).unwrap();
+    Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Write an installation file selecting `component` with `configuration`, the
+/// repository's helper approved.
 pub fn write_installation(dir: &Path, component: &Path, configuration: &Value) -> PathBuf {
     let doc = serde_json::json!({
         "occ": {"environment": "test"},
         "drivers": {"compute": {
             "id": "compute-ssh",
             "component": component,
+            "approvedHelpers": [helper_sha256()],
             "configuration": configuration,
         }},
     });

@@ -126,15 +126,22 @@ impl Agent {
         }
     }
     fn binding(&self) -> Value {
-        json!({"namespace": self.namespace, "agent": {"id": self.id, "servicePrincipalId": self.sp}})
+        json!({"namespace": self.namespace, "agent": {
+            "id": self.id, "namespaceId": self.namespace["id"], "name": "agent",
+            "servicePrincipalId": self.sp,
+        }})
     }
     fn revision(&self, id: &str, number: u64, configuration: Value) -> Value {
+        // OCC's AgentRevision, as its contracts type it.
         json!({
             "id": id, "namespaceId": self.namespace["id"], "agentId": self.id, "revision": number,
+            "backendId": null, "configurationId": "cfg", "configurationKind": "agent",
+            "configurationGeneration": number,
             "harness": {"id": "openclaw", "mode": "embedded", "version": "2026.9.6"},
+            "compute": {"id": "compute-ssh", "implementation": "occ/ssh"},
             "harnessAuth": {"method": "runtime"},
             "configuration": configuration,
-            "servicePrincipalId": self.sp,
+            "servicePrincipalId": self.sp, "createdAt": "2026-11-30T00:00:00.000Z",
         })
     }
     fn params(&self, revision: &Value) -> Value {
@@ -212,7 +219,7 @@ fn deploys_cuts_over_isolates_retires_and_deletes_real_gateways() {
     let host = rig.hosts[0].clone();
     let d = Deployment::new(&[("alpha", &host), ("beta", &host)], None);
 
-    assert_eq!(d.ok("preflight", json!({}))["ok"], true);
+    assert_eq!(d.ok("preflight", json!({}))["warnings"], json!([]));
 
     let alpha = json!({"id": unique("ns-alpha"), "name": "alpha"});
     let beta = json!({"id": unique("ns-beta"), "name": "beta"});
@@ -515,9 +522,11 @@ fn refusals_change_nothing_and_name_the_host() {
     // Each refused revision leaves the host exactly as it was.
     let refused = [
         json!({"harnessAuth": {"method": "secret", "secretId": "s"}}),
-        json!({"requestedPlugins": {"slack": {}}}),
-        json!({"defaultPluginApproverPolicy": {"approvers": []}}),
-        json!({"secretBindings": [{"name": "API_KEY", "secretId": "sec-1"}]}),
+        json!({"plugins": {"driver": {"id": "plugins", "implementation": "x"}, "plugins": {"slack": {"enabled": true}}}}),
+        json!({"pluginApprovers": []}),
+        json!({"secretBindings": {"API_KEY": {"source": {"kind": "secret", "id": "sec-1", "namespaceId": "ns"}}}}),
+        json!({"sandboxDriverId": "sandbox-k8s"}),
+        json!({"compute": {"id": "compute-k8s", "implementation": "occ/k8s"}}),
         json!({"configuration": {"gateway": {"auth": {"mode": "token", "token": "x"}}}}),
     ];
     for change in refused {

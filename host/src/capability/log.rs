@@ -15,7 +15,7 @@ use crate::runtime::escape_control;
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
-        interfaces: "import occ:compute/log@0.1.0;",
+        interfaces: "import occ:compute/log@0.2.0;",
         imports: { default: async },
     });
 }

@@ -15,14 +15,15 @@ use super::{Setup, report_error, report_load_error};
 /// Arguments of `call`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Revision methods take {\"revision\": {...}, \"binding\": {\"namespace\": {...}, \"agent\": {...}}}:\n\
-a one-shot call has no earlier bindAgent, so pass the binding with the revision."
+    after_help = "Params are OCC's own JSON shapes (AgentRevision, Namespace, Agent, ComputeRevisionContext).\n\
+Revision methods take {\"revision\": {...}, \"context\"?: {...}, \"binding\": {\"namespace\": {...}, \"agent\": {...}}}:\n\
+a one-shot call has no earlier bindAgent, so it passes the binding with the revision."
 )]
 pub(crate) struct CallArgs {
     /// The contract method, as OCC names it.
     method: Method,
-    /// The installation YAML.
-    #[arg(long, short = 'i')]
+    /// The installation YAML [default: $OCC_CONFIG_PATH].
+    #[arg(long, short = 'i', env = "OCC_CONFIG_PATH")]
     installation: PathBuf,
     /// The params object as JSON, or @FILE to read it from a file, or @- for stdin.
     #[arg(long, short = 'p', default_value = "{}")]
@@ -54,7 +55,7 @@ fn read_params(arg: &str) -> Result<Value> {
 
 pub(crate) fn run(setup: &Setup, args: CallArgs) -> Result<ExitCode> {
     let params = read_params(&args.params)?;
-    let driver = match setup.open(&args.installation, args.audit_log.clone()) {
+    let driver = match setup.open(&args.installation, args.audit_log.clone(), false) {
         Ok(d) => d,
         Err(e) => return report_load_error(e, args.json),
     };
@@ -76,7 +77,7 @@ pub(crate) fn run(setup: &Setup, args: CallArgs) -> Result<ExitCode> {
         driver.call_json(method, &params, options).await
     });
     progress.finish();
-    match present(method, result) {
+    match present(method, &params, result) {
         Ok(v) => {
             println!("{}", serde_json::to_string_pretty(&v)?);
             Ok(match v.get("failure").and_then(Value::as_str) {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use occ_driver_host::world;
+use occ_driver_host::world::ssh_compute_driver::helper_of;
 use serde_json::{Value, json};
 
 use super::{EXIT_LOCAL, Setup};
@@ -25,11 +26,13 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
     let granted = |import: &str| world.is_some_and(|w| w.grants(import));
     let refused: Vec<&String> = c.imports.iter().filter(|i| !granted(i)).collect();
     let loadable = world.is_some() && refused.is_empty();
+    let helper = helper_of(&c);
     if args.json {
         let v = json!({
             "component": c.path,
             "sha256": c.sha256,
             "size": c.size,
+            "helper": helper.as_ref().map(|(bytes, sha)| json!({"sha256": sha, "size": bytes.len()})),
             "world": world.map(|w| Value::from(w.name)).unwrap_or(Value::Null),
             "loadable": loadable,
             "imports": c.imports.iter().map(|i| json!({"name": i, "granted": granted(i)})).collect::<Vec<_>>(),
@@ -42,6 +45,13 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
         println!("component  {}", c.path.display());
         println!("sha256     {}", c.sha256);
         println!("size       {} bytes", c.size);
+        match &helper {
+            Some((bytes, sha)) => println!(
+                "helper     sha256 {sha} ({} bytes; approve it with drivers.compute.approvedHelpers)",
+                bytes.len()
+            ),
+            None => println!("helper     none (no occ:helper section)"),
+        }
         match world {
             Some(w) => println!("world      {}", w.name),
             None => println!("world      none (it exports none of this host's worlds)"),

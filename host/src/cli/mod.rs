@@ -57,7 +57,7 @@ pub(crate) struct Cli {
     #[arg(long, global = true)]
     no_cache: bool,
     /// Load this component instead of the installation's drivers.compute.component.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", env = "OCC_DRIVER_COMPONENT")]
     component: Option<PathBuf>,
     /// Run against the hosts and append every exec to FILE (a recording for --ssh-replay).
     #[arg(
@@ -108,7 +108,7 @@ pub(crate) struct Setup {
     pub(crate) runtime: Arc<Runtime>,
     cache: Option<ComponentCache>,
     component: Option<PathBuf>,
-    ssh: SshMode,
+    pub(crate) ssh: SshMode,
 }
 
 impl Setup {
@@ -142,11 +142,13 @@ impl Setup {
         self.cache.as_ref()
     }
 
-    /// Read the installation and open its driver.
+    /// Read the installation and open its driver. `require_bind`: revision calls
+    /// use only bindings bindAgent accepted (a long-running serve).
     pub(crate) fn open(
         &self,
         installation: &Path,
         audit_log: Option<PathBuf>,
+        require_bind: bool,
     ) -> Result<Driver, LoadError> {
         let installation =
             Installation::load_with_component(installation, self.component.as_deref())?;
@@ -157,6 +159,7 @@ impl Setup {
                 cache: self.cache.clone(),
                 audit_log,
                 ssh: self.ssh.clone(),
+                require_bind,
             },
         )
     }

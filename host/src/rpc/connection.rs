@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::envelope::{self, Incoming, code};
 use super::framing::{Frame, MAX_MESSAGE, MessageCodec};
-use crate::capability::hooks::{HookAnswer, HookFuture, HookRequest, LifecycleHooks};
+use crate::capability::hooks::{HookAnswer, HookFuture, HookRefusal, HookRequest, LifecycleHooks};
 use crate::error::{CallError, FailureKind};
 use crate::world::Progress;
 use crate::world::ssh_compute_driver::{CallOptions, Driver, Method, present};
@@ -98,18 +98,25 @@ impl Connection {
     }
 
     /// Send a request to the controller and wait for its answer. The waiter is
-    /// forgotten however this future ends (answered, timed out, cancelled).
+    /// forgotten however this future ends; when it ends unanswered (timed out,
+    /// cancelled), the controller is told with `$/cancelRequest`, so that its hook
+    /// sees its abort signal.
     async fn request(&self, method: &str, params: Value) -> Result<Value, Value> {
-        struct Forget<'a>(&'a Connection, String);
+        struct Forget<'a>(&'a Connection, String, Value);
         impl Drop for Forget<'_> {
             fn drop(&mut self) {
-                lock(&self.0.pending).remove(&self.1);
+                if lock(&self.0.pending).remove(&self.1).is_some() {
+                    self.0.offer(envelope::notification(
+                        "$/cancelRequest",
+                        json!({"id": self.2}),
+                    ));
+                }
             }
         }
         let id = format!("host-{}", self.next_request.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id_key(&json!(id)), tx);
-        let _forget = Forget(self, id_key(&json!(id)));
+        let _forget = Forget(self, id_key(&json!(id)), json!(id));
         self.send(envelope::request(&id, method, params)).await;
         rx.await
             .unwrap_or_else(|_| Err(json!({"message": "the controller disconnected"})))
@@ -129,13 +136,18 @@ impl LifecycleHooks for RpcHooks {
                 Err(e) if e.get("code").and_then(Value::as_i64) == Some(code::METHOD_NOT_FOUND) => {
                     Ok(HookAnswer::NotSelected)
                 }
-                Err(e) => Err(format!(
-                    "{} refused: {}",
-                    request.hook.name(),
-                    e.get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("the controller returned an error")
-                )),
+                // The controller's error may say the refusal is for good.
+                Err(e) => Err(HookRefusal {
+                    message: format!(
+                        "{} refused: {}",
+                        request.hook.name(),
+                        e.get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("the controller returned an error")
+                    ),
+                    permanent: e.pointer("/data/failure").and_then(Value::as_str)
+                        == Some("permanent"),
+                }),
             }
         })
     }
@@ -301,7 +313,7 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
                 ));
             }),
         };
-        let result = present(m, conn.driver.call_json(m, &params, options).await);
+        let result = present(m, &params, conn.driver.call_json(m, &params, options).await);
         lock(&conn.running).remove(&id_key(&id));
         match result {
             Ok(v) => conn.send(envelope::result(&id, v)).await,

@@ -1,11 +1,19 @@
 //! The WIT `lifecycle-hooks` host functions: the call's scope checked, then the
-//! controller asked, bounded in time and audited.
+//! controller asked, bounded in time and audited, and its answer checked.
+
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::bindings::occ::compute::lifecycle_hooks::{self as wit, EnvPlaceholder};
-use super::bindings::occ::compute::types::{self, AgentBinding, Namespace};
-use super::{Hook, HookAnswer, HookRequest, HooksState};
+use super::bindings::occ::compute::lifecycle_hooks::{
+    self as wit, EnvPlaceholder, HookError, HookRefusal as WitRefusal,
+};
+use super::bindings::occ::compute::types::{self, FailureKind, Namespace, Revision};
+use super::{Hook, HookAnswer, HookRequest, HooksState, placeholders};
+
+fn not_allowed(message: String) -> HookError {
+    HookError::NotAllowed(message)
+}
 
 impl HooksState {
     /// Refuse a hook this call may not run, naming why.
@@ -13,9 +21,9 @@ impl HooksState {
         &mut self,
         hook: Hook,
         namespace_id: &str,
-        agent_id: Option<&str>,
         revision_id: Option<&str>,
-    ) -> Result<(), String> {
+        cleanup: bool,
+    ) -> Result<Duration, String> {
         if !self.hooks.allowed.contains(&hook) {
             return Err(format!(
                 "{} is not a hook of {}",
@@ -31,205 +39,186 @@ impl HooksState {
                 self.scope.method
             ));
         }
-        let own_namespace = self
-            .hooks
-            .namespace
-            .as_ref()
-            .and_then(|n| n.get("id"))
-            .and_then(Value::as_str);
-        if own_namespace != Some(namespace_id) {
+        let own = |v: &Option<Value>, key: &str| {
+            v.as_ref()
+                .and_then(|v| v.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let own_namespace =
+            own(&self.hooks.namespace, "id").or_else(|| own(&self.hooks.revision, "namespaceId"));
+        if own_namespace.as_deref() != Some(namespace_id) {
             return Err(format!(
                 "{} names Namespace {namespace_id:?}, not this call's",
                 hook.name()
             ));
         }
-        if let Some(agent_id) = agent_id {
-            let own_agent = self
-                .hooks
-                .binding
-                .as_ref()
-                .and_then(|b| b.pointer("/agent/id"))
-                .and_then(Value::as_str);
-            if own_agent != Some(agent_id) {
-                return Err(format!(
-                    "{} names Agent {agent_id:?}, not this call's",
-                    hook.name()
-                ));
-            }
-        }
-        if revision_id.is_some() && revision_id != self.hooks.revision_id.as_deref() {
+        if let Some(revision_id) = revision_id
+            && own(&self.hooks.revision, "id").as_deref() != Some(revision_id)
+        {
             return Err(format!(
-                "{} names revision {:?}, not this call's",
-                hook.name(),
-                revision_id.unwrap_or_default()
+                "{} names revision {revision_id:?}, not this call's",
+                hook.name()
             ));
         }
+        // A cancelled call may still compensate, briefly; nothing else.
+        let bound = if self.scope.cancel.is_cancelled() {
+            if !cleanup {
+                return Err(format!("{}: the call was cancelled", hook.name()));
+            }
+            self.grant.cleanup_bound
+        } else {
+            self.grant.bound
+        };
         self.calls += 1;
-        Ok(())
+        Ok(bound)
     }
 
     /// Ask the controller, bounded and audited. The params are built from the
     /// call's own JSON, never from what the driver passed.
-    async fn ask(&mut self, hook: Hook, params: Value) -> Result<HookAnswer, String> {
-        let mut params = params;
+    async fn ask(
+        &mut self,
+        hook: Hook,
+        mut params: Value,
+        bound: Duration,
+        cleanup: bool,
+    ) -> Result<HookAnswer, HookError> {
         params["callId"] = json!(self.scope.id);
         let span = self
             .scope
             .audit
             .begin("lifecycle-hooks", json!({"hook": hook.name()}))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| not_allowed(e.to_string()))?;
         let request = HookRequest {
             hook,
             call_id: self.scope.id.clone(),
             params,
         };
-        let bound = self.grant.bound;
-        let answer = match tokio::time::timeout(bound, self.controller.call(request)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(format!(
-                "the controller did not answer {} within {} s",
-                hook.name(),
-                bound.as_secs()
-            )),
+        let cancel = self.scope.cancel.clone();
+        let answer = tokio::select! {
+            r = tokio::time::timeout(bound, self.controller.call(request)) => match r {
+                Ok(answer) => answer,
+                Err(_) => Err(super::HookRefusal::retryable(format!(
+                    "the controller did not answer {} within {} s",
+                    hook.name(),
+                    bound.as_secs()
+                ))),
+            },
+            // A cancelled call stops waiting for anything but its compensation,
+            // which runs to its own bound.
+            () = cancel.cancelled(), if !cleanup => Err(super::HookRefusal::retryable(format!(
+                "{}: the call was cancelled", hook.name()
+            ))),
         };
         let outcome = match &answer {
             Ok(HookAnswer::NotSelected) => json!({"outcome": "not-selected"}),
             Ok(HookAnswer::Answered(_)) => json!({"outcome": "answered"}),
-            Err(message) => json!({"outcome": "refused", "message": message}),
+            Err(r) => json!({"outcome": "refused", "message": r.message, "permanent": r.permanent}),
         };
-        span.end(outcome).map_err(|e| e.to_string())?;
-        answer
+        span.end(outcome).map_err(|e| not_allowed(e.to_string()))?;
+        answer.map_err(|r| {
+            HookError::Refused(WitRefusal {
+                message: r.message,
+                kind: if r.permanent {
+                    FailureKind::Permanent
+                } else {
+                    FailureKind::Retryable
+                },
+            })
+        })
     }
 
     async fn run(
         &mut self,
         hook: Hook,
         namespace_id: &str,
-        agent_id: Option<&str>,
         revision_id: Option<&str>,
-    ) -> Result<HookAnswer, String> {
-        if let Err(refusal) = self.admit(hook, namespace_id, agent_id, revision_id) {
-            let _ = self.scope.audit.event(
-                "refused",
-                json!({"capability": "lifecycle-hooks", "hook": hook.name(), "message": refusal}),
-            );
-            return Err(format!("the host refused the hook call: {refusal}"));
-        }
+        cleanup: bool,
+    ) -> Result<HookAnswer, HookError> {
+        let bound = match self.admit(hook, namespace_id, revision_id, cleanup) {
+            Ok(bound) => bound,
+            Err(refusal) => {
+                let _ = self.scope.audit.event(
+                    "refused",
+                    json!({"capability": "lifecycle-hooks", "hook": hook.name(), "message": refusal}),
+                );
+                return Err(not_allowed(format!(
+                    "the host refused the hook call: {refusal}"
+                )));
+            }
+        };
         let params = match hook {
             Hook::AfterNamespacePrepared | Hook::BeforeNamespaceDelete => {
                 json!({"namespace": self.hooks.namespace})
             }
-            Hook::BeforeWorkloadStart | Hook::BeforeWorkloadStop => {
-                json!({"binding": self.hooks.binding, "revisionId": self.hooks.revision_id})
+            Hook::BeforeWorkloadStart => {
+                json!({"revision": self.hooks.revision, "launch": {"environment": {}}})
+            }
+            Hook::BeforeWorkloadStop => {
+                json!({"revision": self.hooks.revision, "cleanup": cleanup})
             }
         };
-        self.ask(hook, params).await
-    }
-}
-
-/// Reads `{"environment": [{"name", "value"}]}`, `{"environment": {NAME: value}}`,
-/// or the bare array or object; the driver validates names and values.
-fn placeholders(v: &Value) -> Result<Vec<EnvPlaceholder>, String> {
-    let env = v.get("environment").unwrap_or(v);
-    let pair = |name: &str, value: &Value| match value.as_str() {
-        Some(s) => Ok(EnvPlaceholder {
-            name: name.to_string(),
-            value: s.to_string(),
-        }),
-        None => Err(format!(
-            "beforeWorkloadStart: placeholder {name} must be a string"
-        )),
-    };
-    match env {
-        Value::Null => Ok(Vec::new()),
-        Value::Array(items) => items
-            .iter()
-            .map(|i| match i.get("name").and_then(Value::as_str) {
-                Some(n) => pair(n, i.get("value").unwrap_or(&Value::Null)),
-                None => Err(format!(
-                    "beforeWorkloadStart: each placeholder needs a string name and value, got {i}"
-                )),
-            })
-            .collect(),
-        Value::Object(map) => map.iter().map(|(k, v)| pair(k, v)).collect(),
-        other => Err(format!("beforeWorkloadStart: unexpected answer {other}")),
+        self.ask(hook, params, bound, cleanup).await
     }
 }
 
 impl wit::Host for HooksState {
-    async fn after_namespace_prepared(&mut self, namespace: Namespace) -> Result<(), String> {
-        self.run(Hook::AfterNamespacePrepared, &namespace.id, None, None)
+    async fn after_namespace_prepared(&mut self, namespace: Namespace) -> Result<(), HookError> {
+        self.run(Hook::AfterNamespacePrepared, &namespace.id, None, false)
             .await
             .map(drop)
     }
 
     async fn before_workload_start(
         &mut self,
-        binding: AgentBinding,
-        revision_id: String,
-    ) -> Result<Vec<EnvPlaceholder>, String> {
+        revision: Revision,
+    ) -> Result<Vec<EnvPlaceholder>, HookError> {
         let answer = self
             .run(
                 Hook::BeforeWorkloadStart,
-                &binding.namespace.id,
-                Some(&binding.agent_id),
-                Some(&revision_id),
+                &revision.namespace_id,
+                Some(&revision.id),
+                false,
             )
             .await?;
         match answer {
             HookAnswer::NotSelected => Ok(Vec::new()),
-            HookAnswer::Answered(v) => placeholders(&v),
+            HookAnswer::Answered(v) => placeholders::read(&v)
+                .map(|list| {
+                    list.into_iter()
+                        .map(|(name, value)| EnvPlaceholder { name, value })
+                        .collect()
+                })
+                .map_err(|m| {
+                    let _ = self.scope.audit.event(
+                        "refused",
+                        json!({"capability": "lifecycle-hooks", "hook": "beforeWorkloadStart", "message": m}),
+                    );
+                    HookError::InvalidAnswer(format!("beforeWorkloadStart answered {m}"))
+                }),
         }
     }
 
     async fn before_workload_stop(
         &mut self,
-        binding: AgentBinding,
-        revision_id: String,
-    ) -> Result<(), String> {
+        revision: Revision,
+        cleanup: bool,
+    ) -> Result<(), HookError> {
         self.run(
             Hook::BeforeWorkloadStop,
-            &binding.namespace.id,
-            Some(&binding.agent_id),
-            Some(&revision_id),
+            &revision.namespace_id,
+            Some(&revision.id),
+            cleanup,
         )
         .await
         .map(drop)
     }
 
-    async fn before_namespace_delete(&mut self, namespace: Namespace) -> Result<(), String> {
-        self.run(Hook::BeforeNamespaceDelete, &namespace.id, None, None)
+    async fn before_namespace_delete(&mut self, namespace: Namespace) -> Result<(), HookError> {
+        self.run(Hook::BeforeNamespaceDelete, &namespace.id, None, false)
             .await
             .map(drop)
     }
 }
 
 impl types::Host for HooksState {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placeholder_answers_in_either_shape() {
-        let want = vec![EnvPlaceholder {
-            name: "IAM_TOKEN".to_string(),
-            value: "opaque-iam".to_string(),
-        }];
-        assert_eq!(
-            placeholders(&json!({"environment": [{"name": "IAM_TOKEN", "value": "opaque-iam"}]}))
-                .unwrap(),
-            want
-        );
-        assert_eq!(
-            placeholders(&json!({"environment": {"IAM_TOKEN": "opaque-iam"}})).unwrap(),
-            want
-        );
-        assert_eq!(placeholders(&Value::Null).unwrap(), vec![]);
-        assert!(
-            placeholders(&json!({"environment": {"X": 3}}))
-                .unwrap_err()
-                .contains("X must be a string")
-        );
-    }
-}

@@ -1,20 +1,27 @@
-//! The `lifecycle-hooks` capability: the controller's hooks, called by a driver
-//! at fixed points of the contract.
+//! The `lifecycle-hooks` capability: the controller's hooks (OCC's
+//! `ComputeLifecycleHooks`), called by a driver at fixed points of the contract.
 //!
 //! Hooks belong to the call that runs them. The world gives each call a
 //! [`HookScope`]: which hooks its method may run (afterNamespacePrepared only from
-//! ensureNamespace, and so on), the call's own Namespace, binding and revision,
-//! and how many hook calls it may make. A hook called outside its method, with
-//! another Namespace, binding or revision, or past the bound, is refused before
-//! the controller hears of it, and the refusal is audited. What the controller
-//! receives is the call's own JSON (what it passed in), never values the driver
-//! made up, together with the call's id.
+//! ensureNamespace, and so on), the call's own Namespace and revision as the
+//! controller passed them, and the grant bounds how many hook calls a call may
+//! make. A hook called outside its method, naming another Namespace or revision,
+//! or past the bound, is refused before the controller hears of it, and the
+//! refusal is audited. What the controller receives is the call's own JSON (what
+//! it passed in), never values the driver made up, together with the call's id.
+//!
+//! The answers are checked too: the environment placeholders of
+//! `beforeWorkloadStart` must follow OCC's rules ([`placeholders`]) before the
+//! driver sees them.
 //!
 //! Each hook call is bounded in time ([`HooksGrant::bound`]): a controller that
 //! does not answer is a refusal, and the driver then does not perform the effect
-//! the hook guards.
+//! the hook guards. Once a call is cancelled, only the compensating
+//! `beforeWorkloadStop` (marked `cleanup`) still reaches the controller, bounded
+//! by [`HooksGrant::cleanup_bound`].
 
 mod host;
+pub mod placeholders;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,7 +38,7 @@ use super::Scope;
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
-        interfaces: "import occ:compute/lifecycle-hooks@0.1.0;",
+        interfaces: "import occ:compute/lifecycle-hooks@0.2.0;",
         imports: { default: async },
         additional_derives: [PartialEq],
     });
@@ -69,7 +76,8 @@ pub struct HookRequest {
     pub hook: Hook,
     /// The id of the contract call that runs it.
     pub call_id: String,
-    /// The hook's parameters, built from the call's own JSON.
+    /// The hook's parameters, built from the call's own JSON: `{namespace}`,
+    /// `{revision, launch}`, `{revision, cleanup}`, plus `callId`.
     pub params: Value,
 }
 
@@ -82,8 +90,29 @@ pub enum HookAnswer {
     Answered(Value),
 }
 
-/// A boxed hook result; `Err` is the controller's refusal, as a message.
-pub type HookFuture<'a> = Pin<Box<dyn Future<Output = Result<HookAnswer, String>> + Send + 'a>>;
+/// The controller's refusal of a hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookRefusal {
+    /// Why.
+    pub message: String,
+    /// Whether the refusal is for good (the controller's verdict; retryable when
+    /// it gave none).
+    pub permanent: bool,
+}
+
+impl HookRefusal {
+    /// A refusal the same call may overcome later.
+    pub fn retryable(message: impl Into<String>) -> HookRefusal {
+        HookRefusal {
+            message: message.into(),
+            permanent: false,
+        }
+    }
+}
+
+/// A boxed hook result.
+pub type HookFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<HookAnswer, HookRefusal>> + Send + 'a>>;
 
 /// The controller's side of the hooks. `serve` forwards them to the controller
 /// as JSON-RPC requests; the one-shot CLI selects none.
@@ -107,6 +136,9 @@ impl LifecycleHooks for NoHooks {
 pub struct HooksGrant {
     /// How long one hook may take before it counts as refused.
     pub bound: Duration,
+    /// How long the compensating hook of a cancelled call may take: OCC gives a
+    /// cancelled rollback 5 s.
+    pub cleanup_bound: Duration,
     /// Hook calls per contract call. The contract needs at most two (a start
     /// and its compensation).
     pub max_calls: u32,
@@ -116,6 +148,7 @@ impl Default for HooksGrant {
     fn default() -> Self {
         HooksGrant {
             bound: Duration::from_secs(60),
+            cleanup_bound: Duration::from_secs(5),
             max_calls: 4,
         }
     }
@@ -126,12 +159,10 @@ impl Default for HooksGrant {
 pub struct HookScope {
     /// The hooks this call's method may run.
     pub allowed: Vec<Hook>,
-    /// The call's Namespace as the controller passed it (`{"id", "name", ...}`).
+    /// The call's Namespace as the controller passed it.
     pub namespace: Option<Value>,
-    /// The call's binding as the controller passed or bound it.
-    pub binding: Option<Value>,
-    /// The call's revision id.
-    pub revision_id: Option<String>,
+    /// The call's revision as the controller passed it.
+    pub revision: Option<Value>,
 }
 
 /// The capability's state for one call.

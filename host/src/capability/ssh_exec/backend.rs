@@ -53,6 +53,9 @@ pub enum ExecError {
     /// The connection could not be established.
     #[error("{0}")]
     Connect(String),
+    /// The host refused the installation's identity.
+    #[error("{0}")]
+    Auth(String),
     /// The host's key did not match the known-hosts file.
     #[error("{0}")]
     HostKey(String),
@@ -77,6 +80,7 @@ impl ExecError {
             ExecError::UnknownHost(_) => "unknown-host",
             ExecError::Refused(_) => "refused",
             ExecError::Connect(_) => "connect",
+            ExecError::Auth(_) => "auth",
             ExecError::HostKey(_) => "host-key",
             ExecError::Timeout => "timeout",
             ExecError::Cancelled => "cancelled",

@@ -62,7 +62,7 @@ mod tests {
             "ssh": {"identityFile": "/etc/openclaw/ssh/id_ed25519", "knownHostsFile": "/etc/openclaw/ssh/known_hosts", "connectTimeoutSeconds": 10},
             "hosts": {"stable": {"address": "203.0.113.10", "user": "root"}},
             "runtime": {"nodePath": "/usr/bin/node"},
-        }))
+        }), &[])
         .unwrap();
         let text = render_ssh_config(&grant);
         for needle in [

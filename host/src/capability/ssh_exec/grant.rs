@@ -74,6 +74,20 @@ pub struct HostGrant {
     pub node_path: String,
 }
 
+/// What may run on a granted host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecPolicy {
+    /// Only `[<the host's nodePath>, "-", <one base64 operation>]`, with a helper
+    /// on stdin whose SHA-256 the installation approves
+    /// (`drivers.compute.approvedHelpers`). The helper runs as root: it is the
+    /// trust boundary on a host, so a driver can do there only what its audited
+    /// helper allows. An empty list approves nothing.
+    NodeHelper {
+        /// SHA-256 (lowercase hex) of every approved helper.
+        approved: Vec<String>,
+    },
+}
+
 /// What the installation grants a driver: the trusted SSH inputs and bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SshGrant {
@@ -85,6 +99,8 @@ pub struct SshGrant {
     pub connect_timeout: Duration,
     /// `configuration.hosts`, by alias.
     pub hosts: BTreeMap<String, HostGrant>,
+    /// What may run on them.
+    pub policy: ExecPolicy,
     /// The bounds of every exec.
     pub bounds: ExecBounds,
 }
@@ -117,9 +133,13 @@ fn err(path: impl Into<String>, reason: impl Into<String>) -> GrantError {
 }
 
 impl SshGrant {
-    /// Read the grant from a driver configuration: `ssh`, `hosts` and
-    /// `runtime.nodePath`. Other keys are the driver's to validate.
-    pub fn from_configuration(cfg: &Value) -> Result<SshGrant, GrantError> {
+    /// Read the grant from a driver configuration (`ssh`, `hosts` and
+    /// `runtime.nodePath`; other keys are the driver's to validate) and the
+    /// helpers the installation approves.
+    pub fn from_configuration(
+        cfg: &Value,
+        approved_helpers: &[String],
+    ) -> Result<SshGrant, GrantError> {
         let root = object("configuration", Some(cfg))?;
         let ssh = object("configuration.ssh", root.get("ssh"))?;
         let identity_file = path("configuration.ssh.identityFile", ssh.get("identityFile"))?;
@@ -196,6 +216,9 @@ impl SshGrant {
             known_hosts_file,
             connect_timeout: Duration::from_secs(connect_timeout),
             hosts,
+            policy: ExecPolicy::NodeHelper {
+                approved: approved_helpers.to_vec(),
+            },
             bounds: ExecBounds::default(),
         })
     }
@@ -329,7 +352,7 @@ mod tests {
 
     #[test]
     fn reads_the_grant_from_the_spec_example() {
-        let g = SshGrant::from_configuration(&cfg()).unwrap();
+        let g = SshGrant::from_configuration(&cfg(), &[]).unwrap();
         assert_eq!(
             g.identity_file,
             PathBuf::from("/etc/openclaw/ssh/id_ed25519")
@@ -364,7 +387,7 @@ mod tests {
             let file = case["file"].as_str().unwrap();
             let text = std::fs::read_to_string(dir.join(file)).unwrap();
             let driver = guest_ssh_driver::validate_configuration(&text);
-            let grant = SshGrant::from_configuration(&serde_json::from_str(&text).unwrap());
+            let grant = SshGrant::from_configuration(&serde_json::from_str(&text).unwrap(), &[]);
             let path = case["path"].as_str().unwrap_or_default();
             let grant_key = path.starts_with("configuration.ssh")
                 || path.starts_with("configuration.hosts")

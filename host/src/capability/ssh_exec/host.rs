@@ -1,5 +1,6 @@
 //! The WIT `ssh-exec` host functions: the grant checked right before the
-//! effect, and the effect bracketed by audit records.
+//! effect (the alias, then what may run there), and the effect bracketed by
+//! audit records. A refused exec starts nothing and is audited as refused.
 
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use serde_json::{Value, json};
 use super::SshExecState;
 use super::backend::{ExecError, ExecOutput, ExecRequest};
 use super::bindings::occ::compute::ssh_exec as wit;
+use super::grant::{ExecPolicy, HostGrant};
 use crate::runtime::cache::sha256_hex;
 
 /// Arguments longer than this are recorded as their length and SHA-256 only.
@@ -54,19 +56,86 @@ impl SshExecState {
         Ok(())
     }
 
+    /// What may run on `host`, per the grant's [`ExecPolicy`].
+    fn check_policy(
+        &self,
+        alias: &str,
+        host: &HostGrant,
+        argv: &[String],
+        stdin: &[u8],
+    ) -> Result<(), ExecError> {
+        match &self.exec.grant.policy {
+            ExecPolicy::NodeHelper { approved } => {
+                let operation = match argv {
+                    [program, dash, operation] if program == &host.node_path && dash == "-" => {
+                        operation
+                    }
+                    _ => {
+                        return Err(ExecError::Refused(format!(
+                            "on {alias} only `{} - <operation>` with the approved helper on stdin may run, not {}",
+                            host.node_path,
+                            describe_argv(argv)
+                        )));
+                    }
+                };
+                if operation.is_empty()
+                    || !operation
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+                {
+                    return Err(ExecError::Refused(
+                        "the operation argument must be one base64 string".into(),
+                    ));
+                }
+                let sha = sha256_hex(stdin);
+                if approved.is_empty() {
+                    return Err(ExecError::Refused(format!(
+                        "no helper is approved for this driver; after auditing the helper the component ships \
+                         (`occ-driver-host inspect` shows its SHA-256), add it under drivers.compute in the \
+                         installation: approvedHelpers: [\"{sha}\"]"
+                    )));
+                }
+                if !approved.contains(&sha) {
+                    return Err(ExecError::Refused(format!(
+                        "the helper on stdin (SHA-256 {sha}) is not one the installation approves ({}); \
+                         audit it and add it to drivers.compute.approvedHelpers, or run the approved helper",
+                        approved.join(", ")
+                    )));
+                }
+                Ok(())
+            }
+        }
+    }
+
     async fn run(
         &mut self,
-        host: &str,
+        alias: &str,
         argv: &[String],
         stdin: &[u8],
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
-        if let Err(refusal) = self.check_request(argv, stdin) {
-            let _ = self.scope.audit.event(
-                "refused",
-                json!({"capability": "ssh-exec", "host": host, "argvCount": argv.len(),
-                       "stdinLength": stdin.len(), "error": refusal.code(), "message": refusal.to_string()}),
-            );
+        let checked = self.check_request(argv, stdin).and_then(|()| {
+            let host = self
+                .exec
+                .grant
+                .hosts
+                .get(alias)
+                .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
+            self.check_policy(alias, host, argv, stdin)
+        });
+        if let Err(refusal) = checked {
+            // Recorded without the arguments themselves: a refused request may be
+            // a flood of them.
+            let argv_bytes: usize = argv.iter().map(String::len).sum();
+            self.scope
+                .audit
+                .event(
+                    "refused",
+                    json!({"capability": "ssh-exec", "host": alias, "argvCount": argv.len(),
+                           "argvBytes": argv_bytes, "stdinLength": stdin.len(),
+                           "error": refusal.code(), "message": refusal.to_string()}),
+                )
+                .map_err(|e| ExecError::Refused(e.to_string()))?;
             return Err(refusal);
         }
         let span = self
@@ -75,7 +144,7 @@ impl SshExecState {
             .begin(
                 "ssh-exec",
                 json!({
-                    "host": host,
+                    "host": alias,
                     "backend": self.exec.backend_kind(),
                     "argv": audited_argv(argv),
                     "stdinLength": stdin.len(),
@@ -83,7 +152,7 @@ impl SshExecState {
                 }),
             )
             .map_err(|e| ExecError::Refused(e.to_string()))?;
-        let result = self.effect(host, argv, stdin, timeout).await;
+        let result = self.effect(alias, argv, stdin, timeout).await;
         let outcome = match &result {
             Ok(out) => json!({"exitStatus": out.exit_status, "stdoutLength": out.stdout.len()}),
             Err(e) => json!({"error": e.code(), "message": e.to_string()}),
@@ -93,7 +162,7 @@ impl SshExecState {
         result
     }
 
-    /// The grant, checked at the effect, then the backend.
+    /// The backend, for an exec the grant allowed.
     async fn effect(
         &mut self,
         alias: &str,
@@ -127,15 +196,28 @@ impl SshExecState {
     }
 }
 
+fn describe_argv(argv: &[String]) -> String {
+    match argv.first() {
+        Some(program) => format!(
+            "program {:?} with {} arguments",
+            crate::runtime::escape_control(&program.chars().take(64).collect::<String>()),
+            argv.len() - 1
+        ),
+        None => "an empty argument vector".into(),
+    }
+}
+
 fn to_wit(e: ExecError) -> wit::ExecError {
     match e {
         ExecError::UnknownHost(s) => wit::ExecError::UnknownHost(s),
+        ExecError::Refused(s) => wit::ExecError::Refused(s),
         ExecError::Connect(s) => wit::ExecError::Connect(s),
+        ExecError::Auth(s) => wit::ExecError::Auth(s),
         ExecError::HostKey(s) => wit::ExecError::HostKey(s),
         ExecError::Timeout => wit::ExecError::Timeout,
         ExecError::Cancelled => wit::ExecError::Cancelled,
         ExecError::OutputTooLarge(n) => wit::ExecError::OutputTooLarge(n),
-        other @ (ExecError::Refused(_) | ExecError::Io(_)) => wit::ExecError::Io(other.to_string()),
+        ExecError::Io(s) => wit::ExecError::Io(s),
     }
 }
 

@@ -324,13 +324,12 @@ impl LiveSsh {
         });
     }
 
-    async fn run(&self, req: ExecRequest<'_>) -> Result<ExecOutput, ExecError> {
+    async fn run(&self, session: &Session, req: ExecRequest<'_>) -> Result<ExecOutput, ExecError> {
         let (program, args) = req
             .argv
             .split_first()
             .ok_or_else(|| ExecError::Io("empty argument vector".into()))?;
         let bounds = &self.grant.bounds;
-        let session = self.session(req.alias, req.host).await?;
         let mut command = session.command(program.as_str());
         command
             .args(args.iter().map(String::as_str))
@@ -418,15 +417,33 @@ impl LiveSsh {
     }
 }
 
+/// Waiting for a connect in flight may take a little longer than the connect
+/// timeout itself (the master forks after authenticating).
+const CONNECT_SLACK: Duration = Duration::from_secs(5);
+
 impl ExecBackend for LiveSsh {
     fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
         Box::pin(async move {
-            let bound = req.timeout.min(self.grant.bounds.operation);
             let cancel = req.cancel.clone();
+            // Connecting is bounded by the installation's connect timeout; the
+            // operation bound counts from the moment the command starts, so that
+            // the helper's own deadline (below the bound, from its start) always
+            // falls first, however long the connection took.
+            let connect_bound = self.grant.connect_timeout + CONNECT_SLACK;
+            let session = tokio::select! {
+                r = tokio::time::timeout(connect_bound, self.session(req.alias, req.host)) => match r {
+                    Ok(session) => session?,
+                    Err(_) => return Err(ExecError::Connect(format!(
+                        "{}: no connection within {} s", req.alias, connect_bound.as_secs()
+                    ))),
+                },
+                () = cancel.cancelled() => return Err(ExecError::Cancelled),
+            };
+            let bound = req.timeout.min(self.grant.bounds.operation);
             tokio::select! {
                 // Dropping the run closes the channel: the remote side sees its
                 // session close.
-                r = tokio::time::timeout(bound, self.run(req)) => r.unwrap_or(Err(ExecError::Timeout)),
+                r = tokio::time::timeout(bound, self.run(&session, req)) => r.unwrap_or(Err(ExecError::Timeout)),
                 () = cancel.cancelled() => Err(ExecError::Cancelled),
             }
         })
@@ -446,6 +463,7 @@ fn backed_off(error: &ExecError, at: Instant, backoff: Duration) -> ExecError {
     match error {
         ExecError::Connect(m) => ExecError::Connect(format!("{m}{note}")),
         ExecError::HostKey(m) => ExecError::HostKey(format!("{m}{note}")),
+        ExecError::Auth(m) => ExecError::Auth(format!("{m}{note}")),
         other => other.clone(),
     }
 }
@@ -470,6 +488,13 @@ fn connect_error(alias: &str, host: &HostGrant, e: &openssh::Error) -> ExecError
     {
         ExecError::HostKey(format!(
             "{at}: its host key is not the one in the known-hosts file ({text}); never disable host-key checking to bypass this"
+        ))
+    } else if text.contains("Permission denied") {
+        // The host is there and answers, but refuses the identity: a
+        // configuration an operator must fix, not a transient failure.
+        ExecError::Auth(format!(
+            "{at}: the host refused the identity in ssh.identityFile ({text}); authorize its public key for {} there",
+            host.user
         ))
     } else {
         ExecError::Connect(format!("{at}: {text}"))

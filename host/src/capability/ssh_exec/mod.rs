@@ -26,7 +26,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Linker};
 
 pub use backend::{ExecBackend, ExecError, ExecOutput, ExecRequest};
-pub use grant::{ExecBounds, GrantError, HostGrant, SshGrant};
+pub use grant::{ExecBounds, ExecPolicy, GrantError, HostGrant, SshGrant};
 
 use super::Scope;
 
@@ -35,7 +35,7 @@ use super::Scope;
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
-        interfaces: "import occ:compute/ssh-exec@0.1.0;",
+        interfaces: "import occ:compute/ssh-exec@0.2.0;",
         imports: { default: async },
     });
 }

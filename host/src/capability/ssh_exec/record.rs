@@ -96,6 +96,7 @@ fn error_json(e: &ExecError) -> Value {
         ExecError::UnknownHost(s)
         | ExecError::Refused(s)
         | ExecError::Connect(s)
+        | ExecError::Auth(s)
         | ExecError::HostKey(s)
         | ExecError::Io(s) => v["detail"] = json!(s),
         ExecError::OutputTooLarge(n) => v["detail"] = json!(n),
@@ -115,6 +116,7 @@ fn error_from_json(v: &Value) -> Option<ExecError> {
         "unknown-host" => ExecError::UnknownHost(detail()),
         "refused" => ExecError::Refused(detail()),
         "connect" => ExecError::Connect(detail()),
+        "auth" => ExecError::Auth(detail()),
         "host-key" => ExecError::HostKey(detail()),
         "timeout" => ExecError::Timeout,
         "cancelled" => ExecError::Cancelled,

@@ -11,6 +11,8 @@ use crate::capability::hooks::Hook;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
 #[value(rename_all = "camelCase")]
 pub enum Method {
+    /// The JSON Schema of the driver's configuration, from the component.
+    ConfigurationSchema,
     /// Parse and validate the configuration; no host touched.
     ValidateConfiguration,
     /// Verify the local SSH files and probe every configured host.
@@ -31,6 +33,8 @@ pub enum Method {
     StopRevision,
     /// beforeWorkloadStop, then remove one revision's snapshot.
     RetireRevision,
+    /// Remove one Agent's unit, files and account; an absent Agent is success.
+    DeleteAgentRuntimeCredentials,
     /// beforeNamespaceDelete, then remove every owned unit, file and account.
     DeleteNamespace,
 }
@@ -39,6 +43,7 @@ impl Method {
     /// The OCC name.
     pub fn name(self) -> &'static str {
         match self {
+            Method::ConfigurationSchema => "configurationSchema",
             Method::ValidateConfiguration => "validateConfiguration",
             Method::Preflight => "preflight",
             Method::EnsureNamespace => "ensureNamespace",
@@ -49,6 +54,7 @@ impl Method {
             Method::DeactivateRevision => "deactivateRevision",
             Method::StopRevision => "stopRevision",
             Method::RetireRevision => "retireRevision",
+            Method::DeleteAgentRuntimeCredentials => "deleteAgentRuntimeCredentials",
             Method::DeleteNamespace => "deleteNamespace",
         }
     }
@@ -75,18 +81,31 @@ impl Method {
     /// What the params object holds, for `--help` and error messages.
     pub fn params_shape(self) -> &'static str {
         match self {
-            Method::ValidateConfiguration | Method::Preflight => "{}",
-            Method::EnsureNamespace | Method::DeleteNamespace => {
-                "{\"namespace\": {\"id\", \"name\"}}"
+            Method::ConfigurationSchema | Method::ValidateConfiguration | Method::Preflight => "{}",
+            Method::EnsureNamespace | Method::DeleteNamespace => "{\"namespace\": Namespace}",
+            Method::BindAgent | Method::DeleteAgentRuntimeCredentials => {
+                "{\"namespace\": Namespace, \"agent\": Agent}"
             }
-            Method::BindAgent => {
-                "{\"namespace\": {\"id\", \"name\"}, \"agent\": {\"id\", \"servicePrincipalId\"}}"
+            Method::ValidateHarnessAuth => {
+                "{\"harness\": {\"id\", \"version\", \"mode\"}, \"auth\": HarnessAuth, \"secretBindings\"?: {...}}"
             }
-            Method::PrepareRevision => {
-                "{\"revision\": {...}, \"context\"?: {\"secretEnvironment\": []}, \"binding\"?: {...}}"
+            Method::PrepareRevision | Method::ActivateRevision => {
+                "{\"revision\": AgentRevision, \"context\"?: ComputeRevisionContext, \"binding\"?: {...}}"
             }
-            _ => "{\"revision\": {...}, \"binding\"?: {...}}",
+            _ => "{\"revision\": AgentRevision, \"binding\"?: {...}}",
         }
+    }
+
+    /// Whether the method acts on one revision (and needs its Agent bound).
+    pub fn is_revision_method(self) -> bool {
+        matches!(
+            self,
+            Method::PrepareRevision
+                | Method::ActivateRevision
+                | Method::DeactivateRevision
+                | Method::StopRevision
+                | Method::RetireRevision
+        )
     }
 
     /// The lifecycle hooks a call of this method may run.

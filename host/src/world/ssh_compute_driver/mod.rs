@@ -38,15 +38,28 @@ use params::{Binding, NamespaceParams, RevisionParams};
 
 /// The world as the host knows it before loading anything.
 pub const WORLD: WorldInfo = WorldInfo {
-    name: "occ:compute/ssh-compute-driver@0.1.0",
-    export: "occ:compute/compute-driver@0.1.0",
+    name: "occ:compute/ssh-compute-driver@0.2.0",
+    export: "occ:compute/compute-driver@0.2.0",
     imports: &[
-        "occ:compute/types@0.1.0",
-        "occ:compute/ssh-exec@0.1.0",
-        "occ:compute/lifecycle-hooks@0.1.0",
-        "occ:compute/log@0.1.0",
+        "occ:compute/types@0.2.0",
+        "occ:compute/ssh-exec@0.2.0",
+        "occ:compute/lifecycle-hooks@0.2.0",
+        "occ:compute/log@0.2.0",
     ],
 };
+
+/// The custom section a driver ships its host helper in.
+pub const HELPER_SECTION: &str = "occ:helper";
+
+/// The helper a component ships and its SHA-256, if it ships one (exactly one).
+pub fn helper_of(component: &CompiledComponent) -> Option<(&[u8], String)> {
+    let mut sections = component.section(HELPER_SECTION);
+    let helper = sections.next()?;
+    if sections.next().is_some() {
+        return None;
+    }
+    Some((helper, crate::runtime::cache::sha256_hex(helper)))
+}
 
 /// How a driver is opened.
 #[derive(Debug, Default, Clone)]
@@ -57,6 +70,10 @@ pub struct DriverOptions {
     pub audit_log: Option<PathBuf>,
     /// Live SSH, live with a recording, or a recording alone.
     pub ssh: SshMode,
+    /// Revision calls use only what bindAgent accepted, and a binding passed with
+    /// a revision call is refused unless it names the same identities (a
+    /// long-running `serve`). Without it, a one-shot call passes its binding.
+    pub require_bind: bool,
 }
 
 /// What one call may use besides the driver's own grants.
@@ -109,6 +126,7 @@ pub struct Driver {
     hooks_grant: HooksGrant,
     log_grant: LogGrant,
     audit: Option<Arc<AuditLog>>,
+    require_bind: bool,
     bound: std::sync::Mutex<HashMap<(String, String), Binding>>,
     next_call: AtomicU64,
 }
@@ -133,15 +151,17 @@ impl Driver {
         installation: Installation,
         options: &DriverOptions,
     ) -> Result<Driver, LoadError> {
-        let grant = SshGrant::from_configuration(&installation.configuration).map_err(|e| {
-            LoadError::Configuration {
-                path: installation.path.clone(),
-                error: CallError::new(
-                    FailureKind::Permanent,
-                    "invalid-configuration",
-                    e.to_string(),
-                ),
-            }
+        let grant = SshGrant::from_configuration(
+            &installation.configuration,
+            &installation.approved_helpers,
+        )
+        .map_err(|e| LoadError::Configuration {
+            path: installation.path.clone(),
+            error: CallError::new(
+                FailureKind::Permanent,
+                "invalid-configuration",
+                e.to_string(),
+            ),
         })?;
         let path = &installation.component;
         let component = runtime.compile(path, options.cache.as_ref())?;
@@ -197,6 +217,7 @@ impl Driver {
             hooks_grant: HooksGrant::default(),
             log_grant: LogGrant::default(),
             audit,
+            require_bind: options.require_bind,
             bound: Default::default(),
             next_call: AtomicU64::new(1),
         };
@@ -206,6 +227,7 @@ impl Driver {
                 "load",
                 json!({
                     "component": driver.component.path,
+                    "helperSha256": helper_of(&driver.component).map(|(_, sha)| sha),
                     "world": WORLD.name,
                     "installation": driver.installation.path,
                     "sshBackend": driver.ssh.backend_kind(),
@@ -232,6 +254,20 @@ impl Driver {
     /// The SSH capability as granted.
     pub fn ssh(&self) -> &SshExec {
         &self.ssh
+    }
+
+    /// The helper the component ships and its SHA-256.
+    pub fn helper(&self) -> Option<(&[u8], String)> {
+        helper_of(&self.component)
+    }
+
+    /// The driver as the guest sees it.
+    fn selection(&self) -> wit::Selection {
+        wit::Selection {
+            id: self.installation.driver_id.clone(),
+            implementation: self.installation.implementation.clone(),
+            configuration: self.configuration.clone(),
+        }
     }
 
     fn audit_base(&self, method: &str, call_id: Option<&str>) -> Audit {
@@ -322,8 +358,8 @@ impl Driver {
     }
 
     /// Call one contract method with OCC-shaped JSON params. Success is the
-    /// method's result; namespace methods report failure inside their result
-    /// only through [`present`].
+    /// method's result in OCC's shape; namespace methods report failure inside
+    /// their result only through [`present`].
     pub async fn call_json(
         &self,
         method: Method,
@@ -337,7 +373,7 @@ impl Driver {
             )));
         }
         let scope = self.scope(method.name(), &options);
-        let cfg = self.configuration.clone();
+        let driver = self.selection();
         let allowed = method.hooks().to_vec();
         macro_rules! guest {
             ($hooks:expr, |$g:ident, $s:ident| $call:expr) => {
@@ -347,12 +383,28 @@ impl Driver {
                 .await
             };
         }
+        let none = HookScope::default;
         let result = match method {
+            Method::ConfigurationSchema => {
+                let text = guest!(none(), |g, s| async {
+                    g.occ_compute_compute_driver()
+                        .call_configuration_schema(s)
+                        .await
+                        .map(Ok)
+                })?;
+                serde_json::from_str(&text).map_err(|e| {
+                    CallError::new(
+                        FailureKind::Permanent,
+                        "invalid-schema",
+                        format!("the driver's configuration schema is not JSON: {e}"),
+                    )
+                })?
+            }
             Method::ValidateConfiguration => {
-                let w = guest!(HookScope::default(), |g, s| g
+                let w = guest!(none(), |g, s| g
                     .occ_compute_compute_driver()
-                    .call_validate_configuration(s, &cfg))?;
-                json!({"ok": true, "warnings": warnings(w)})
+                    .call_validate_configuration(s, &driver))?;
+                json!({"warnings": warnings(w)})
             }
             Method::Preflight => {
                 // A replay uses no identity or known-hosts file: nothing to verify.
@@ -367,72 +419,129 @@ impl Driver {
                             host: None,
                         })?;
                 }
-                let w = guest!(HookScope::default(), |g, s| g
+                let w = guest!(none(), |g, s| g
                     .occ_compute_compute_driver()
-                    .call_preflight(s, &cfg))?;
-                json!({"ok": true, "warnings": warnings(w)})
+                    .call_preflight(s, &driver))?;
+                json!({"warnings": warnings(w)})
             }
             Method::EnsureNamespace | Method::DeleteNamespace => {
                 let p: NamespaceParams = params::read(params, "")?;
                 let hooks = HookScope {
                     allowed,
-                    namespace: Some(json!({"id": p.namespace.id, "name": p.namespace.name})),
+                    namespace: params.get("namespace").cloned(),
                     ..HookScope::default()
                 };
                 let ns = p.namespace.to_wit();
                 if method == Method::EnsureNamespace {
                     guest!(hooks, |g, s| g
                         .occ_compute_compute_driver()
-                        .call_ensure_namespace(s, &cfg, &ns))?;
-                    json!({"namespaceReady": true})
+                        .call_ensure_namespace(s, &driver, &ns))?;
+                    json!({"namespaceId": p.namespace.id, "namespaceReady": true})
                 } else {
                     guest!(hooks, |g, s| g
                         .occ_compute_compute_driver()
-                        .call_delete_namespace(s, &cfg, &ns))?;
-                    json!({"namespaceDeleted": true})
+                        .call_delete_namespace(s, &driver, &ns))?;
+                    self.forget(|b| b.namespace.id == p.namespace.id);
+                    json!({"namespaceId": p.namespace.id, "namespaceDeleted": true})
                 }
             }
             Method::BindAgent => {
                 let b = params::binding_params(params)?;
                 let accepted = b.to_wit();
-                guest!(HookScope::default(), |g, s| g
+                guest!(none(), |g, s| g
                     .occ_compute_compute_driver()
-                    .call_bind_agent(s, &cfg, &accepted))?;
+                    .call_bind_agent(s, &driver, &accepted))?;
                 let key = (b.namespace.id.clone(), b.agent.id.clone());
                 self.bound
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(key, b);
-                json!({"ok": true})
+                Value::Null
             }
-            Method::ValidateHarnessAuth
-            | Method::PrepareRevision
+            Method::DeleteAgentRuntimeCredentials => {
+                let b = params::binding_params(params)?;
+                let binding = b.to_wit();
+                guest!(none(), |g, s| g
+                    .occ_compute_compute_driver()
+                    .call_delete_agent_runtime_credentials(s, &driver, &binding))?;
+                self.forget(|k| k.namespace.id == b.namespace.id && k.agent.id == b.agent.id);
+                Value::Null
+            }
+            Method::ValidateHarnessAuth => {
+                let p: params::HarnessAuthParams = params::read(params, "")?;
+                let (harness, auth, secrets) =
+                    (p.harness.to_wit(), p.auth.to_string(), p.secret_bindings());
+                guest!(none(), |g, s| g
+                    .occ_compute_compute_driver()
+                    .call_validate_harness_auth(
+                        s,
+                        &driver,
+                        &harness,
+                        &auth,
+                        secrets.as_deref()
+                    ))?;
+                Value::Null
+            }
+            Method::PrepareRevision
             | Method::ActivateRevision
             | Method::DeactivateRevision
             | Method::StopRevision
             | Method::RetireRevision => {
                 let p: RevisionParams = params::read(params, "")?;
-                let binding = match p.binding {
-                    Some(b) => Some(b),
-                    None => self
-                        .bound
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&(p.revision.namespace_id.clone(), p.revision.agent_id.clone()))
-                        .cloned(),
-                };
+                let binding = self.binding_for(&p)?;
                 let hooks = HookScope {
                     allowed,
-                    namespace: binding
-                        .as_ref()
-                        .map(|b| json!({"id": b.namespace.id, "name": b.namespace.name})),
-                    binding: binding.as_ref().map(Binding::to_json),
-                    revision_id: Some(p.revision.id.clone()),
+                    namespace: None,
+                    revision: params.get("revision").cloned(),
                 };
                 let bound = binding.as_ref().map(Binding::to_wit);
                 let rev = p.revision.to_wit();
-                self.revision_call(method, hooks, bound, rev, p.context, &options, &cfg, &scope)
-                    .await?
+                let context = p.context.as_ref().map(params::RevisionContext::to_wit);
+                macro_rules! plain {
+                    ($export:ident) => {{
+                        guest!(hooks, |g, s| g.occ_compute_compute_driver().$export(
+                            s,
+                            &driver,
+                            bound.as_ref(),
+                            &rev
+                        ))?;
+                        Value::Null
+                    }};
+                }
+                match method {
+                    Method::PrepareRevision => {
+                        let r = guest!(hooks, |g, s| g
+                            .occ_compute_compute_driver()
+                            .call_prepare_revision(
+                                s,
+                                &driver,
+                                bound.as_ref(),
+                                &rev,
+                                context.as_ref()
+                            ))?;
+                        json!({
+                            "namespaceId": p.revision.namespace_id,
+                            "agentId": p.revision.agent_id,
+                            "revisionId": p.revision.id,
+                            "ready": r.ready,
+                        })
+                    }
+                    Method::ActivateRevision => {
+                        guest!(hooks, |g, s| g
+                            .occ_compute_compute_driver()
+                            .call_activate_revision(
+                                s,
+                                &driver,
+                                bound.as_ref(),
+                                &rev,
+                                context.as_ref()
+                            ))?;
+                        Value::Null
+                    }
+                    Method::DeactivateRevision => plain!(call_deactivate_revision),
+                    Method::StopRevision => plain!(call_stop_revision),
+                    _ => plain!(call_retire_revision),
+                }
             }
         };
         let size = result.to_string().len();
@@ -447,86 +556,102 @@ impl Driver {
         Ok(result)
     }
 
-    /// The revision methods: the same shape, one guest export each.
-    #[allow(clippy::too_many_arguments)]
-    async fn revision_call(
-        &self,
-        method: Method,
-        hooks: HookScope,
-        bound: Option<wit::AgentBinding>,
-        rev: wit::Revision,
-        context: Option<params::RevisionContext>,
-        options: &CallOptions,
-        cfg: &str,
-        scope: &Scope,
-    ) -> Result<Value, CallError> {
-        let cfg = cfg.to_string();
-        let options = options.clone();
-        macro_rules! guest {
-            (|$g:ident, $s:ident| $call:expr) => {
-                self.invoke(scope.clone(), hooks, &options, move |$g, $s| {
-                    Box::pin(async move { $call.await })
-                })
-                .await
-            };
-        }
-        macro_rules! plain {
-            ($export:ident) => {{
-                guest!(|g, s| g
-                    .occ_compute_compute_driver()
-                    .$export(s, &cfg, bound.as_ref(), &rev))?;
-                json!({"ok": true})
-            }};
-        }
-        Ok(match method {
-            Method::ValidateHarnessAuth => {
-                let w = guest!(
-                    |g, s| g.occ_compute_compute_driver().call_validate_harness_auth(
-                        s,
-                        &cfg,
-                        bound.as_ref(),
-                        &rev
-                    )
-                )?;
-                json!({"ok": true, "warnings": warnings(w)})
+    /// The binding a revision call runs with: what bindAgent accepted for its
+    /// Agent, or (one-shot calls only) the one passed with it. A passed binding
+    /// that differs from the accepted one is refused.
+    fn binding_for(&self, p: &RevisionParams) -> Result<Option<Binding>, CallError> {
+        let key = (p.revision.namespace_id.clone(), p.revision.agent_id.clone());
+        let accepted = self
+            .bound
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        match (accepted, &p.binding) {
+            (Some(accepted), Some(passed)) if !accepted.same_identities(passed) => {
+                Err(CallError::invalid_params(format!(
+                    "binding: differs from what bindAgent accepted for agent {:?}; bind the Agent again instead",
+                    p.revision.agent_id
+                )))
             }
-            Method::PrepareRevision => {
-                let context = context.unwrap_or_default().to_wit();
-                let r = guest!(|g, s| g.occ_compute_compute_driver().call_prepare_revision(
-                    s,
-                    &cfg,
-                    bound.as_ref(),
-                    &rev,
-                    &context
-                ))?;
-                json!({"ready": r.ready, "warnings": warnings(r.warnings)})
-            }
-            Method::ActivateRevision => plain!(call_activate_revision),
-            Method::DeactivateRevision => plain!(call_deactivate_revision),
-            Method::StopRevision => plain!(call_stop_revision),
-            Method::RetireRevision => plain!(call_retire_revision),
-            other => unreachable!("{other} is not a revision method"),
-        })
+            (Some(accepted), _) => Ok(Some(accepted)),
+            (None, Some(_)) if self.require_bind => Err(CallError::new(
+                FailureKind::Permanent,
+                "unbound-agent",
+                format!(
+                    "revision {:?}: its Agent {:?} was never bound; call bindAgent first (a binding passed with a revision call is not accepted here)",
+                    p.revision.id, p.revision.agent_id
+                ),
+            )),
+            (None, passed) => Ok(passed.clone()),
+        }
+    }
+
+    fn forget(&self, f: impl Fn(&Binding) -> bool) {
+        self.bound
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, b| !f(b));
     }
 }
 
 /// The shape a controller sees for a finished call: namespace methods report
-/// failure inside their result (`namespaceReady: false`, `failure`), as OCC's
-/// contract does; the others return their result or the error.
-pub fn present(method: Method, result: Result<Value, CallError>) -> Result<Value, CallError> {
+/// failure inside their result, as OCC's `NamespaceEnsureResult` and
+/// `NamespaceDeleteResult` do (`namespaceId`, `namespaceReady: false`, `failure`,
+/// and for ensure a bounded `reason`; the host's `code`, `message` and `host`
+/// ride along); the others return their result or the error.
+pub fn present(
+    method: Method,
+    params: &Value,
+    result: Result<Value, CallError>,
+) -> Result<Value, CallError> {
+    let namespace_id = params
+        .pointer("/namespace/id")
+        .cloned()
+        .unwrap_or(Value::Null);
     match (method, result) {
-        (Method::EnsureNamespace, Err(e)) => Ok(failed_namespace("namespaceReady", e)),
-        (Method::DeleteNamespace, Err(e)) => Ok(failed_namespace("namespaceDeleted", e)),
+        (Method::EnsureNamespace, Err(e)) => {
+            let mut v = failed_namespace(namespace_id, "namespaceReady", &e);
+            v["reason"] = json!(reason(&e));
+            Ok(v)
+        }
+        (Method::DeleteNamespace, Err(e)) => {
+            Ok(failed_namespace(namespace_id, "namespaceDeleted", &e))
+        }
         (_, r) => r,
     }
 }
 
-fn failed_namespace(flag: &str, e: CallError) -> Value {
-    let mut v = serde_json::to_value(&e).unwrap_or_default();
+fn failed_namespace(namespace_id: Value, flag: &str, e: &CallError) -> Value {
+    let mut v = serde_json::to_value(e).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
+        o.insert("namespaceId".into(), namespace_id);
         o.insert(flag.into(), json!(false));
     }
     v
+}
+
+/// OCC's `reason`: at most 256 printable characters, and only those OCC's log
+/// keeps (letters, digits, spaces and `. _ : / @ -`); it names the failure and
+/// this Namespace's own placement, never a secret.
+pub fn reason(e: &CallError) -> String {
+    let text = format!("{}: {}", e.code, e.message);
+    let mut out = String::with_capacity(text.len().min(256));
+    let mut space = false;
+    for c in text.chars() {
+        let keep = c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '@' | '-');
+        if keep {
+            out.push(c);
+            space = false;
+        } else if !space {
+            out.push(' ');
+            space = true;
+        }
+        if out.len() >= 256 {
+            break;
+        }
+    }
+    out.trim().to_string()
 }
 
 fn driver_error(e: wit::DriverError) -> CallError {
@@ -554,13 +679,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn namespace_failures_are_results() {
-        let e = CallError::new(FailureKind::Retryable, "connect", "stable: refused");
-        let v = present(Method::EnsureNamespace, Err(e.clone())).unwrap();
+    fn namespace_failures_are_results_in_occs_shape() {
+        let e = CallError::new(
+            FailureKind::Retryable,
+            "ssh-connect",
+            "host stable: ensure-namespace: stable (root@203.0.113.10:22): Connection refused\n\u{1b}[31m",
+        );
+        let params = json!({"namespace": {"id": "ns-1", "name": "stable"}});
+        let v = present(Method::EnsureNamespace, &params, Err(e.clone())).unwrap();
+        assert_eq!(v["namespaceId"], "ns-1");
         assert_eq!(v["namespaceReady"], json!(false));
         assert_eq!(v["failure"], json!("retryable"));
-        let v = present(Method::DeleteNamespace, Err(e.clone())).unwrap();
-        assert_eq!(v["namespaceDeleted"], json!(false));
-        assert!(present(Method::ActivateRevision, Err(e)).is_err());
+        let reason = v["reason"].as_str().unwrap();
+        assert_eq!(
+            reason,
+            "ssh-connect: host stable: ensure-namespace: stable root@203.0.113.10:22 : Connection refused 31m"
+        );
+        assert!(reason.len() <= 256);
+        let long = CallError::new(FailureKind::Permanent, "x", "y".repeat(1000));
+        assert_eq!(super::reason(&long).len(), 256);
+        let v = present(Method::DeleteNamespace, &params, Err(e.clone())).unwrap();
+        assert_eq!(
+            (&v["namespaceId"], &v["namespaceDeleted"]),
+            (&json!("ns-1"), &json!(false))
+        );
+        assert!(v.get("reason").is_none());
+        assert!(present(Method::ActivateRevision, &params, Err(e)).is_err());
     }
 }

@@ -1,19 +1,23 @@
-//! OCC's JSON shapes, read with serde, and their WIT counterparts.
+//! OCC's JSON shapes (`packages/contracts/src/index.ts` of
+//! openclaw/openclaw-enterprise), read with serde, and their WIT counterparts.
 //!
 //! A controller's params are read into these types before any guest runs; an
 //! error names the field (`revision.harness.mode: missing`) and is
-//! `invalid-params`. Documents OCC treats as opaque (the native configuration,
-//! harness auth, the plugin map) stay raw JSON and cross to the driver as text:
-//! admitting them is the driver's job.
+//! `invalid-params`. Fields the contract does not use (`createdAt`,
+//! `configurationId`, `backendId`, the rest of the Agent) are accepted and not
+//! read. Documents OCC treats as opaque (the native configuration, harness auth,
+//! plugin state, approvers, Secret bindings) stay raw JSON and cross to the driver
+//! as text: admitting them is the driver's job. In OCC an optional field is absent
+//! or present; a JSON `null` counts as absent.
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::capability::hooks::bindings::occ::compute::types as wit;
 use crate::error::CallError;
 
-/// Read `value` as `T`, naming the field at fault under `at`.
+/// Read `value` as `T`, naming the field at fault under `at` (`""`: the params).
 pub(crate) fn read<T: DeserializeOwned>(value: &Value, at: &str) -> Result<T, CallError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let inner = e.inner().to_string();
@@ -39,12 +43,24 @@ pub(crate) fn read<T: DeserializeOwned>(value: &Value, at: &str) -> Result<T, Ca
     })
 }
 
-/// OCC's Namespace: the fields the contract uses; others (status, createdAt)
-/// are accepted and not used.
-#[derive(Debug, Clone, Deserialize)]
+/// A JSON value kept raw; `null` is absent.
+fn raw(v: &Option<Value>) -> Option<String> {
+    match v {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.to_string()),
+    }
+}
+
+/// OCC's `Namespace`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct Namespace {
     pub(crate) id: String,
     pub(crate) name: String,
+    #[serde(default)]
+    existing_namespace: Option<Value>,
+    #[serde(default)]
+    status: Option<String>,
 }
 
 impl Namespace {
@@ -52,20 +68,27 @@ impl Namespace {
         wit::Namespace {
             id: self.id.clone(),
             name: self.name.clone(),
+            existing_namespace: match &self.existing_namespace {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(other) => Some(other.to_string()),
+            },
+            status: self.status.clone().unwrap_or_default(),
         }
     }
 }
 
-/// The Agent part of a binding.
-#[derive(Debug, Clone, Deserialize)]
+/// The fields of OCC's `Agent` the contract reads.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Agent {
     pub(crate) id: String,
+    pub(crate) namespace_id: String,
     pub(crate) service_principal_id: String,
 }
 
-/// OCC's binding: `{namespace, agent}`.
-#[derive(Debug, Clone, Deserialize)]
+/// OCC's `ComputeAgentBinding`: `{namespace, agent}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct Binding {
     pub(crate) namespace: Namespace,
     pub(crate) agent: Agent,
@@ -75,37 +98,47 @@ impl Binding {
     pub(crate) fn to_wit(&self) -> wit::AgentBinding {
         wit::AgentBinding {
             namespace: self.namespace.to_wit(),
-            agent_id: self.agent.id.clone(),
-            service_principal_id: self.agent.service_principal_id.clone(),
+            agent: wit::Agent {
+                id: self.agent.id.clone(),
+                namespace_id: self.agent.namespace_id.clone(),
+                service_principal_id: self.agent.service_principal_id.clone(),
+            },
         }
     }
 
-    /// The binding as hooks and the bindings store carry it.
-    pub(crate) fn to_json(&self) -> Value {
-        json!({
-            "namespace": {"id": self.namespace.id, "name": self.namespace.name},
-            "agent": {"id": self.agent.id, "servicePrincipalId": self.agent.service_principal_id},
-        })
+    /// Whether another binding names the same identities (Namespace id and name,
+    /// Agent id, its Namespace, its ServicePrincipal).
+    pub(crate) fn same_identities(&self, other: &Binding) -> bool {
+        self.namespace.id == other.namespace.id
+            && self.namespace.name == other.namespace.name
+            && self.agent == other.agent
     }
 }
 
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Harness {
     id: String,
+    version: String,
     mode: String,
-    #[serde(default)]
-    version: Option<String>,
+}
+
+impl Harness {
+    pub(crate) fn to_wit(&self) -> wit::Harness {
+        wit::Harness {
+            id: self.id.clone(),
+            version: self.version.clone(),
+            mode: self.mode.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SecretBinding {
-    name: String,
-    secret_id: String,
+pub(crate) struct ComputeRef {
+    id: String,
+    implementation: String,
 }
 
-/// OCC's AgentRevision. Fields the SSH contract does not use (configurationId,
-/// createdAt, compute, ...) are accepted and not used.
+/// OCC's `AgentRevision`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Revision {
@@ -113,24 +146,23 @@ pub(crate) struct Revision {
     pub(crate) namespace_id: String,
     pub(crate) agent_id: String,
     revision: u64,
+    service_principal_id: String,
+    compute: ComputeRef,
+    configuration_kind: String,
+    configuration_generation: u64,
+    configuration: Value,
     harness: Harness,
+    harness_auth: Value,
     #[serde(default)]
-    harness_auth: Option<Value>,
+    plugins: Option<Value>,
     #[serde(default)]
-    configuration: Option<Value>,
+    plugin_approvers: Option<Value>,
     #[serde(default)]
-    requested_plugins: Option<Value>,
+    secret_bindings: Option<Value>,
     #[serde(default)]
-    default_plugin_approver_policy: Option<Value>,
+    sandbox_driver_id: Option<String>,
     #[serde(default)]
-    secret_bindings: Option<Vec<SecretBinding>>,
-}
-
-fn json_text(v: &Option<Value>, default: &str) -> String {
-    match v {
-        None | Some(Value::Null) => default.to_string(),
-        Some(v) => v.to_string(),
-    }
+    secret_driver_id: Option<String>,
 }
 
 impl Revision {
@@ -139,47 +171,38 @@ impl Revision {
             id: self.id.clone(),
             namespace_id: self.namespace_id.clone(),
             agent_id: self.agent_id.clone(),
-            number: self.revision,
-            harness: wit::Harness {
-                id: self.harness.id.clone(),
-                mode: self.harness.mode.clone(),
-                version: self.harness.version.clone(),
+            revision: self.revision,
+            service_principal_id: self.service_principal_id.clone(),
+            compute: wit::ComputeRef {
+                id: self.compute.id.clone(),
+                implementation: self.compute.implementation.clone(),
             },
-            harness_auth: json_text(&self.harness_auth, "null"),
-            configuration: json_text(&self.configuration, "null"),
-            requested_plugins: json_text(&self.requested_plugins, "{}"),
-            default_plugin_approver_policy: match &self.default_plugin_approver_policy {
-                None | Some(Value::Null) => None,
-                Some(p) => Some(p.to_string()),
-            },
-            secret_bindings: self
-                .secret_bindings
-                .iter()
-                .flatten()
-                .map(|b| wit::SecretBinding {
-                    name: b.name.clone(),
-                    secret_id: b.secret_id.clone(),
-                })
-                .collect(),
+            configuration_kind: self.configuration_kind.clone(),
+            configuration_generation: self.configuration_generation,
+            configuration: self.configuration.to_string(),
+            harness: self.harness.to_wit(),
+            harness_auth: self.harness_auth.to_string(),
+            plugins: raw(&self.plugins),
+            plugin_approvers: raw(&self.plugin_approvers),
+            secret_bindings: raw(&self.secret_bindings),
+            sandbox_driver_id: self.sandbox_driver_id.clone(),
+            secret_driver_id: self.secret_driver_id.clone(),
         }
     }
 }
 
-/// One entry of `context.secretEnvironment`: a name, or an object naming one.
+/// One `secretEnvironment` entry; only its name is read.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum SecretEnvironmentEntry {
-    Name(String),
-    Named { name: String },
-    Other(Value),
+struct SecretEnvironmentEntry {
+    name: String,
 }
 
-/// What OCC resolved for a revision before preparation.
+/// OCC's `ComputeRevisionContext`; the SSH contract reads `secretEnvironment`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RevisionContext {
     #[serde(default)]
-    secret_environment: Option<Vec<SecretEnvironmentEntry>>,
+    secret_environment: Vec<SecretEnvironmentEntry>,
 }
 
 impl RevisionContext {
@@ -188,13 +211,7 @@ impl RevisionContext {
             secret_environment: self
                 .secret_environment
                 .iter()
-                .flatten()
-                .map(|e| match e {
-                    SecretEnvironmentEntry::Name(s) | SecretEnvironmentEntry::Named { name: s } => {
-                        s.clone()
-                    }
-                    SecretEnvironmentEntry::Other(v) => v.to_string(),
-                })
+                .map(|e| e.name.clone())
                 .collect(),
         }
     }
@@ -206,7 +223,8 @@ pub(crate) struct NamespaceParams {
     pub(crate) namespace: Namespace,
 }
 
-/// The params of a revision method.
+/// The params of a revision method: `{revision, context?}`, and for a one-shot
+/// call (no earlier bindAgent) its `binding`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct RevisionParams {
     pub(crate) revision: Revision,
@@ -216,48 +234,94 @@ pub(crate) struct RevisionParams {
     pub(crate) context: Option<RevisionContext>,
 }
 
-/// `bindAgent` takes `{namespace, agent}` or `{binding: {namespace, agent}}`.
+/// The params of `validateHarnessAuth`: OCC's
+/// `(harness, auth, configuration, secretBindings?, credentialSourceType?)` by name.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct HarnessAuthParams {
+    pub(crate) harness: Harness,
+    pub(crate) auth: Value,
+    #[serde(default)]
+    pub(crate) secret_bindings: Option<Value>,
+}
+
+impl HarnessAuthParams {
+    pub(crate) fn secret_bindings(&self) -> Option<String> {
+        raw(&self.secret_bindings)
+    }
+}
+
+/// `bindAgent` and `deleteAgentRuntimeCredentials` take `{namespace, agent}` (or
+/// `{binding: {namespace, agent}}`).
 pub(crate) fn binding_params(params: &Value) -> Result<Binding, CallError> {
     match params.get("binding") {
         Some(b) => read(b, "binding"),
-        None => read(params, "binding"),
+        None => read(params, ""),
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// An AgentRevision as OCC's contracts type it.
+    pub(crate) fn occ_revision() -> Value {
+        json!({
+            "id": "rev-1", "namespaceId": "ns-1", "agentId": "agent-1", "revision": 2,
+            "backendId": null, "configurationId": "cfg-1", "configurationKind": "agent",
+            "configurationGeneration": 3,
+            "configuration": {"gateway": {"mode": "local"}},
+            "harness": {"id": "openclaw", "version": "2026.9.6", "mode": "embedded"},
+            "compute": {"id": "compute-ssh", "implementation": "occ/ssh"},
+            "harnessAuth": {"method": "runtime"},
+            "servicePrincipalId": "sp-1", "createdAt": "2026-11-30T00:00:00.000Z",
+        })
+    }
 
     #[test]
     fn reads_occ_revision_shape() {
-        let r: Revision = read(
-            &json!({
-                "id": "rev-1", "namespaceId": "ns-1", "agentId": "agent-1", "revision": 2,
-                "harness": {"id": "openclaw", "mode": "embedded", "version": "2026.9.6"},
-                "harnessAuth": {"method": "runtime"},
-                "configuration": {"gateway": {"mode": "local"}},
-                "configurationId": "ignored",
-            }),
-            "revision",
-        )
-        .unwrap();
+        let r: Revision = read(&occ_revision(), "revision").unwrap();
         let w = r.to_wit();
-        assert_eq!(w.number, 2);
+        assert_eq!((w.revision, w.configuration_generation), (2, 3));
         assert_eq!(w.harness_auth, r#"{"method":"runtime"}"#);
-        assert_eq!(w.requested_plugins, "{}");
-        assert_eq!(w.default_plugin_approver_policy, None);
+        assert_eq!(w.compute.implementation, "occ/ssh");
+        assert_eq!(
+            (w.plugins, w.plugin_approvers, w.secret_bindings),
+            (None, None, None)
+        );
+        let mut v = occ_revision();
+        v["pluginApprovers"] = json!([]);
+        v["secretBindings"] = json!({});
+        v["sandboxDriverId"] = json!("sandbox-k8s");
+        let w = read::<Revision>(&v, "revision").unwrap().to_wit();
+        assert_eq!(w.plugin_approvers.as_deref(), Some("[]"));
+        assert_eq!(w.secret_bindings.as_deref(), Some("{}"));
+        assert_eq!(w.sandbox_driver_id.as_deref(), Some("sandbox-k8s"));
     }
 
     #[test]
     fn param_errors_name_the_field() {
+        let mut no_mode = occ_revision();
+        no_mode["harness"].as_object_mut().unwrap().remove("mode");
+        let mut text_number = occ_revision();
+        text_number["revision"] = json!("two");
         let cases = [
             (
                 read::<Revision>(&json!({"id": "r"}), "revision").unwrap_err(),
                 "revision.namespaceId: missing",
             ),
             (
+                read::<Revision>(&no_mode, "revision").unwrap_err(),
+                "revision.harness.mode: missing",
+            ),
+            (
+                read::<Revision>(&text_number, "revision").unwrap_err(),
+                "revision.revision: invalid type",
+            ),
+            (
                 binding_params(&json!({"namespace": {"id": "n", "name": "x"}})).unwrap_err(),
-                "binding.agent: missing",
+                "agent: missing",
             ),
             (
                 read::<NamespaceParams>(&json!({"namespace": {"id": "n"}}), "").unwrap_err(),
@@ -266,15 +330,6 @@ mod tests {
             (
                 read::<RevisionContext>(&json!({"secretEnvironment": 3}), "context").unwrap_err(),
                 "context.secretEnvironment",
-            ),
-            (
-                read::<Revision>(
-                    &json!({"id": "r", "namespaceId": "n", "agentId": "a", "revision": "one",
-                            "harness": {"id": "openclaw", "mode": "embedded"}}),
-                    "revision",
-                )
-                .unwrap_err(),
-                "revision.revision: invalid type",
             ),
         ];
         for (err, expected) in cases {

@@ -10,30 +10,27 @@ wit_bindgen::generate!({
 
 use exports::occ::compute::compute_driver::Guest;
 use occ::compute::types::{
-    AgentBinding, DriverError, FailureKind, Namespace, PrepareResult, Revision, RevisionContext,
-    Warning,
+    AgentBinding, DriverError, FailureKind, Harness, Namespace, Readiness, Revision,
+    RevisionContext, Selection, Warning,
 };
 
 include!("../../common/unsupported.rs");
 
 struct ReadsFiles;
 
-fn unsupported() -> DriverError {
-    DriverError {
-        kind: FailureKind::Permanent,
-        code: "unsupported".into(),
-        message: "this test guest implements validate-configuration only".into(),
-        host: None,
-    }
-}
-
 impl Guest for ReadsFiles {
-    fn validate_configuration(_: String) -> Result<Vec<Warning>, DriverError> {
+    fn configuration_schema() -> String {
+        "{}".into()
+    }
+    fn validate_configuration(_: Selection) -> Result<Vec<Warning>, DriverError> {
         let key = std::fs::read_to_string("/etc/openclaw/ssh/id_ed25519").unwrap_or_default();
         Ok(vec![Warning {
             code: "read".into(),
             message: format!("read {} bytes", key.len()),
         }])
+    }
+    fn ensure_namespace(_: Selection, _: Namespace) -> Result<(), DriverError> {
+        Err(unsupported())
     }
     unsupported_methods!();
 }
