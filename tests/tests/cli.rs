@@ -10,6 +10,14 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The spec's example configuration, from the driver's own fixtures.
 fn spec_configuration() -> Value {
     let path = repo_root().join("guest-ssh-driver/tests/fixtures/valid-spec-example.json");
@@ -25,13 +33,17 @@ fn inspect_shows_only_granted_imports_for_the_ssh_driver() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["world"], "occ:compute/ssh-compute-driver@0.1.0");
+    assert_eq!(v["world"], "occ:compute/ssh-compute-driver@0.2.0");
     assert_eq!(v["sha256"].as_str().unwrap().len(), 64);
+    // The helper the component ships is the repository's, byte for byte.
+    let helper = std::fs::read(repo_root().join("helper/helper.js")).unwrap();
+    assert_eq!(v["helper"]["sha256"], sha256(&helper));
+    assert_eq!(v["helper"]["size"], helper.len());
     let imports = v["imports"].as_array().unwrap();
     assert!(
         imports
             .iter()
-            .any(|i| i["name"] == "occ:compute/ssh-exec@0.1.0")
+            .any(|i| i["name"] == "occ:compute/ssh-exec@0.2.0")
     );
     for i in imports {
         assert_eq!(i["granted"], true, "{i}");
@@ -41,7 +53,7 @@ fn inspect_shows_only_granted_imports_for_the_ssh_driver() {
             "{name}"
         );
     }
-    assert_eq!(v["exports"], json!(["occ:compute/compute-driver@0.1.0"]));
+    assert_eq!(v["exports"], json!(["occ:compute/compute-driver@0.2.0"]));
 }
 
 #[test]
@@ -79,7 +91,8 @@ fn check_validates_installations_without_touching_hosts() {
         let out = run_host(&["check", inst.to_str().unwrap(), "--json"]);
         if case["valid"] == true {
             assert!(out.status.success(), "{file}: {}", text(&out.stderr));
-            assert!(text(&out.stdout).contains("\"ok\":true"), "{file}");
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["warnings"], json!([]), "{file}");
         } else {
             assert_eq!(out.status.code(), Some(65), "{file}: {}", text(&out.stderr));
             let stderr = text(&out.stderr);
@@ -188,7 +201,7 @@ fn serve_answers_errors_and_keeps_serving() {
     );
     let v = ask(r#"{"jsonrpc":"2.0","id":4,"method":"validateConfiguration","params":{}}"#);
     assert_eq!(v["id"], 4);
-    assert_eq!(v["result"]["ok"], true, "{v}");
+    assert_eq!(v["result"], json!({"warnings": []}), "{v}");
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
@@ -232,10 +245,215 @@ fn serve_listens_on_a_private_unix_socket() {
         serde_json::from_str(&answer).unwrap()
     };
     let v = ask(r#"{"jsonrpc":"2.0","id":"a","method":"validateConfiguration","params":{}}"#);
-    assert_eq!(v["result"]["ok"], true, "{v}");
+    assert_eq!(v["result"], json!({"warnings": []}), "{v}");
     // A second connection is served independently.
     let v = ask(r#"{"jsonrpc":"2.0","id":"b","method":"validateConfiguration","params":[]}"#);
     assert_eq!(v["error"]["code"], -32602, "{v}");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// `check` says whether the component's helper is approved and prints the line
+/// an operator adds once it is audited; with the line added, it is approved.
+#[test]
+fn check_prints_the_pin_line_until_the_helper_is_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = write_installation(
+        dir.path(),
+        &component("guest_ssh_driver"),
+        &spec_configuration(),
+    );
+    let out = run_host(&["check", inst.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let helper = sha256(&std::fs::read(repo_root().join("helper/helper.js")).unwrap());
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("NOT approved"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("approvedHelpers: [\"{helper}\"]")),
+        "{stdout}"
+    );
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&inst).unwrap()).unwrap();
+    doc["drivers"]["compute"]["approvedHelpers"] = json!([helper]);
+    std::fs::write(&inst, doc.to_string()).unwrap();
+    let out = run_host(&["check", inst.to_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&v["helperSha256"], &v["helperApproved"]),
+        (&json!(helper), &json!(true))
+    );
+}
+
+/// The spec's document as written (no `component` key) works with the component
+/// from the environment and the document from $OCC_CONFIG_PATH.
+#[test]
+fn the_installation_and_component_can_come_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("occ.yaml");
+    let doc = json!({"drivers": {"compute": {"id": "compute-ssh", "configuration": spec_configuration()}}});
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let out = Command::new(host_binary())
+        .args(["call", "validateConfiguration"])
+        .env("OCC_CONFIG_PATH", &path)
+        .env("OCC_DRIVER_COMPONENT", component("guest_ssh_driver"))
+        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["warnings"], json!([]));
+}
+
+/// A component cache under a directory another user can write is refused,
+/// naming the directory: an artifact planted there would run as native code.
+#[test]
+fn a_cache_under_a_writable_parent_is_refused_by_name() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let cache = shared.join("cache");
+    let out = Command::new(host_binary())
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["inspect", component("guest_ssh_driver").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&shared.display().to_string())
+            && stderr.contains("another user can change"),
+        "{stderr}"
+    );
+}
+
+/// `serve` validates the whole configuration before it answers anything: an
+/// unknown key stops it, naming the key, and nothing is written to stdout (the
+/// JSON-RPC channel).
+#[test]
+fn serve_refuses_to_start_on_an_unknown_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut configuration = spec_configuration();
+    configuration["runtime"]["nodepath"] = json!("/usr/bin/node");
+    let inst = write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
+    let out = Command::new(host_binary())
+        .args(["serve", "--installation", inst.to_str().unwrap()])
+        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("configuration.runtime.nodepath: unknown key"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(text(&out.stdout), "");
+    // A replay served to a controller would fake effects: refused without --test-mode.
+    let out = Command::new(host_binary())
+        .args([
+            "--ssh-replay",
+            "/dev/null",
+            "serve",
+            "--installation",
+            inst.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--test-mode"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The Unix socket is never connectable by another user: the socket is 0600
+/// from the moment it exists, and even opened up, the server drops a peer of
+/// another uid without answering.
+#[test]
+fn the_unix_socket_serves_no_other_uid() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A directory every user can traverse, so that only the socket's own mode
+    // and the peer check stand in the way.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let inst = write_installation(
+        dir.path(),
+        &component("guest_ssh_driver"),
+        &spec_configuration(),
+    );
+    let socket = dir.path().join("driver.sock");
+    let _server = KillOnDrop(
+        Command::new(host_binary())
+            .args([
+                "serve",
+                "--installation",
+                inst.to_str().unwrap(),
+                "--listen",
+                socket.to_str().unwrap(),
+            ])
+            .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !socket.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "socket never appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let as_nobody = || {
+        // Connect as `nobody`, send a request, print whatever comes back.
+        Command::new("runuser")
+            .args(["-u", "nobody", "--", "python3", "-c"])
+            .arg(
+                "import socket,sys\n\
+                 s=socket.socket(socket.AF_UNIX)\n\
+                 s.connect(sys.argv[1])\n\
+                 s.sendall(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"validateConfiguration\",\"params\":{}}\\n')\n\
+                 s.settimeout(20)\n\
+                 print(repr(s.recv(4096)))",
+            )
+            .arg(&socket)
+            .output()
+            .unwrap()
+    };
+    let out = as_nobody();
+    assert!(
+        !out.status.success(),
+        "nobody connected: {}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).contains("Permission denied"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Opened up by hand, the socket still serves only its owner's uid.
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = as_nobody();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    // Dropped: an empty read, or a reset or broken pipe, depending on timing;
+    // never an answer.
+    assert!(
+        stdout.trim() == "b''"
+            || stderr.contains("ConnectionResetError")
+            || stderr.contains("BrokenPipeError"),
+        "another uid was answered: {stdout} {stderr}"
+    );
+}
+
+/// A child process killed when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
