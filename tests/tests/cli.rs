@@ -457,3 +457,45 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn schema_prints_the_components_closed_schema_which_the_node_package_ships() {
+    let out = run_host(&["schema", component("guest_ssh_driver").to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let schema: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // OCC refuses a driver package whose schema is open at the top level.
+    assert_eq!(schema["additionalProperties"], false);
+    for key in ["ssh", "runtime", "network"] {
+        assert_eq!(
+            schema["properties"][key]["additionalProperties"], false,
+            "{key} is open"
+        );
+    }
+    // hosts maps Namespace names to hosts; each host is closed.
+    assert_eq!(
+        schema["properties"]["hosts"]["additionalProperties"]["additionalProperties"],
+        false
+    );
+    // The Node package ships a copy; it must be this component's.
+    let shipped: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("host/node/schema.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        shipped, schema,
+        "host/node/schema.json is stale: regenerate it with `occ-driver-host schema`"
+    );
+
+    // A file that is no component is refused by name, not printed.
+    let dir = tempfile::tempdir().unwrap();
+    let bogus = dir.path().join("bogus.wasm");
+    std::fs::write(&bogus, b"not wasm").unwrap();
+    let out = run_host(&["schema", bogus.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(
+        text(&out.stderr).contains("bogus.wasm"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -5,6 +5,7 @@ mod call;
 mod check;
 mod inspect;
 mod progress;
+mod schema;
 mod serve;
 
 use std::path::{Path, PathBuf};
@@ -27,7 +28,11 @@ Examples:
   occ-driver-host inspect target/wasm32-wasip2/release/guest_ssh_driver.wasm
 
   # Validate an installation and its driver configuration; touches no host.
+  # It also prints the approvedHelpers line to add once the helper is audited.
   occ-driver-host check /etc/occ/installation.yaml
+
+  # The JSON Schema of a driver's configuration, for a controller to show.
+  occ-driver-host schema guest_ssh_driver.wasm
 
   # One contract call; the result is JSON on stdout.
   occ-driver-host call preflight --installation /etc/occ/installation.yaml
@@ -83,10 +88,19 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Validate an installation and its driver's configuration without touching any host.
     Check(check::CheckArgs),
+    /// Print the JSON Schema of a component's driver configuration.
+    Schema(schema::SchemaArgs),
     /// Call one contract method and print its JSON result.
     Call(call::CallArgs),
     /// Serve the contract as JSON-RPC 2.0 (newline-delimited) on stdio or a Unix socket.
     Serve(serve::ServeArgs),
+}
+
+impl Cli {
+    /// Whether the command is `serve`.
+    pub(crate) fn is_serve(&self) -> bool {
+        matches!(self.command, Command::Serve(_))
+    }
 }
 
 pub(crate) fn init_tracing(verbose: u8) {
@@ -170,6 +184,7 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Inspect(args) => inspect::run(&ctx, args),
         Command::Check(args) => check::run(&ctx, args),
+        Command::Schema(args) => schema::run(&ctx, args),
         Command::Call(args) => call::run(&ctx, args),
         Command::Serve(args) => serve::run(&ctx, args),
     }

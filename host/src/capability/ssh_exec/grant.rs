@@ -133,6 +133,20 @@ fn err(path: impl Into<String>, reason: impl Into<String>) -> GrantError {
 }
 
 impl SshGrant {
+    /// A grant of nothing: no host, no helper.
+    pub fn none() -> SshGrant {
+        SshGrant {
+            identity_file: PathBuf::new(),
+            known_hosts_file: PathBuf::new(),
+            connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT),
+            hosts: BTreeMap::new(),
+            policy: ExecPolicy::NodeHelper {
+                approved: Vec::new(),
+            },
+            bounds: ExecBounds::default(),
+        }
+    }
+
     /// Read the grant from a driver configuration (`ssh`, `hosts` and
     /// `runtime.nodePath`; other keys are the driver's to validate) and the
     /// helpers the installation approves.

@@ -163,6 +163,34 @@ impl Driver {
                 e.to_string(),
             ),
         })?;
+        Driver::with_grant(runtime, installation, grant, options)
+    }
+
+    /// Open a component with no installation and nothing granted: no host to
+    /// reach, no helper approved. Enough to ask it for its configuration schema
+    /// (`occ-driver-host schema`) before any installation exists.
+    pub fn open_ungranted(
+        runtime: Arc<Runtime>,
+        component: &std::path::Path,
+        options: &DriverOptions,
+    ) -> Result<Driver, LoadError> {
+        let installation = Installation {
+            path: PathBuf::from("(no installation)"),
+            driver_id: String::new(),
+            implementation: crate::installation::DEFAULT_IMPLEMENTATION.into(),
+            approved_helpers: Vec::new(),
+            component: component.to_path_buf(),
+            configuration: json!({}),
+        };
+        Driver::with_grant(runtime, installation, SshGrant::none(), options)
+    }
+
+    fn with_grant(
+        runtime: Arc<Runtime>,
+        installation: Installation,
+        grant: SshGrant,
+        options: &DriverOptions,
+    ) -> Result<Driver, LoadError> {
         let path = &installation.component;
         let component = runtime.compile(path, options.cache.as_ref())?;
         let refused = WORLD.refused(component.imports.iter().map(String::as_str));
