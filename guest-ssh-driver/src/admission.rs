@@ -51,7 +51,7 @@ pub fn check_binding(binding: &AgentBinding) -> Result<(), Error> {
     check_namespace(&binding.namespace)?;
     if binding.agent.namespace_id != binding.namespace.id {
         return Err(Error::UnboundAgent(format!(
-            "agent {:?} belongs to namespace {:?}, not to the bound namespace {:?}",
+            "agent.namespaceId: agent {:?} belongs to namespace {:?}, not to the bound namespace {:?}",
             binding.agent.id, binding.agent.namespace_id, binding.namespace.id
         )));
     }
@@ -73,18 +73,24 @@ pub fn bound<'a>(
     })?;
     check_binding(binding)?;
     let pairs = [
-        ("namespace", &revision.namespace_id, &binding.namespace.id),
-        ("agent", &revision.agent_id, &binding.agent.id),
         (
+            "namespaceId",
+            "namespace",
+            &revision.namespace_id,
+            &binding.namespace.id,
+        ),
+        ("agentId", "agent", &revision.agent_id, &binding.agent.id),
+        (
+            "servicePrincipalId",
             "service principal",
             &revision.service_principal_id,
             &binding.agent.service_principal_id,
         ),
     ];
-    for (what, theirs, bound) in pairs {
+    for (field, what, theirs, bound) in pairs {
         if theirs != bound {
             return Err(Error::UnboundAgent(format!(
-                "revision {:?} belongs to {what} {theirs:?} but its binding is for {what} {bound:?}",
+                "revision.{field}: revision {:?} belongs to {what} {theirs:?} but its binding is for {what} {bound:?}",
                 revision.id
             )));
         }
@@ -456,19 +462,19 @@ mod tests {
             ),
             (
                 Some(&other_namespace),
-                "revision \"rev-1\" belongs to namespace \"ns-1\" but its binding is for namespace \"ns-2\"",
+                "revision.namespaceId: revision \"rev-1\" belongs to namespace \"ns-1\" but its binding is for namespace \"ns-2\"",
             ),
             (
                 Some(&other_agent),
-                "revision \"rev-1\" belongs to agent \"agent-1\" but its binding is for agent \"agent-2\"",
+                "revision.agentId: revision \"rev-1\" belongs to agent \"agent-1\" but its binding is for agent \"agent-2\"",
             ),
             (
                 Some(&other_principal),
-                "revision \"rev-1\" belongs to service principal \"sp-1\" but its binding is for service principal \"sp-2\"",
+                "revision.servicePrincipalId: revision \"rev-1\" belongs to service principal \"sp-1\" but its binding is for service principal \"sp-2\"",
             ),
             (
                 Some(&moved_agent),
-                "agent \"agent-1\" belongs to namespace \"ns-9\", not to the bound namespace \"ns-1\"",
+                "agent.namespaceId: agent \"agent-1\" belongs to namespace \"ns-9\", not to the bound namespace \"ns-1\"",
             ),
         ];
         for (binding, message) in cases {

@@ -1,113 +1,191 @@
-// Types of the Node.js client of occ-driver-host.
+// Types of the OCC Compute Driver package backed by occ-driver-host. The OCC
+// types are those of `packages/contracts/src/index.ts` in
+// openclaw/openclaw-enterprise, restated for what this package reads and returns.
 
-export type Failure = "retryable" | "permanent";
+export type JSONValue = null | boolean | number | string | JSONValue[] | { [key: string]: JSONValue };
 
-export class DriverError extends Error {
-  readonly failure: Failure;
-  /** A stable code, e.g. "unmapped-namespace", "cancelled", "host-key". */
-  readonly code: string;
-  /** The configured host alias involved, if any. */
-  readonly host: string | null;
-  /** The JSON-RPC error code (-32000 driver failure, -32800 cancelled, -32602 bad params). */
-  readonly rpcCode: number | null;
-}
-
+export type NamespaceStatus = "provisioning" | "ready" | "failed" | "deleting";
 export interface Namespace {
-  id: string;
-  name: string;
-  [key: string]: unknown;
+  readonly id: string;
+  readonly name: string;
+  /** SSH Compute refuses it: existing namespaces are not adopted. */
+  readonly existingNamespace?: string;
+  readonly status: NamespaceStatus;
+  readonly createdAt: string;
 }
 
-export interface AgentBinding {
-  namespace: Namespace;
-  agent: { id: string; servicePrincipalId: string; [key: string]: unknown };
+export interface Agent {
+  readonly id: string;
+  readonly namespaceId: string;
+  readonly name: string;
+  readonly servicePrincipalId: string;
+  readonly [field: string]: unknown;
+}
+
+export interface ComputeAgentBinding {
+  readonly namespace: Readonly<Namespace>;
+  readonly agent: Readonly<Agent>;
+}
+
+export interface RevisionHarnessDescriptor {
+  readonly id: string;
+  readonly version: string;
+  readonly mode: "embedded" | "dedicated";
+}
+
+/** SSH Compute admits exactly `{ method: "runtime" }`. */
+export type HarnessAuthSnapshot = { readonly method: "runtime" } | { readonly method: string; readonly [field: string]: unknown };
+
+export interface SecretBinding {
+  readonly source: { readonly kind: "secret"; readonly id: string; readonly namespaceId: string };
+  readonly delivery?: { readonly type: "env" };
 }
 
 export interface AgentRevision {
-  id: string;
-  namespaceId: string;
-  agentId: string;
-  revision: number;
-  harness: { id: string; mode: string; version?: string };
-  harnessAuth: unknown;
-  configuration: unknown;
-  requestedPlugins?: Record<string, unknown>;
-  defaultPluginApproverPolicy?: unknown;
-  secretBindings?: { name: string; secretId: string }[];
-  [key: string]: unknown;
+  readonly id: string;
+  readonly namespaceId: string;
+  readonly agentId: string;
+  readonly revision: number;
+  readonly backendId: string | null;
+  readonly configurationId: string;
+  readonly configurationKind: "agent";
+  readonly configurationGeneration: number;
+  readonly configuration: { readonly [key: string]: JSONValue };
+  readonly harness: RevisionHarnessDescriptor;
+  readonly compute: { readonly id: string; readonly implementation: string };
+  /** Refused by SSH Compute. */
+  readonly sandboxDriverId?: string;
+  readonly secretDriverId?: string;
+  /** Refused by SSH Compute unless empty. */
+  readonly secretBindings?: Readonly<Record<string, SecretBinding>>;
+  /** Refused by SSH Compute unless `plugins` is empty. */
+  readonly plugins?: { readonly driver: { readonly id: string; readonly implementation: string }; readonly plugins: Readonly<Record<string, unknown>> };
+  /** Refused by SSH Compute when defined, an empty list included. */
+  readonly pluginApprovers?: readonly { readonly channel: string; readonly id: string }[];
+  readonly harnessAuth: HarnessAuthSnapshot;
+  readonly servicePrincipalId: string;
+  readonly createdAt: string;
 }
 
-export interface Warning {
-  code: string;
-  message: string;
+export interface ComputeRevisionContext {
+  /** Refused by SSH Compute unless empty. */
+  readonly secretEnvironment: readonly { readonly name: string; readonly [field: string]: unknown }[];
+  readonly harnessAuth?: unknown;
+  readonly workspaceSetup?: unknown;
 }
 
-export interface NamespaceResult {
-  namespaceReady?: boolean;
-  namespaceDeleted?: boolean;
-  failure?: Failure;
-  code?: string;
-  message?: string;
-  host?: string;
+export type NamespaceLifecycleFailure = "retryable" | "permanent";
+
+export interface NamespaceEnsureResult {
+  readonly namespaceId: string;
+  readonly namespaceReady: boolean;
+  readonly failure?: NamespaceLifecycleFailure;
+  /** At most 256 printable characters naming the failure; never a secret. */
+  readonly reason?: string;
 }
 
-export interface CallOptions {
-  /** Aborting sends $/cancelRequest: the ssh client is killed, the call rejects with code "cancelled". */
-  signal?: AbortSignal;
-  /** A binding for this call only (otherwise the one from bindAgent). */
-  binding?: AgentBinding;
+export interface NamespaceDeleteResult {
+  readonly namespaceId: string;
+  readonly namespaceDeleted: boolean;
+  readonly failure?: NamespaceLifecycleFailure;
 }
 
-export interface LifecycleHooks {
-  afterNamespacePrepared?(params: { namespace: Namespace }): unknown | Promise<unknown>;
-  /** Return the opaque environment placeholders to project into the workload. */
-  beforeWorkloadStart?(params: {
-    binding: AgentBinding;
-    revisionId: string;
-  }): { environment?: Record<string, string> | { name: string; value: string }[] } | void | Promise<{ environment?: Record<string, string> | { name: string; value: string }[] } | void>;
-  beforeWorkloadStop?(params: { binding: AgentBinding; revisionId: string }): unknown | Promise<unknown>;
-  beforeNamespaceDelete?(params: { namespace: Namespace }): unknown | Promise<unknown>;
+export interface ComputeReadiness {
+  readonly namespaceId: string;
+  readonly agentId: string;
+  readonly revisionId: string;
+  readonly ready: boolean;
 }
 
-export interface Progress {
-  id: number;
-  host: string;
-  step?: string;
-  message?: string;
+export interface ComputePreflightResult {
+  readonly warnings: readonly { readonly code: string; readonly message: string }[];
 }
 
-export interface ComponentDriverOptions {
-  /** The driver component (.wasm); overrides drivers.compute.component. */
+export interface WorkloadLaunchContext {
+  environment: Record<string, string>;
+}
+
+export interface ComputeLifecycleHooks {
+  afterNamespacePrepared?(namespace: Readonly<Namespace>, signal: AbortSignal): Promise<void>;
+  beforeWorkloadStart?(revision: Readonly<AgentRevision>, launch: WorkloadLaunchContext, signal: AbortSignal): Promise<void>;
+  beforeWorkloadStop?(revision: Readonly<AgentRevision>, signal: AbortSignal): Promise<void>;
+  beforeNamespaceDelete?(namespace: Readonly<Namespace>, signal: AbortSignal): Promise<void>;
+}
+
+/** A driver OCC selected for lifecycle hooks (Configuration, Sandbox, IAM). */
+export interface LifecycleDriver {
+  readonly id: string;
+  readonly capability: string;
+  readonly computeLifecycleHooks?: ComputeLifecycleHooks;
+}
+
+/** The package's own settings, beside the driver configuration. */
+export interface DriverHostSettings {
   component?: string;
-  /** The installation file, or the Installation document itself. */
-  installation: string | Record<string, unknown>;
-  hooks?: LifecycleHooks;
-  /** The occ-driver-host binary; default $OCC_DRIVER_HOST or occ-driver-host on PATH. */
-  hostBinary?: string;
+  binary?: string;
+  approvedHelpers?: string[];
   auditLog?: string;
-  env?: NodeJS.ProcessEnv;
-  onProgress?(progress: Progress): void;
-  onStderr?(chunk: string): void;
+  cacheDir?: string;
 }
 
-export interface ComponentDriver {
-  validateConfiguration(options?: CallOptions): Promise<{ ok: true; warnings: Warning[] }>;
-  preflight(options?: CallOptions): Promise<{ ok: true; warnings: Warning[] }>;
-  ensureNamespace(namespace: Namespace, options?: CallOptions): Promise<NamespaceResult>;
-  bindAgent(binding: AgentBinding, options?: CallOptions): Promise<{ ok: true }>;
-  validateHarnessAuth(revision: AgentRevision, options?: CallOptions): Promise<{ ok: true; warnings: Warning[] }>;
-  prepareRevision(
-    revision: AgentRevision,
-    context?: { secretEnvironment?: unknown[] },
-    options?: CallOptions,
-  ): Promise<{ ready: boolean; warnings: Warning[] }>;
-  activateRevision(revision: AgentRevision, options?: CallOptions): Promise<{ ok: true }>;
-  deactivateRevision(revision: AgentRevision, options?: CallOptions): Promise<{ ok: true }>;
-  stopRevision(revision: AgentRevision, options?: CallOptions): Promise<{ ok: true }>;
-  retireRevision(revision: AgentRevision, options?: CallOptions): Promise<{ ok: true }>;
-  deleteNamespace(namespace: Namespace, options?: CallOptions): Promise<NamespaceResult>;
+export interface SshComputeConfiguration {
+  ssh: { identityFile: string; knownHostsFile: string; connectTimeoutSeconds?: number };
+  hosts: Record<string, { address: string; port?: number; user: "root"; nodePath?: string; openclawPath?: string }>;
+  runtime: { nodePath: string; openclawPath: string; user: string; root: string; systemdUnitDirectory?: string };
+  network: { gatewayPortRange: { start: number; end: number } };
+  driverHost?: DriverHostSettings;
+}
+
+export interface CreateDriverOptions {
+  id: string;
+  implementation: string;
+  configuration: SshComputeConfiguration;
+  platformState?: unknown;
+  getOperationAbortSignal?: () => AbortSignal | undefined;
+  onProgress?: (progress: { id: number | string; host: string; step?: string; message?: string }) => void;
+  onStderr?: (chunk: string) => void;
+}
+
+export interface ComputeDriver {
+  readonly id: string;
+  readonly implementation: string;
+  readonly capability: "compute";
+  setLifecycleDrivers(drivers: readonly LifecycleDriver[]): void;
+  preflight(): Promise<void | ComputePreflightResult>;
+  ensureNamespace(namespace: Namespace): Promise<NamespaceEnsureResult>;
+  deleteNamespace(namespace: Namespace): Promise<NamespaceDeleteResult>;
+  bindAgent(binding: ComputeAgentBinding): Promise<void>;
+  validateHarnessAuth(
+    harness: RevisionHarnessDescriptor,
+    auth: HarnessAuthSnapshot,
+    configuration?: unknown,
+    secretBindings?: Readonly<Record<string, SecretBinding>>,
+    credentialSourceType?: string,
+  ): void;
+  prepareRevision(revision: AgentRevision, context?: ComputeRevisionContext): Promise<ComputeReadiness>;
+  activateRevision(revision: AgentRevision, context?: ComputeRevisionContext): Promise<void>;
+  deactivateRevision(revision: AgentRevision): Promise<void>;
+  stopRevision(revision: AgentRevision): Promise<void>;
+  retireRevision(revision: AgentRevision): Promise<void>;
+  deleteAgentRuntimeCredentials(binding: ComputeAgentBinding): Promise<void>;
   readonly pid: number | undefined;
   close(): Promise<void>;
 }
 
-export function createComponentDriver(options: ComponentDriverOptions): Promise<ComponentDriver>;
+/** A failed call: the driver's verdict or the host's. */
+export declare class DriverError extends Error {
+  readonly failure: "retryable" | "permanent";
+  readonly code: string;
+  readonly host: string | null;
+  readonly rpcCode: number | null;
+}
+
+export declare const configurationSchema: Readonly<Record<string, unknown>>;
+export declare function validateConfiguration(configuration: unknown): void;
+export declare function createDriver(options: CreateDriverOptions): ComputeDriver;
+export declare const METHODS: readonly { readonly name: string; readonly params: string }[];
+export declare class LifecycleDispatcher {
+  constructor(drivers: readonly LifecycleDriver[]);
+  selects(phase: keyof ComputeLifecycleHooks): boolean;
+}
+export declare function validateLaunch(launch: WorkloadLaunchContext): boolean;

@@ -1,200 +1,282 @@
-// A ComputeDriver backed by a WebAssembly driver component, for controllers on
-// Node.js: it spawns `occ-driver-host serve` and speaks JSON-RPC 2.0 with it over
-// stdio. Node built-ins only.
+// An OCC Compute Driver package backed by a WebAssembly driver component: OCC's
+// controller loads it like any driver package (configurationSchema,
+// validateConfiguration, createDriver) and calls the ComputeDriver object it
+// returns with OCC's own types. Each driver runs `occ-driver-host serve` with the
+// component; the component's policy runs sandboxed there, with only the SSH hosts
+// and the helper the installation grants. Node built-ins only.
 //
-//   const driver = await createComponentDriver({ component, installation, hooks });
-//   await driver.ensureNamespace(namespace);
+//   import { createDriver } from "occ-driver-host-compute";
+//   const driver = createDriver({ id: "compute-ssh", implementation, configuration,
+//                                 getOperationAbortSignal });
+//   driver.setLifecycleDrivers([configurationDriver]);
+//   await driver.preflight();
+//   await driver.ensureNamespace(namespace);   // { namespaceId, namespaceReady: true }
 
-import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { createInterface } from "node:readline";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
-/** A failed contract call: the driver's verdict, or the host's. */
-export class DriverError extends Error {
-  constructor(message, { failure, code, host, rpcCode } = {}) {
-    super(message);
-    this.name = "DriverError";
-    /** "retryable" or "permanent". */
-    this.failure = failure ?? "retryable";
-    this.code = code ?? "driver-error";
-    this.host = host ?? null;
-    this.rpcCode = rpcCode ?? null;
+import { DriverError, RPC, spawnHost } from "./client.mjs";
+import { LifecycleDispatcher } from "./lifecycle.mjs";
+
+export { DriverError } from "./client.mjs";
+export { LifecycleDispatcher, validateLaunch } from "./lifecycle.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/**
+ * The methods the host serves and how each takes its arguments: the one list
+ * this package builds from (`methods.json`, kept equal to the host's by a test).
+ */
+export const METHODS = JSON.parse(readFileSync(join(here, "methods.json"), "utf8")).methods;
+
+/** The component's own configuration schema (`occ-driver-host schema`), checked by a test. */
+const COMPONENT_SCHEMA = JSON.parse(readFileSync(join(here, "schema.json"), "utf8"));
+
+/** Settings of this package rather than of the driver: where the host and the component are. */
+const DRIVER_HOST_SCHEMA = Object.freeze({
+  type: "object",
+  additionalProperties: false,
+  description: "Where the driver host and its component are, and what the operator approved.",
+  properties: {
+    component: { type: "string", description: "The driver component (.wasm); default: the one bundled with this package or $OCC_DRIVER_COMPONENT." },
+    binary: { type: "string", description: "The occ-driver-host executable; default $OCC_DRIVER_HOST or occ-driver-host on PATH." },
+    approvedHelpers: {
+      type: "array",
+      items: { type: "string", pattern: "^[0-9a-f]{64}$" },
+      description: "SHA-256 of each audited helper the driver may run on hosts (occ-driver-host check prints it).",
+    },
+    auditLog: { type: "string", description: "Append an audit record for every capability call to this file." },
+    cacheDir: { type: "string", description: "Directory of precompiled components (private to this user)." },
+  },
+});
+
+/** OCC's closed configuration schema for this package: the component's plus `driverHost`. */
+export const configurationSchema = Object.freeze({
+  ...COMPONENT_SCHEMA,
+  properties: { ...COMPONENT_SCHEMA.properties, driverHost: DRIVER_HOST_SCHEMA },
+});
+
+function settings(configuration) {
+  if (configuration === null || typeof configuration !== "object" || Array.isArray(configuration)) {
+    throw new DriverError("configuration must be an object", { failure: "permanent", code: "invalid-configuration" });
+  }
+  const { driverHost = {}, ...driverConfiguration } = configuration;
+  for (const key of Object.keys(driverHost)) {
+    if (!(key in DRIVER_HOST_SCHEMA.properties)) {
+      throw new DriverError(`configuration.driverHost.${key}: unknown key`, { failure: "permanent", code: "invalid-configuration" });
+    }
+  }
+  const bundled = join(here, "guest_ssh_driver.wasm");
+  return {
+    binary: driverHost.binary ?? process.env.OCC_DRIVER_HOST ?? "occ-driver-host",
+    component: driverHost.component ?? process.env.OCC_DRIVER_COMPONENT ?? (existsSync(bundled) ? bundled : undefined),
+    approvedHelpers: driverHost.approvedHelpers ?? [],
+    auditLog: driverHost.auditLog,
+    globalArgs: driverHost.cacheDir ? ["--cache-dir", driverHost.cacheDir] : [],
+    driverConfiguration,
+  };
+}
+
+/** Writes the host's installation document into a private directory. */
+function writeInstallation(id, implementation, s) {
+  if (!s.component) {
+    throw new DriverError(
+      "configuration.driverHost.component: no driver component; name it there or in $OCC_DRIVER_COMPONENT",
+      { failure: "permanent", code: "invalid-configuration" },
+    );
+  }
+  // mkdtemp makes the directory 0700: the document names the SSH identity and hosts.
+  const dir = mkdtempSync(join(tmpdir(), "occ-driver-"));
+  const path = join(dir, "installation.yaml");
+  const document = {
+    drivers: {
+      compute: {
+        id,
+        implementation,
+        component: s.component,
+        approvedHelpers: s.approvedHelpers,
+        configuration: s.driverConfiguration,
+      },
+    },
+  };
+  // JSON is YAML: the host reads it like any installation file.
+  writeFileSync(path, JSON.stringify(document), { mode: 0o600 });
+  return { dir, path };
+}
+
+/** An error from a one-shot `occ-driver-host` run: its JSON on stdout, or its stderr. */
+function cliError(result) {
+  let data = {};
+  try {
+    data = JSON.parse(result.stdout);
+  } catch {
+    // Not JSON: the host could not load the driver at all.
+  }
+  const message = data.message ?? (result.stderr.trim().replace(/^error: /, "") || `occ-driver-host exited ${result.status}`);
+  return new DriverError(message, {
+    failure: data.failure ?? (result.status === 75 ? "retryable" : "permanent"),
+    code: data.code ?? "invalid-configuration",
+    host: data.host,
+  });
+}
+
+function runOnce(s, args) {
+  const result = spawnSync(s.binary, [...s.globalArgs, ...args], { encoding: "utf8", maxBuffer: 16 << 20 });
+  if (result.error) {
+    throw new DriverError(`cannot run ${s.binary}: ${result.error.message}`, { failure: "permanent", code: "host-missing" });
+  }
+  return result;
+}
+
+/**
+ * OCC's `validateConfiguration`: synchronous, returns nothing, throws naming the
+ * key at fault. The component validates its own configuration; this package
+ * validates `driverHost`.
+ */
+export function validateConfiguration(configuration) {
+  const s = settings(configuration);
+  const { dir, path } = writeInstallation("compute-ssh", "occ/ssh", s);
+  try {
+    const result = runOnce(s, ["check", path, "--json"]);
+    if (result.status !== 0) throw cliError(result);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 
-const HOOKS = {
-  "hooks/afterNamespacePrepared": "afterNamespacePrepared",
-  "hooks/beforeWorkloadStart": "beforeWorkloadStart",
-  "hooks/beforeWorkloadStop": "beforeWorkloadStop",
-  "hooks/beforeNamespaceDelete": "beforeNamespaceDelete",
-};
+const NEVER = new AbortController().signal;
 
-const METHOD_NOT_FOUND = -32601;
-
-/**
- * The contract methods and how each takes its arguments, from the one list the
- * host keeps in step with its own (`methods.json`, checked by a host test).
- */
-export const METHODS = JSON.parse(readFileSync(new URL("./methods.json", import.meta.url), "utf8")).methods;
+function notSelected(phase) {
+  const error = new Error(`no ${phase} hook is selected`);
+  error.rpcCode = RPC.METHOD_NOT_FOUND;
+  return error;
+}
 
 /**
- * Start a driver host for `component` with `installation` (a file path, or the
- * Installation document as an object) and return the ComputeDriver object.
+ * OCC's `createDriver`: the ComputeDriver object. `getOperationAbortSignal`
+ * (OCC passes it to Compute factories) gives the signal of the operation in
+ * progress; when it aborts, the host cancels the call: its ssh client is killed,
+ * and a compensating hook still runs, for 5 s.
  */
-export async function createComponentDriver(options) {
-  const { component, installation, hooks = {}, onProgress, onStderr } = options ?? {};
-  if (typeof installation !== "string" && (typeof installation !== "object" || installation === null)) {
-    throw new TypeError("createComponentDriver: installation must be a file path or an Installation object");
+export function createDriver({ id, implementation, configuration, getOperationAbortSignal, onProgress, onStderr } = {}) {
+  if (typeof id !== "string" || typeof implementation !== "string") {
+    throw new TypeError("createDriver: id and implementation must be strings");
   }
-  for (const name of Object.keys(hooks)) {
-    if (!Object.values(HOOKS).includes(name) || typeof hooks[name] !== "function") {
-      throw new TypeError(`createComponentDriver: unknown hook ${name}; hooks are ${Object.values(HOOKS).join(", ")}`);
-    }
-  }
-  const binary = options.hostBinary ?? process.env.OCC_DRIVER_HOST ?? "occ-driver-host";
-  let scratch = null;
-  let installationPath = installation;
-  if (typeof installation === "object") {
-    // JSON is YAML: the host reads this like any installation file. Private,
-    // because it names the SSH identity and hosts.
-    scratch = await mkdtemp(join(tmpdir(), "occ-driver-"));
-    installationPath = join(scratch, "installation.yaml");
-    await writeFile(installationPath, JSON.stringify(installation), { mode: 0o600 });
-  }
-  const args = ["serve", "--installation", installationPath];
-  if (component) args.push("--component", component);
-  if (options.auditLog) args.push("--audit-log", options.auditLog);
-  const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe"], env: options.env ?? process.env });
+  const s = settings(configuration);
+  const { dir, path } = writeInstallation(id, implementation, s);
+  let dispatcher = null;
+  let started = false;
+  /** The operation signal of each call in flight, by request id, for its hooks. */
+  const operations = new Map();
 
-  const pending = new Map();
-  let nextId = 1;
-  let closed = false;
-  let exitError = null;
-  let stderrTail = "";
-
-  const send = (message) => {
-    if (!closed) child.stdin.write(JSON.stringify(message) + "\n");
-  };
-  const failAll = (error) => {
-    for (const { reject } of pending.values()) reject(error);
-    pending.clear();
-  };
-
-  child.stderr.setEncoding("utf8");
-  child.stderr.on("data", (chunk) => {
-    stderrTail = (stderrTail + chunk).slice(-4096);
-    if (onStderr) onStderr(chunk);
-  });
-  child.stdin.on("error", () => {});
-  const exited = new Promise((resolve) => {
-    child.on("exit", (code, signal) => {
-      closed = true;
-      exitError = new DriverError(
-        `occ-driver-host exited (${signal ?? code})${stderrTail ? ": " + stderrTail.trim() : ""}`,
-        { failure: "retryable", code: "host-exited" },
-      );
-      failAll(exitError);
-      resolve();
-    });
-    child.on("error", (error) => {
-      closed = true;
-      exitError = new DriverError(`cannot start ${binary}: ${error.message}`, { failure: "permanent", code: "host-missing" });
-      failAll(exitError);
-      resolve();
-    });
-  });
-
-  const answerHook = async (message) => {
-    const name = HOOKS[message.method];
-    const hook = name && hooks[name];
-    if (!hook) {
-      send({ jsonrpc: "2.0", id: message.id, error: { code: METHOD_NOT_FOUND, message: `no ${message.method} hook selected` } });
-      return;
-    }
-    try {
-      const result = await hook(message.params ?? {});
-      send({ jsonrpc: "2.0", id: message.id, result: result ?? null });
-    } catch (error) {
-      send({ jsonrpc: "2.0", id: message.id, error: { code: -32000, message: String(error?.message ?? error) } });
-    }
-  };
-
-  createInterface({ input: child.stdout }).on("line", (line) => {
-    let message;
-    try {
-      message = JSON.parse(line);
-    } catch {
-      return;
-    }
-    if (message.method === "$/progress") {
-      if (onProgress) onProgress(message.params);
-      return;
-    }
-    if (message.method) {
-      void answerHook(message);
-      return;
-    }
-    const waiter = pending.get(message.id);
-    if (!waiter) return;
-    pending.delete(message.id);
-    if (message.error) {
-      const data = message.error.data ?? {};
-      waiter.reject(
-        new DriverError(message.error.message, {
-          failure: data.failure,
-          code: data.code,
-          host: data.host,
-          rpcCode: message.error.code,
-        }),
-      );
-    } else {
-      waiter.resolve(message.result);
-    }
-  });
-
-  const call = (method, params, { signal } = {}) => {
-    if (closed) return Promise.reject(exitError ?? new DriverError("driver closed", { code: "closed" }));
-    const id = nextId++;
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(new DriverError("cancelled before it started", { failure: "retryable", code: "cancelled" }));
-        return;
+  const onRequest = async (method, params, hostSignal) => {
+    const phase = method.replace(/^hooks\//, "");
+    if (!dispatcher || !dispatcher.selects(phase)) throw notSelected(phase);
+    const operation = operations.get(String(params.callId)) ?? NEVER;
+    const signal = AbortSignal.any([hostSignal, operation]);
+    switch (phase) {
+      case "afterNamespacePrepared":
+        return dispatcher.afterNamespacePrepared(params.namespace, signal);
+      case "beforeWorkloadStart": {
+        const launch = await dispatcher.beforeWorkloadStart(params.revision, signal);
+        return { environment: launch.environment };
       }
-      const onAbort = () => send({ jsonrpc: "2.0", method: "$/cancelRequest", params: { id } });
-      signal?.addEventListener("abort", onAbort, { once: true });
-      const done = (f) => (value) => {
-        signal?.removeEventListener("abort", onAbort);
-        f(value);
-      };
-      pending.set(id, { resolve: done(resolve), reject: done(reject) });
-      send({ jsonrpc: "2.0", id, method, params });
-    });
+      case "beforeWorkloadStop":
+        // A compensation keeps running when the operation was cancelled.
+        return dispatcher.beforeWorkloadStop(params.revision, { cleanup: params.cleanup === true },
+          params.cleanup === true ? hostSignal : signal);
+      case "beforeNamespaceDelete":
+        return dispatcher.beforeNamespaceDelete(params.namespace, signal);
+      default:
+        throw notSelected(phase);
+    }
   };
 
-  // One function per method, shaped by how the method takes its arguments.
-  const shapes = {
-    none: (name) => (options) => call(name, {}, options),
-    namespace: (name) => (namespace, options) => call(name, { namespace }, options),
-    binding: (name) => (binding, options) => call(name, binding, options),
-    revision: (name) => (revision, options = {}) =>
-      call(name, { revision, ...(options.binding ? { binding: options.binding } : {}) }, options),
-    "revision+context": (name) => (revision, context = {}, options = {}) =>
-      call(name, { revision, context, ...(options.binding ? { binding: options.binding } : {}) }, options),
-  };
-  const methods = Object.fromEntries(METHODS.map(({ name, params }) => [name, shapes[params](name)]));
+  const host = spawnHost({
+    binary: s.binary,
+    // The host's global options (--cache-dir) may follow the subcommand.
+    args: [...s.globalArgs, "--installation", path, ...(s.auditLog ? ["--audit-log", s.auditLog] : [])],
+    onRequest,
+    onProgress,
+    onStderr,
+  });
 
-  return {
-    ...methods,
+  const invoke = async (method, params) => {
+    started = true;
+    const signal = getOperationAbortSignal?.() ?? undefined;
+    const callId = host.nextId();
+    if (signal) operations.set(String(callId), signal);
+    try {
+      return await host.call(method, params, { signal, id: callId });
+    } finally {
+      operations.delete(String(callId));
+    }
+  };
+
+  // Namespace methods report failure in their result and never reject.
+  const namespaceCall = (method, flag) => async (namespace) => {
+    try {
+      return await invoke(method, { namespace });
+    } catch (error) {
+      return { namespaceId: namespace?.id, [flag]: false, failure: error.failure ?? "retryable", code: error.code, message: error.message };
+    }
+  };
+
+  const driver = {
+    id,
+    implementation,
+    capability: "compute",
+    setLifecycleDrivers(drivers) {
+      if (started) throw new Error("Compute lifecycle Drivers cannot change after lifecycle operations begin.");
+      dispatcher = new LifecycleDispatcher(drivers);
+    },
+    async preflight() {
+      const result = await invoke("preflight", {});
+      return result?.warnings?.length ? { warnings: result.warnings } : undefined;
+    },
+    ensureNamespace: namespaceCall("ensureNamespace", "namespaceReady"),
+    deleteNamespace: namespaceCall("deleteNamespace", "namespaceDeleted"),
+    async bindAgent(binding) {
+      await invoke("bindAgent", { namespace: binding?.namespace, agent: binding?.agent });
+    },
+    /** OCC calls this synchronously at admission: one short host run. */
+    validateHarnessAuth(harness, auth, _configuration, secretBindings) {
+      const params = JSON.stringify({ harness, auth, ...(secretBindings === undefined ? {} : { secretBindings }) });
+      const result = runOnce(s, ["call", "validateHarnessAuth", "--installation", path, "--json", "--params", params]);
+      if (result.status !== 0) throw cliError(result);
+    },
+    prepareRevision: (revision, context) => invoke("prepareRevision", { revision, ...(context ? { context } : {}) }),
+    async activateRevision(revision, context) {
+      await invoke("activateRevision", { revision, ...(context ? { context } : {}) });
+    },
+    async deactivateRevision(revision) {
+      await invoke("deactivateRevision", { revision });
+    },
+    async stopRevision(revision) {
+      await invoke("stopRevision", { revision });
+    },
+    async retireRevision(revision) {
+      await invoke("retireRevision", { revision });
+    },
+    async deleteAgentRuntimeCredentials(binding) {
+      await invoke("deleteAgentRuntimeCredentials", { namespace: binding?.namespace, agent: binding?.agent });
+    },
     /** The host's process id. */
-    pid: child.pid,
+    pid: host.pid,
     /** Stop the host; in-flight calls are cancelled. */
     async close() {
-      if (!closed) child.stdin.end();
-      await exited;
-      if (scratch) await rm(scratch, { recursive: true, force: true });
+      await host.close();
+      rmSync(dir, { recursive: true, force: true });
     },
   };
+  // Every method the host serves is here: the list is the host's (METHODS).
+  for (const { name } of METHODS) {
+    if (!(name in driver) && !["configurationSchema", "validateConfiguration"].includes(name)) {
+      throw new Error(`occ-driver-host serves ${name}, which this package does not expose`);
+    }
+  }
+  return driver;
 }

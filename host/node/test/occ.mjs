@@ -1,0 +1,67 @@
+// OCC objects for the tests, written from OCC's public types
+// (openclaw/openclaw-enterprise packages/contracts/src/index.ts): every field a
+// controller sends, under OCC's names, and nothing of our own.
+
+import { randomUUID } from "node:crypto";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../..");
+const target = process.env.CARGO_TARGET_DIR ?? join(repo, "target");
+export const hostBinary = process.env.OCC_DRIVER_HOST ?? join(target, "release/occ-driver-host");
+export const component = process.env.OCC_DRIVER_COMPONENT ?? join(target, "wasm32-wasip2/release/guest_ssh_driver.wasm");
+
+/** How OCC names a packaged driver's implementation: `${packageName}@${version}`. */
+export const IMPLEMENTATION = "occ-driver-host-compute@0.2.0";
+export const DRIVER_ID = "compute-ssh";
+
+const now = () => new Date().toISOString();
+
+/** `Namespace`. */
+export function namespace(name, extra = {}) {
+  return { id: `ns-${randomUUID()}`, name, status: "provisioning", createdAt: now(), ...extra };
+}
+
+/** `Agent` in `namespace`. */
+export function agent(ns, extra = {}) {
+  return {
+    id: `agent-${randomUUID()}`,
+    namespaceId: ns.id,
+    name: "support-bot",
+    desiredRuntimeState: "running",
+    status: "active",
+    configurationId: `configuration-${randomUUID()}`,
+    backendId: null,
+    harnessAuth: { method: "runtime" },
+    executionMode: "embedded",
+    servicePrincipalId: `sp-${randomUUID()}`,
+    createdAt: now(),
+    ...extra,
+  };
+}
+
+/** `AgentRevision` number `number` of `a`. */
+export function revision(a, number, extra = {}) {
+  return {
+    id: `revision-${randomUUID()}`,
+    namespaceId: a.namespaceId,
+    agentId: a.id,
+    revision: number,
+    backendId: null,
+    configurationId: a.configurationId,
+    configurationKind: "agent",
+    configurationGeneration: number,
+    configuration: { gateway: { mode: "local" } },
+    harness: { id: "openclaw", version: "2026.9.6", mode: "embedded" },
+    compute: { id: DRIVER_ID, implementation: IMPLEMENTATION },
+    harnessAuth: { method: "runtime" },
+    servicePrincipalId: a.servicePrincipalId,
+    createdAt: now(),
+    ...extra,
+  };
+}
+
+/** `ComputeRevisionContext` as the worker builds it for an SSH revision. */
+export function context(extra = {}) {
+  return { harnessAuth: { method: "runtime" }, secretEnvironment: [], ...extra };
+}

@@ -1,0 +1,199 @@
+// The package as OCC's controller loads it (driver-packages.ts and
+// installation-config.ts): the module surface, the closed schema, synchronous
+// validation, the driver object's shape, and answers that need no host.
+
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import test from "node:test";
+
+import * as pkg from "../index.mjs";
+import { DRIVER_ID, IMPLEMENTATION, agent, component, hostBinary, namespace, repo, revision } from "./occ.mjs";
+
+const specConfiguration = () => ({
+  ...JSON.parse(readFileSync(join(repo, "guest-ssh-driver/tests/fixtures/valid-spec-example.json"), "utf8")),
+  driverHost: { binary: hostBinary, component },
+});
+
+function create(configuration = specConfiguration(), extra = {}) {
+  return pkg.createDriver({ id: DRIVER_ID, implementation: IMPLEMENTATION, configuration, ...extra });
+}
+
+test("exports what OCC's package loader requires, from an .mjs root export", () => {
+  const manifest = JSON.parse(readFileSync(join(repo, "host/node/package.json"), "utf8"));
+  assert.equal(manifest.type, "module");
+  assert.match(manifest.exports["."].default, /\.mjs$/);
+  assert.equal(typeof pkg.validateConfiguration, "function");
+  assert.equal(typeof pkg.createDriver, "function");
+  assert.equal(typeof pkg.configurationSchema, "object");
+  // installation-config.ts refuses a schema that is open at the top level.
+  assert.equal(pkg.configurationSchema.additionalProperties, false);
+});
+
+test("the schema is the component's own, plus the package's closed driverHost block", () => {
+  const live = JSON.parse(execFileSync(hostBinary, ["schema", component], { encoding: "utf8" }));
+  const { driverHost, ...componentProperties } = pkg.configurationSchema.properties;
+  assert.deepEqual({ ...pkg.configurationSchema, properties: componentProperties }, live);
+  assert.equal(driverHost.additionalProperties, false);
+  assert.deepEqual(Object.keys(driverHost.properties).sort(), ["approvedHelpers", "auditLog", "binary", "cacheDir", "component"]);
+});
+
+test("validateConfiguration returns nothing for the spec's example and throws naming the key at fault", () => {
+  assert.equal(pkg.validateConfiguration(specConfiguration()), undefined);
+
+  const unknown = specConfiguration();
+  unknown.runtime.colour = "blue";
+  assert.throws(() => pkg.validateConfiguration(unknown), (error) => {
+    assert.ok(error instanceof pkg.DriverError);
+    assert.equal(error.failure, "permanent");
+    assert.match(error.message, /runtime\.colour/);
+    return true;
+  });
+
+  const lowPorts = specConfiguration();
+  lowPorts.network.gatewayPortRange = { start: 80, end: 90 };
+  assert.throws(() => pkg.validateConfiguration(lowPorts), /network\.gatewayPortRange\.start/);
+
+  const rootRuntime = specConfiguration();
+  rootRuntime.runtime.user = "root";
+  assert.throws(() => pkg.validateConfiguration(rootRuntime), /runtime\.user/);
+
+  const driverHostTypo = specConfiguration();
+  driverHostTypo.driverHost.compnent = "/x.wasm";
+  assert.throws(() => pkg.validateConfiguration(driverHostTypo), /driverHost\.compnent: unknown key/);
+
+  const missingComponent = specConfiguration();
+  missingComponent.driverHost.component = "/nonexistent/driver.wasm";
+  assert.throws(() => pkg.validateConfiguration(missingComponent), /\/nonexistent\/driver\.wasm/);
+
+  assert.throws(() => pkg.validateConfiguration([]), /configuration must be an object/);
+});
+
+test("createDriver returns the ComputeDriver object OCC's structural and production checks accept", async () => {
+  const driver = create();
+  try {
+    assert.equal(driver.id, DRIVER_ID);
+    assert.equal(driver.implementation, IMPLEMENTATION);
+    assert.equal(driver.capability, "compute");
+    // createExternalDriver, worker validDriver and the production stage check.
+    for (const method of [
+      "ensureNamespace", "deleteNamespace", "prepareRevision", "stopRevision", "retireRevision",
+      "activateRevision", "deactivateRevision", "setLifecycleDrivers", "deleteAgentRuntimeCredentials",
+      "preflight", "bindAgent", "validateHarnessAuth",
+    ]) {
+      assert.equal(typeof driver[method], "function", method);
+    }
+    // Nothing OCC reads as an option it did not ask for.
+    assert.equal(driver.activationOrder, undefined);
+    assert.equal(driver.maintenanceIntervalMs, undefined);
+  } finally {
+    await driver.close();
+  }
+});
+
+test("validateHarnessAuth is synchronous: runtime passes, every other method throws permanent", async () => {
+  const driver = create();
+  try {
+    const harness = { id: "openclaw", version: "2026.9.6", mode: "embedded" };
+    assert.equal(driver.validateHarnessAuth(harness, { method: "runtime" }, {}), undefined);
+    const secret = { kind: "secret", id: "key", namespaceId: "ns" };
+    for (const auth of [
+      { method: "api_key", source: secret, secretDriverId: "secret-k8s" },
+      { method: "codex_pat", source: secret, secretDriverId: "secret-k8s" },
+      { method: "credential_source", sourceId: "s", credentialGatewayId: "g", sourceType: "t", loginMode: "api_key" },
+    ]) {
+      assert.throws(() => driver.validateHarnessAuth(harness, auth, {}), (error) => {
+        assert.equal(error.failure, "permanent", auth.method);
+        assert.match(error.message, /harnessAuth/);
+        return true;
+      });
+    }
+    assert.throws(
+      () => driver.validateHarnessAuth({ ...harness, mode: "dedicated" }, { method: "runtime" }, {}),
+      /harness/,
+    );
+  } finally {
+    await driver.close();
+  }
+});
+
+test("namespace methods answer in OCC's result shape and never reject", async () => {
+  const driver = create();
+  try {
+    const unmapped = namespace("nowhere");
+    const ensured = await driver.ensureNamespace(unmapped);
+    assert.equal(ensured.namespaceId, unmapped.id);
+    assert.equal(ensured.namespaceReady, false);
+    assert.equal(ensured.failure, "permanent");
+    // reason: bounded, printable, names the failure.
+    assert.match(ensured.reason, /^[\x20-\x7e]{1,256}$/);
+    assert.match(ensured.reason, /nowhere/);
+
+    const adopted = namespace("stable", { existingNamespace: "legacy" });
+    const refused = await driver.ensureNamespace(adopted);
+    assert.equal(refused.namespaceReady, false);
+    assert.equal(refused.failure, "permanent");
+    assert.match(refused.reason, /existingNamespace/);
+
+    const deleted = await driver.deleteNamespace(unmapped);
+    assert.equal(deleted.namespaceId, unmapped.id);
+    assert.equal(deleted.namespaceDeleted, false);
+    assert.equal(deleted.failure, "permanent");
+  } finally {
+    await driver.close();
+  }
+});
+
+test("bindAgent refuses by OCC's field names before anything reaches a host", async () => {
+  const driver = create();
+  try {
+    const ns = namespace("stable");
+    const other = namespace("stable");
+    await assert.rejects(driver.bindAgent({ namespace: ns, agent: agent(other) }), (error) => {
+      assert.ok(error instanceof pkg.DriverError);
+      assert.equal(error.failure, "permanent");
+      assert.match(error.message, /agent\.namespaceId/);
+      return true;
+    });
+    await assert.rejects(driver.bindAgent({ namespace: ns }), (error) => {
+      assert.equal(error.failure, "permanent");
+      assert.match(error.message, /agent/);
+      return true;
+    });
+    // A revision of an Agent that was never bound is refused too.
+    const a = agent(ns);
+    await assert.rejects(driver.prepareRevision(revision(a, 1), { harnessAuth: { method: "runtime" }, secretEnvironment: [] }),
+      (error) => error.failure === "permanent");
+  } finally {
+    await driver.close();
+  }
+});
+
+test("lifecycle drivers are fixed once an operation began, and must carry hooks", async () => {
+  const driver = create();
+  try {
+    assert.throws(() => driver.setLifecycleDrivers([{ id: "c", capability: "configuration" }]), /computeLifecycleHooks/);
+    assert.throws(
+      () => driver.setLifecycleDrivers([{ id: "c", capability: "configuration", computeLifecycleHooks: { beforeStart() {} } }]),
+      /beforeStart is not a lifecycle hook/,
+    );
+    driver.setLifecycleDrivers([]);
+    await driver.ensureNamespace(namespace("nowhere"));
+    assert.throws(() => driver.setLifecycleDrivers([]), /cannot change after lifecycle operations begin/);
+  } finally {
+    await driver.close();
+  }
+});
+
+test("a missing host binary is a permanent error naming it", async () => {
+  const configuration = specConfiguration();
+  configuration.driverHost.binary = "/nonexistent/occ-driver-host";
+  const driver = create(configuration);
+  await assert.rejects(driver.preflight(), (error) => {
+    assert.equal(error.failure, "permanent");
+    assert.match(error.message, /\/nonexistent\/occ-driver-host/);
+    return true;
+  });
+  await driver.close();
+});
