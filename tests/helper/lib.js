@@ -7,6 +7,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const crypto = require('node:crypto');
 const { spawn, spawnSync } = require('node:child_process');
+const { renderUnit, sandboxProperties } = require('./unit.js');
 
 const REPO = path.resolve(__dirname, '..', '..');
 // OCC_HELPER_PATH runs the suite against another copy (e.g. the one a guest embeds).
@@ -212,44 +213,14 @@ class Fixture {
     };
   }
 
-  // The unit exactly as the guest renders it (guest-ssh-driver/src/unit.rs): the
-  // ownership header first, quoted Environment= values, the password file only when
-  // the managed password is used, the operator's optional env file.
-  unitText(nsId, agentId, port, { password = true } = {}) {
-    const agentDir = this.paths(nsId, agentId).agentDir;
-    const account = `openclaw-${sha12(`${nsId}:${agentId}`)}`;
-    return [
-      '# Managed by the OCC SSH Compute Driver (occ/ssh); do not edit.',
-      `# OCC-Namespace: ${nsId}`,
-      `# OCC-Agent: ${agentId}`,
-      '',
-      '[Unit]',
-      `Description=OpenClaw gateway of OCC Agent ${sha12(agentId)}`,
-      'After=network-online.target',
-      'Wants=network-online.target',
-      '',
-      '[Service]',
-      `ExecStart=${NODE} ${OPENCLAW} gateway --port ${port}`,
-      `User=${account}`,
-      `Group=${account}`,
-      `Environment="HOME=${agentDir}/home"`,
-      `Environment="OPENCLAW_STATE_DIR=${agentDir}/state"`,
-      `Environment="OPENCLAW_CONFIG_PATH=${agentDir}/current/openclaw.json"`,
-      `Environment="OPENCLAW_GATEWAY_PORT=${port}"`,
-      ...(password ? [`EnvironmentFile=${agentDir}/gateway-password.env`] : []),
-      `EnvironmentFile=-${agentDir}/env`,
-      `WorkingDirectory=${agentDir}/home`,
-      'Restart=always',
-      'RestartSec=2',
-      'KillSignal=SIGTERM',
-      'TimeoutStopSec=30',
-      'NoNewPrivileges=true',
-      'PrivateTmp=true',
-      '',
-      '[Install]',
-      'WantedBy=multi-user.target',
-      '',
-    ].join('\n');
+  // The unit exactly as the guest renders it (unit.js, checked against the guest's
+  // golden units by unit.test.js).
+  unitText(nsId, agentId, port, { password = true, placeholders = [] } = {}) {
+    return renderUnit({
+      namespaceId: nsId, agentId, account: this.agent(nsId, agentId).account,
+      agentDir: this.paths(nsId, agentId).agentDir, nodePath: NODE, openclawPath: OPENCLAW,
+      port, placeholders, needsPassword: password,
+    });
   }
 
   // Removes everything this fixture may have left on the host: units, accounts, root.
