@@ -23,6 +23,7 @@ const MAX_DEADLINE_MS = 175000;
 const LOCK_WAIT_SECONDS = 30;
 const DEFAULT_READINESS_MS = 120000;
 const HEARTBEAT_MS = 1000;
+const NODE_MAJOR = 24;
 const READY_POLL_MS = 500;
 const READY_REQUEST_MS = 2000;
 // Conflict exit code for flock: distinguishes "waited 30 s" from any other failure.
@@ -213,28 +214,62 @@ async function unitState(unitName) {
 // pipe from this helper. Whatever ends the helper (normal exit, crash, SIGKILL) closes
 // that pipe, the child's `cat` sees end of file and exits, and the kernel drops the
 // lock: there is no stale-lock state for anyone to reclaim.
+//
+// flock needs only an open descriptor, and a read-only one will do: any account that
+// can open the file can hold the lock forever and stall every operation on the host.
+// So the file is root's and 0600, which no Agent account can open, and the helper
+// refuses a lock file it cannot trust instead of waiting on it.
 
+const LOCK_MODE = 0o600;
 const lock = { child: null, required: false, exited: false };
 
 function lockHeld() {
   return lock.child !== null && !lock.exited;
 }
 
+// The lock file as it must be, created when absent; anything else is refused.
+function checkLockFile(lockPath) {
+  for (;;) {
+    const st = lstatOrNull(lockPath);
+    if (st && st.isSymbolicLink()) {
+      throw new HelperError('unexpected-symlink', `${lockPath} is a symlink`);
+    }
+    if (st && !st.isFile()) {
+      throw new HelperError('foreign-marker', `${lockPath} is not a regular file`);
+    }
+    if (st && (st.uid !== ROOT_UID || (st.mode & 0o7777 & ~LOCK_MODE) !== 0)) {
+      // Permanent: a retry would meet the same file. Tightening it here would not
+      // help, since a descriptor opened while the mode was loose keeps its lock.
+      throw new HelperError('foreign-marker',
+        `${lockPath} is owned by uid ${st.uid} with mode ${(st.mode & 0o7777).toString(8)}; ` +
+        'the host lock must be root\'s and 0600, or any account that can open it can stall ' +
+        `every operation here. Check for holders (fuser -v ${lockPath}), then run ` +
+        `chown root:root ${lockPath} && chmod 600 ${lockPath}`);
+    }
+    if (st) return;
+    guard('create the host lock file');
+    let fd;
+    try {
+      // O_EXCL: a file another helper created meanwhile is checked on the next turn.
+      fd = fs.openSync(lockPath,
+        fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, LOCK_MODE);
+    } catch (error) {
+      if (error.code === 'EEXIST') continue;
+      throw error;
+    }
+    try {
+      fs.fchownSync(fd, ROOT_UID, ROOT_GID);
+      fs.fchmodSync(fd, LOCK_MODE);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+}
+
 async function acquireLock(root) {
   guard('take the host lock');
   const lockPath = path.join(root, '.compute-lock');
-  const st = lstatOrNull(lockPath);
-  if (st && st.isSymbolicLink()) {
-    throw new HelperError('unexpected-symlink', `${lockPath} is a symlink`);
-  }
-  if (st && !st.isFile()) {
-    throw new HelperError('foreign-marker', `${lockPath} is not a regular file`);
-  }
-  if (!st) {
-    const fd = fs.openSync(lockPath, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o644);
-    fs.fchmodSync(fd, 0o644);
-    fs.closeSync(fd);
-  }
+  checkLockFile(lockPath);
   const waitSeconds = Math.max(1, Math.min(LOCK_WAIT_SECONDS, Math.floor((remainingMs() - 1000) / 1000)));
   const startedAt = Date.now();
   // The shell text is a constant: the lock path reaches flock as its own argument.
@@ -983,7 +1018,16 @@ async function opProbe(op) {
     if (!fs.statSync(op.nodePath).isFile()) throw new Error('not a regular file');
     fs.accessSync(op.nodePath, fs.constants.X_OK);
     const result = await run(op.nodePath, ['--version'], { allowFailure: true, timeoutMs: 15000 });
-    check('node', result.code === 0, result.code === 0 ? `${op.nodePath} ${result.stdout.trim()}` : `${op.nodePath}: exit ${result.code}`);
+    const version = result.stdout.trim();
+    const major = /^v(\d+)\./.exec(version);
+    if (result.code !== 0) {
+      check('node', false, `${op.nodePath}: exit ${result.code}`);
+    } else if (!major || Number(major[1]) !== NODE_MAJOR) {
+      // The spec requires Node.js 24; the gateway itself needs it.
+      check('node', false, `${op.nodePath} is Node.js ${JSON.stringify(oneLine(version))}, Node.js ${NODE_MAJOR} is required`);
+    } else {
+      check('node', true, `${op.nodePath} ${version}`);
+    }
   } catch (error) {
     check('node', false, `${op.nodePath}: ${error.message}`);
   }
