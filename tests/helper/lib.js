@@ -270,11 +270,16 @@ function lockIsFree(root) {
   return sh(`flock -n ${root}/.compute-lock true`, { allowFailure: true }).code === 0;
 }
 
-// The host pid of the helper running this operation, or null. Node 24 names its main
-// thread "MainThread", so processes are matched by argv: the Node binary first and the
-// operation argument (base64 holds regex metacharacters: a fixed-string match) after.
+// The host pid of the helper running this operation, or null. The helper replaces its
+// argv with `occ-ssh-helper <first 12 hex of SHA-256 of the operation argument>` as soon
+// as it starts (before that, argv still holds the Node binary and the argument), so
+// both forms are matched, each as a fixed string.
+function helperTitle(b64) {
+  return `occ-ssh-helper ${sha256(b64).slice(0, 12)}`;
+}
+
 function helperPid(b64) {
-  const out = sh(`ps -eo pid=,args= | awk -v node='${NODE}' -v op='${b64.slice(0, 80)}' '$2 == node && index($0, op) { print $1; exit }'`).trim();
+  const out = sh(`ps -eo pid=,args= | awk -v node='${NODE}' -v op='${b64.slice(0, 80)}' -v title='${helperTitle(b64)}' '($2 == node && index($0, op)) || ($2 " " $3) == title { print $1; exit }'`).trim();
   return out ? Number(out) : null;
 }
 
@@ -286,5 +291,5 @@ function helperRunning(b64) {
 module.exports = {
   REPO, HELPER_PATH, HELPER_SOURCE, NODE, OPENCLAW, HOST, rigEnv, sshArgs, sh, shJson,
   startHelper, runHelper, helper, waitFor, Fixture, GATEWAY_CONFIG, statHost, sha12, sha256,
-  lockIsFree, helperRunning, helperPid,
+  lockIsFree, helperRunning, helperPid, helperTitle, sandboxProperties,
 };
