@@ -741,6 +741,11 @@ function readServed(op, L) {
   const marker = readMarker(L.served);
   if (!marker) return null;
   checkFields(marker, { ...namespaceOwner(op), agentId: op.agent.id }, L.served, 'foreign-marker');
+  // Written since served.json carries the ServicePrincipal; an older one without it
+  // is still this Agent's.
+  if (marker.servicePrincipalId !== undefined) {
+    checkFields(marker, { servicePrincipalId: op.agent.servicePrincipalId }, L.served, 'foreign-marker');
+  }
   return marker;
 }
 
@@ -772,8 +777,16 @@ function verifyRevision(op, L, agentGid, snapshot) {
     throw new HelperError('changed-snapshot',
       `${L.revConfig} is ${st.uid}:${st.gid} ${(st.mode & 0o7777).toString(8)}, expected ${ROOT_UID}:${agentGid} 640`);
   }
-  if (snapshot !== undefined && !fs.readFileSync(L.revConfig).equals(Buffer.from(snapshot, 'utf8'))) {
+  const bytes = fs.readFileSync(L.revConfig);
+  if (snapshot !== undefined && !bytes.equals(Buffer.from(snapshot, 'utf8'))) {
     throw new HelperError('changed-snapshot', `${L.revConfig} differs from the admitted snapshot`);
+  }
+  // Owner, group and mode can survive an in-place edit by root; the bytes cannot. A
+  // gateway is never started, kept or stopped on a document that is not the admitted
+  // one, so every operation that relies on the snapshot re-hashes it.
+  if (crypto.createHash('sha256').update(bytes).digest('hex') !== marker.configHash) {
+    throw new HelperError('changed-snapshot',
+      `${L.revConfig} no longer has the configHash recorded in ${L.revMarker}: it was changed after prepare`);
   }
   return true;
 }
@@ -1291,7 +1304,7 @@ async function opActivate(op) {
   }
   guard('write served.json');
   writeAtomic(L.served, `${JSON.stringify({
-    ...namespaceOwner(op), agentId: op.agent.id, revisionId: op.revision.id,
+    ...agentOwner(op), revisionId: op.revision.id,
     revisionNumber: op.revision.number, configHash: op.revision.configHash,
     servedAt: new Date().toISOString(),
   })}\n`, 0o600);
@@ -1349,6 +1362,9 @@ async function stopAgent(op, L) {
   return changed;
 }
 
+// Stops the Agent's gateway whichever revision it runs: the spec's stopRevision stops
+// and disables the unit and removes current and served.json. The named revision's
+// snapshot, when present, must still be the admitted one.
 async function opStop(op) {
   const L = layout(op);
   if (!operatorDirExists(L.root)) return { changed: false };
@@ -1357,11 +1373,9 @@ async function opStop(op) {
   if (!agent) return { changed: false };
   verifyRevision(op, L, agent.gid);
   readServed(op, L);
-  const currentHash = readCurrent(L);
+  readCurrent(L);
   readUnit(L.unitPath, op.namespace.id, op.agent.id);
   sweep(L.agentDir);
-  // Another revision is the live one: stopping this one leaves it serving.
-  if (currentHash !== null && currentHash !== op.revision.hash) return { changed: false };
   return { changed: await stopAgent(op, L) };
 }
 

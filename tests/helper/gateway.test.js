@@ -66,8 +66,9 @@ test('activate starts a real gateway and writes served.json only after /readyz 2
     'while waiting for readiness: no served.json, current already switched, host lock free');
 
   assert.deepEqual(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)), {
-    driver: 'occ/ssh', namespaceId: NS, agentId: AGENT, revisionId: 'rev-1', revisionNumber: 1,
-    configHash: L.sha256(L.GATEWAY_CONFIG), servedAt: JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).servedAt,
+    driver: 'occ/ssh', namespaceId: NS, agentId: AGENT, servicePrincipalId: `sp-${AGENT}`,
+    revisionId: 'rev-1', revisionNumber: 1, configHash: L.sha256(L.GATEWAY_CONFIG),
+    servedAt: JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).servedAt,
   });
   assert.equal(L.statHost([`${p.agentDir}/served.json`])[`${p.agentDir}/served.json`].mode, '600');
   assert.equal(L.sh(`cat ${p.unitPath}`), fx.unitText(NS, AGENT, port));
@@ -109,15 +110,56 @@ test('a new revision: prepare leaves the gateway alone, activate restarts onto i
   assert.deepEqual([late.ready, late.changed], [false, false]);
 });
 
-test('retire and stop of a revision that is not current leave the gateway serving', async () => {
+test('a snapshot edited in place is refused by activate, stop, retire and deactivate', { timeout: 120000 }, async () => {
+  // rev-2 serves. Root appends a byte: owner, group (the Agent's) and mode 0640 stay.
+  const file = `${fx.paths(NS, AGENT, 'rev-2').revDir}/openclaw.json`;
+  const stat = L.sh(`stat -c '%U:%G %a %i' ${file}`);
+  L.sh(`printf ' ' >> ${file}`);
+  assert.equal(L.sh(`stat -c '%U:%G %a %i' ${file}`), stat);
+  const pid = unitProp('MainPID');
+  const served = L.sh(`cat ${p.agentDir}/served.json`);
+  try {
+    for (const op of ['activate', 'stop', 'retire', 'deactivate']) {
+      const run = op === 'activate'
+        ? await L.runHelper(fx.activate(NS, AGENT, 'rev-2', 2, port, CONFIG_2))
+        : await L.runHelper(fx.agentOp(op, NS, AGENT, 'rev-2', 2, CONFIG_2));
+      assert.deepEqual([run.code, run.result.error.code, run.result.error.permanent], [1, 'changed-snapshot', true], op);
+      assert.ok(run.result.error.message.startsWith(`${file} no longer has the configHash`), run.result.error.message);
+      assert.ok(!run.events.some((e) => ['restart', 'stop', 'retire', 'current'].includes(e.step)), op);
+    }
+    // Not restarted into service, not stopped, not removed, served.json untouched.
+    assert.equal(unitProp('MainPID'), pid);
+    assert.equal(L.sh(`cat ${p.agentDir}/served.json`), served);
+    assert.equal(exists(file), true);
+  } finally {
+    L.sh(`truncate -s -1 ${file}`);
+  }
+  assert.equal((await activate('rev-2', 2, CONFIG_2)).result.changed, false);
+});
+
+test('retire of a revision that is not current leaves the gateway serving', async () => {
   const pid = unitProp('MainPID');
   const retired = await L.helper(fx.agentOp('retire', NS, AGENT, 'rev-1', 1, L.GATEWAY_CONFIG));
   assert.deepEqual([retired.ok, retired.changed], [true, true]);
   assert.equal(exists(fx.paths(NS, AGENT, 'rev-1').revDir), false);
-  const stopped = await L.helper(fx.agentOp('stop', NS, AGENT, 'rev-1', 1, L.GATEWAY_CONFIG));
-  assert.deepEqual([stopped.ok, stopped.changed], [true, false]);
   assert.equal(unitProp('MainPID'), pid);
   assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-2');
+});
+
+test('stop of a revision that is not current still stops and disables the gateway', async () => {
+  // rev-2 serves; rev-3 is only prepared. stopRevision stops the Agent's unit and
+  // removes current and served.json whichever revision runs.
+  assert.equal((await L.helper(fx.prepare(NS, AGENT, 'rev-3', 3, CONFIG_3))).ready, true);
+  const stopped = await L.helper(fx.agentOp('stop', NS, AGENT, 'rev-3', 3, CONFIG_3));
+  assert.deepEqual([stopped.ok, stopped.changed], [true, true]);
+  assert.equal(unitProp('ActiveState'), 'inactive');
+  assert.equal(unitProp('UnitFileState'), 'disabled');
+  assert.equal(exists(`${p.agentDir}/current`), false);
+  assert.equal(exists(`${p.agentDir}/served.json`), false);
+  assert.notEqual(readyz(port), '200');
+  for (const kept of [fx.paths(NS, AGENT, 'rev-2').revDir, fx.paths(NS, AGENT, 'rev-3').revDir]) {
+    assert.equal(exists(kept), true, kept);
+  }
 });
 
 test('a session closed during the readiness wait writes no served.json; the retry converges', { timeout: 240000 }, async (t) => {
