@@ -75,9 +75,21 @@ test('activate starts a real gateway and writes served.json only after /readyz 2
   assert.equal(unitProp('ActiveState'), 'active');
   assert.equal(unitProp('UnitFileState'), 'enabled');
   assert.equal(readyz(port), '200');
-  // The gateway runs as the Agent's private account.
+  // The gateway runs as the Agent's private account, inside its sandbox: a read-only
+  // host but for its home and state, /proc showing only its own processes, a /dev/shm
+  // of its own, and only the port it was given.
   const marker = JSON.parse(L.sh(`cat ${p.agentDir}/agent.json`));
-  assert.equal(L.sh(`ps -o uid=,gid= -p ${unitProp('MainPID')}`).trim().split(/\s+/).map(Number).join(':'), `${marker.uid}:${marker.gid}`);
+  const pid = unitProp('MainPID');
+  assert.equal(L.sh(`ps -o uid=,gid= -p ${pid}`).trim().split(/\s+/).map(Number).join(':'), `${marker.uid}:${marker.gid}`);
+  const mounts = L.sh(`cat /proc/${pid}/mountinfo`).split('\n').map((line) => line.split(' '));
+  const mount = (target) => mounts.filter((m) => m[4] === target).pop();
+  assert.match(mount('/')[5], /^ro,/);
+  assert.match(mount(`${p.agentDir}/home`)[5], /^rw,/);
+  assert.match(mount(`${p.agentDir}/state`)[5], /^rw,/);
+  assert.match(mounts.filter((m) => m[4] === '/proc').pop().join(' '), /hidepid=invisible/);
+  assert.equal(mount('/dev/shm')[mount('/dev/shm').indexOf('-') + 1], 'tmpfs');
+  assert.equal(L.sh(`ss -Htlnpe | grep -c 'uid:${marker.uid} ' || true`).trim(), '1', 'the gateway listens on one port only');
+  assert.match(L.sh(`ss -Htlnpe 'sport = :${port}'`), new RegExp(`uid:${marker.uid} `));
   // The gateway never rewrote its admitted snapshot; the password was not rotated and
   // the operator's file was not touched.
   assert.equal(L.sh(`stat -c '%s %Y %a %U:%G' ${fx.paths(NS, AGENT, 'rev-1').revDir}/openclaw.json`), snapshotBefore);
@@ -95,6 +107,11 @@ test('activating the served revision again changes nothing and does not restart'
 
 test('a new revision: prepare leaves the gateway alone, activate restarts onto it', { timeout: 180000 }, async (t) => {
   const pid = unitProp('MainPID');
+  // What the gateway keeps in its state directory (its key, its database) and a file of
+  // the Agent's own must survive the cutover: only the snapshot changes.
+  const account = fx.agent(NS, AGENT).account;
+  L.sh(`runuser -u ${account} -- sh -c 'echo mine > ${p.agentDir}/state/agent-file'`);
+  const stateBefore = L.sh(`cd ${p.agentDir}/state && sha256sum config-journal-fingerprint.key && stat -c '%i %U' state/openclaw.sqlite`);
   const prepared = await L.helper(fx.prepare(NS, AGENT, 'rev-2', 2, CONFIG_2));
   assert.deepEqual([prepared.ready, prepared.changed, prepared.port], [true, true, port]);
   assert.equal(unitProp('MainPID'), pid, 'prepare does not restart');
@@ -105,6 +122,8 @@ test('a new revision: prepare leaves the gateway alone, activate restarts onto i
   assert.notEqual(unitProp('MainPID'), pid);
   assert.equal(L.sh(`readlink ${p.agentDir}/current`).trim(), `revisions/${L.sha12('rev-2')}`);
   assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-2');
+  assert.equal(L.sh(`cd ${p.agentDir}/state && sha256sum config-journal-fingerprint.key && stat -c '%i %U' state/openclaw.sqlite`), stateBefore);
+  assert.equal(L.sh(`cat ${p.agentDir}/state/agent-file`), 'mine\n');
   // The older revision is superseded now.
   const late = await L.helper(fx.prepare(NS, AGENT, 'rev-0', 1, '{"late":true}\n'));
   assert.deepEqual([late.ready, late.changed], [false, false]);
