@@ -1293,9 +1293,16 @@ async function opActivate(op) {
 
   await acquireLock(L.root);
   const again = await loadAgent(op, L, { required: true });
-  if (again.port !== agent.port || readCurrent(L) !== op.revision.hash ||
-      readUnit(L.unitPath, op.namespace.id, op.agent.id) !== op.unit.text ||
-      !verifyRevision(op, L, agent.gid)) {
+  const sameRevision = again.port === agent.port && readCurrent(L) === op.revision.hash &&
+    verifyRevision(op, L, agent.gid);
+  if (!sameRevision || readUnit(L.unitPath, op.namespace.id, op.agent.id) !== op.unit.text) {
+    // Another activation of this very revision finished first and proved it served:
+    // the goal of this one is met. Failing here would have the guest run its
+    // compensating hooks and undo that successful activation.
+    if (sameRevision && servedMatches(readServed(op, L), op)) {
+      progress('served', `another activation already served revision ${op.revision.id}`);
+      return { changed: true, port: agent.port, readyAfterMs };
+    }
     throw new HelperError('superseded', `another operation changed Agent ${op.agent.id} during the readiness wait`);
   }
   state = await unitState(op.agent.unitName);

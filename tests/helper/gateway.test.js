@@ -254,6 +254,57 @@ test('retiring the current revision stops the gateway first, then removes only t
   }
 });
 
+// Runs `first` until its restart is handed to systemd and the host lock is released for
+// the readiness wait, freezes it there (SIGSTOP), runs `other` to completion, then lets
+// `first` go on: the order of events is fixed, whatever the timings.
+async function overtaken(first, other) {
+  let pid = null;
+  const run = L.startHelper(first, {
+    onEvent: (event) => {
+      if (event.event === 'progress' && event.step === 'readiness' && pid === null) {
+        pid = L.helperPid(run.b64);
+        L.sh(`kill -STOP ${pid}`);
+      }
+    },
+  });
+  await L.waitFor(() => pid !== null || run.events.some((e) => e.event === 'result'),
+    { timeoutMs: 120000, what: 'the first activation to reach its readiness wait' });
+  assert.ok(pid, 'the first activation reached its readiness wait');
+  let otherResult;
+  try {
+    otherResult = await L.runHelper(other);
+  } finally {
+    L.sh(`kill -CONT ${pid}`);
+  }
+  return { first: await run.done, other: otherResult };
+}
+
+test('an activation overtaken by one of the same revision succeeds; by another revision it is superseded', { timeout: 480000 }, async (t) => {
+  const withToken = (revId, number, snapshot, token) =>
+    fx.activate(NS, AGENT, revId, number, port, snapshot, { unitOptions: { placeholders: [['OCC_TEST_TOKEN', token]] } });
+  // Both activate rev-2, with different hook placeholders: the second one's unit wins
+  // and it writes served.json first. The first must not fail (its failure would run
+  // compensating hooks against a revision that is serving).
+  const same = await overtaken(withToken('rev-2', 2, CONFIG_2, 'opaque-first'), withToken('rev-2', 2, CONFIG_2, 'opaque-second'));
+  assert.equal(same.other.result.ok, true, JSON.stringify(same.other.result));
+  const servedBySecond = L.sh(`cat ${p.agentDir}/served.json`);
+  assert.equal(same.first.code, 0, same.first.stdout.slice(-1500));
+  assert.deepEqual([same.first.result.ok, same.first.result.port], [true, port]);
+  assert.ok(same.first.events.some((e) => e.step === 'served' && /another activation already served revision rev-2/.test(e.message)));
+  assert.equal(L.sh(`cat ${p.agentDir}/served.json`), servedBySecond, 'served.json is the second activation\'s');
+  assert.match(L.sh(`cat ${p.unitPath}`), /OCC_TEST_TOKEN=opaque-second/);
+  t.diagnostic('same revision: both activations succeeded');
+
+  // Another revision overtakes: the first one's goal is gone, superseded stays.
+  const CONFIG_4 = `${JSON.stringify(JSON.parse(L.GATEWAY_CONFIG), null, 3)}\n`;
+  assert.equal((await L.helper(fx.prepare(NS, AGENT, 'rev-4', 4, CONFIG_4))).ready, true);
+  const other = await overtaken(withToken('rev-2', 2, CONFIG_2, 'opaque-first'), fx.activate(NS, AGENT, 'rev-4', 4, port, CONFIG_4));
+  assert.equal(other.other.result.ok, true, JSON.stringify(other.other.result));
+  assert.deepEqual([other.first.code, other.first.result.error.code, other.first.result.error.permanent], [1, 'superseded', true]);
+  assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-4');
+  assert.equal(readyz(port), '200');
+});
+
 test('two Agents of two Namespaces activate concurrently; delete-namespace removes one whole', { timeout: 240000 }, async (t) => {
   const NS2 = 'ns-gw-2';
   const AGENT2 = 'agent-gw-2';
