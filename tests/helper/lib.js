@@ -234,6 +234,9 @@ class Fixture {
         pkill -KILL -u "$acct" 2>/dev/null || true
         userdel "$acct" 2>/dev/null || true
         groupdel "$acct" 2>/dev/null || true
+        for list in /etc/cron.deny /etc/at.deny; do
+          [ -f "$list" ] && sed -i "/^$acct\$/d" "$list"
+        done
       done
       for agentdir in "$root"/namespaces/*/agents/*; do
         [ -d "$agentdir" ] || continue
