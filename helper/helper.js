@@ -581,6 +581,7 @@ const OPERATIONS = {
   'retire': { agent: true, revision: true },
   'delete-namespace': { agent: false, revision: false },
   'inspect-agent': { agent: true, revision: false },
+  'delete-agent': { agent: true, revision: false },
 };
 
 function parseOperation(argument) {
@@ -1766,10 +1767,10 @@ async function opRetire(op) {
 }
 
 // ---------------------------------------------------------------------------------
-// Removal, for delete-namespace. Everything to be removed is verified first; then
-// units go, the accounts' processes and schedules end, each Agent's home and state
-// are emptied as its own account, the root-owned rest of the tree goes, and last the
-// accounts themselves.
+// Removal, shared by delete-namespace and delete-agent. Everything to be removed is
+// verified first; then units go, the accounts' processes and schedules end, each
+// Agent's home and state are emptied as its own account, the root-owned rest of the
+// tree goes, and last the accounts themselves.
 
 const ACCOUNT_NAME = /^[a-z_][a-z0-9_-]{0,18}-[0-9a-f]{12}$/;
 
@@ -1903,6 +1904,50 @@ async function opDeleteNamespace(op) {
   return { changed };
 }
 
+// OCC's deleteAgentRuntimeCredentials for one Agent: its unit, its whole directory
+// (the port in agent.json is free again) and its account, verified as delete-namespace
+// verifies each Agent. An absent Agent or Namespace is success, after removing a
+// leftover account whose marker names this Namespace and Agent.
+async function opDeleteAgent(op) {
+  const L = layout(op);
+  if (!operatorDirExists(L.root)) return { changed: false };
+  await acquireLock(L.root);
+  const present = verifyNamespace(op, L, false) && expectDir(L.agentDir) !== null;
+  const targets = [];
+  if (present) {
+    const target = removalTarget(op, L, op.agent.hash);
+    checkFields(target.scoped.agent, { id: op.agent.id, account: op.agent.account }, L.agentMarker, 'foreign-marker');
+    targets.push(target);
+  } else if (readUnit(L.unitPath, op.namespace.id, op.agent.id) !== null) {
+    // A unit of ours without its directory (removed by hand): it goes too.
+    targets.push({ scoped: op, SL: L, identity: null });
+  }
+  const accounts = [];
+  if (expectDir(L.accounts)) {
+    const marker = readMarker(L.accountMarker, 'foreign-account');
+    if (marker) {
+      checkFields(marker, { ...namespaceOwner(op), agentId: op.agent.id, account: op.agent.account },
+        L.accountMarker, 'foreign-account');
+      const identity = present ? targets[0].identity : null;
+      if (identity && marker.uid !== null && (marker.uid !== identity.uid || marker.gid !== identity.gid)) {
+        throw new HelperError('foreign-account', `${L.accountMarker} records ${marker.uid}:${marker.gid}, ${L.agentMarker} ${identity.uid}:${identity.gid}`);
+      }
+      await checkAccountForRemoval(L.accountMarker, marker);
+      accounts.push({ file: L.accountMarker, marker });
+    }
+  }
+  if (present) sweep(L.agentsDir);
+
+  const changed = await removeAgents(targets, accounts, async () => {
+    if (!present) return false;
+    guard('remove the Agent directory');
+    removeTree(L.agentDir);
+    progress('agent', `removed ${L.agentDir}`);
+    return true;
+  });
+  return { changed };
+}
+
 // Read-only: no lock, since every file it reads is replaced atomically.
 async function opInspectAgent(op) {
   const L = layout(op);
@@ -1921,6 +1966,7 @@ const HANDLERS = {
   'retire': opRetire,
   'delete-namespace': opDeleteNamespace,
   'inspect-agent': opInspectAgent,
+  'delete-agent': opDeleteAgent,
 };
 
 // ---------------------------------------------------------------------------------

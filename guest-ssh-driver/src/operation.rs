@@ -53,11 +53,12 @@ pub enum Op {
     Stop,
     Retire,
     DeleteNamespace,
+    DeleteAgent,
 }
 
 impl Op {
     /// Every operation.
-    pub const ALL: [Op; 9] = [
+    pub const ALL: [Op; 10] = [
         Op::Probe,
         Op::EnsureNamespace,
         Op::InspectAgent,
@@ -67,6 +68,7 @@ impl Op {
         Op::Stop,
         Op::Retire,
         Op::DeleteNamespace,
+        Op::DeleteAgent,
     ];
 
     /// The `op` field.
@@ -81,6 +83,7 @@ impl Op {
             Self::Stop => "stop",
             Self::Retire => "retire",
             Self::DeleteNamespace => "delete-namespace",
+            Self::DeleteAgent => "delete-agent",
         }
     }
 }
@@ -123,15 +126,9 @@ impl Operation {
         )
     }
 
-    /// Agent operations: `prepare`, `inspect-agent`, `activate`, `deactivate`,
-    /// `stop` and `retire`.
-    pub fn agent(
-        op: Op,
-        runtime: &Runtime,
-        agent: &AgentIds,
-        revision: &RevisionIds,
-        config_hash: &str,
-    ) -> Self {
+    /// Agent operations that need no revision: `delete-agent` (OCC's
+    /// `deleteAgentRuntimeCredentials`) and `inspect-agent`.
+    pub fn agent_only(op: Op, runtime: &Runtime, agent: &AgentIds) -> Self {
         Self::base(op, runtime)
             .with(
                 "namespace",
@@ -147,16 +144,27 @@ impl Operation {
                     "unitName": crate::layout::unit_name(&agent.agent_hash),
                 }),
             )
-            .with(
-                "revision",
-                json!({
-                    "id": revision.id,
-                    "hash": revision.hash,
-                    "number": revision.number,
-                    "configHash": config_hash,
-                    "harness": revision.harness,
-                }),
-            )
+    }
+
+    /// Agent operations: `prepare`, `inspect-agent`, `activate`, `deactivate`,
+    /// `stop` and `retire`.
+    pub fn agent(
+        op: Op,
+        runtime: &Runtime,
+        agent: &AgentIds,
+        revision: &RevisionIds,
+        config_hash: &str,
+    ) -> Self {
+        Self::agent_only(op, runtime, agent).with(
+            "revision",
+            json!({
+                "id": revision.id,
+                "hash": revision.hash,
+                "number": revision.number,
+                "configHash": config_hash,
+                "harness": revision.harness,
+            }),
+        )
     }
 
     /// Adds one operation-specific field.
@@ -370,6 +378,26 @@ mod tests {
                 "needsPassword": true
             })
         );
+    }
+
+    #[test]
+    fn delete_agent_operation_is_exact_and_has_no_revision() {
+        let config = testing::config();
+        let op = Operation::agent_only(Op::DeleteAgent, &config.runtime, &testing::agent_ids());
+        assert_eq!(
+            decode(&op.argv("/usr/bin/node")),
+            json!({
+                "version": 1, "op": "delete-agent", "deadlineMs": 170000, "driver": "occ/ssh",
+                "root": "/var/lib/openclaw-enterprise", "unitDirectory": "/etc/systemd/system",
+                "namespace": {"id": "ns-1", "hash": "7a6379f31660"},
+                "agent": {
+                    "id": "agent-1", "hash": "6ff3b3bd11c4", "servicePrincipalId": "sp-1",
+                    "account": "openclaw-cd338df39c47",
+                    "unitName": "openclaw-enterprise-gateway-6ff3b3bd11c4.service"
+                }
+            })
+        );
+        assert!(Op::ALL.contains(&Op::DeleteAgent));
     }
 
     #[test]
