@@ -1335,6 +1335,66 @@ function allocatePort(L, range) {
 
 // ---------------------------------------------------------------------------------
 // Readiness.
+//
+// A 200 from 127.0.0.1:<port>/readyz counts only when the answer came from the
+// Agent's own gateway: every socket listening on that port (IPv4 and IPv6) must belong
+// to the Agent's account, and the same ones before and after the request. Any other
+// account listening there is a squatter that could answer for the gateway (and keeps
+// it from binding); activation then fails, retryably, naming the port and the account.
+
+// LISTEN sockets on `port` in this network namespace: [{ uid, inode }].
+function portListeners(port) {
+  const found = [];
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (error) {
+      if (error.code === 'ENOENT') continue; // no IPv6 on this host
+      throw error;
+    }
+    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+    for (const line of text.split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields.length < 10 || fields[3] !== '0A') continue;
+      const local = fields[1];
+      if (parseInt(local.slice(local.lastIndexOf(':') + 1), 16) !== port) continue;
+      found.push({ uid: Number(fields[7]), inode: fields[9] });
+    }
+  }
+  return found;
+}
+
+async function accountName(uid) {
+  const result = await run('getent', ['passwd', String(uid)], { allowFailure: true, timeoutMs: 15000 });
+  return result.code === 0 ? result.stdout.split(':')[0] : `uid ${uid}`;
+}
+
+async function squatterError(port, foreign, account) {
+  const name = await accountName(foreign.uid);
+  return new HelperError('port-squatted',
+    `port ${port} is held by account ${name} (uid ${foreign.uid}), not by the Agent's account ${account.name}` +
+    ` (uid ${account.uid}): its answers cannot count as the gateway's and the gateway cannot bind;` +
+    ` stop that listener (ss -ltnpe 'sport = :${port}') and retry`);
+}
+
+const sameListeners = (a, b) => a.length === b.length &&
+  a.every((l, i) => l.inode === b[i].inode && l.uid === b[i].uid);
+
+// One readiness probe: 'ready', 'not-ready', or a squatter ({ foreign }).
+async function probeReady(port, account) {
+  const before = portListeners(port);
+  const foreign = before.find((l) => l.uid !== account.uid);
+  if (foreign) return { foreign };
+  if (before.length === 0) return { state: 'not-ready', status: null };
+  const status = await readyStatus(port);
+  const after = portListeners(port);
+  const late = after.find((l) => l.uid !== account.uid);
+  if (late) return { foreign: late };
+  // The listeners changed while we asked (a restart): ask again.
+  if (status === 200 && sameListeners(before, after)) return { state: 'ready', status };
+  return { state: 'not-ready', status };
+}
 
 function readyStatus(port) {
   return new Promise((resolve) => {
@@ -1350,14 +1410,21 @@ function readyStatus(port) {
   });
 }
 
-async function waitReady(port, timeoutMs) {
+// True when the Agent's own gateway answers ready now; a squatter only means "no".
+async function servingReady(port, account) {
+  return (await probeReady(port, account)).state === 'ready';
+}
+
+async function waitReady(port, timeoutMs, account) {
   const startedAt = Date.now();
   const limit = Math.min(timeoutMs, remainingMs());
   let lastStatus = null;
   for (;;) {
     if (session.stop) throw session.stop;
-    lastStatus = await readyStatus(port);
-    if (lastStatus === 200) return Date.now() - startedAt;
+    const probe = await probeReady(port, account);
+    if (probe.foreign) throw await squatterError(port, probe.foreign, account);
+    if (probe.state === 'ready') return Date.now() - startedAt;
+    lastStatus = probe.status;
     const elapsed = Date.now() - startedAt;
     if (elapsed >= limit) {
       if (limit < timeoutMs) throw new HelperError('deadline', `the helper deadline passed while waiting for readiness on port ${port}`);
@@ -1621,9 +1688,10 @@ async function opActivate(op) {
     changed = true;
   }
 
+  const account = accountIdentity(agent);
   // Already serving exactly this revision: nothing to restart.
   if (!unitChanged && currentHash === op.revision.hash && servedMatches(served, op) &&
-      state.ActiveState === 'active' && (await readyStatus(agent.port)) === 200) {
+      state.ActiveState === 'active' && (await servingReady(agent.port, account))) {
     return { changed, port: agent.port, readyAfterMs: 0 };
   }
 
@@ -1644,7 +1712,7 @@ async function opActivate(op) {
   // meanwhile. The commit below re-takes the lock and re-checks what it relies on.
   await releaseLock();
   progress('readiness', `waiting for http://127.0.0.1:${agent.port}/readyz`);
-  await waitReady(agent.port, readinessTimeoutMs);
+  await waitReady(agent.port, readinessTimeoutMs, account);
   const readyAfterMs = Date.now() - restartedAt;
   progress('ready', `ready ${readyAfterMs} ms after restart`);
 
