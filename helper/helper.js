@@ -9,6 +9,15 @@
 // that the SSH session is still open (a failed stdout write closes it), that the
 // helper's own deadline has not passed and that the lock is still held.
 
+// First of all: the operation argument (a snapshot included) is readable in
+// /proc/<pid>/cmdline by anyone who can see this process. Overwriting the argument
+// area leaves a title that names the run (a hash of the argument, so an operator can
+// still match it) and nothing of its content. The gateways' units hide root's
+// processes altogether (ProtectProc=invisible); this narrows the window for anything
+// else to the few milliseconds Node takes to start.
+process.title = `occ-ssh-helper ${require('node:crypto').createHash('sha256')
+  .update(process.argv[2] || '').digest('hex').slice(0, 12)}`;
+
 const fs = require('node:fs');
 const path = require('node:path');
 const crypto = require('node:crypto');
@@ -23,11 +32,14 @@ const MAX_DEADLINE_MS = 175000;
 const LOCK_WAIT_SECONDS = 30;
 const DEFAULT_READINESS_MS = 120000;
 const HEARTBEAT_MS = 1000;
+const NODE_MAJOR = 24;
+const TRAVERSE_ONLY = 0o711;
 const READY_POLL_MS = 500;
 const READY_REQUEST_MS = 2000;
 // Conflict exit code for flock: distinguishes "waited 30 s" from any other failure.
 const FLOCK_TIMEOUT_EXIT = 75;
 const TEMP_PREFIX = '.occ-tmp-';
+const SAFE_PATH_ENV = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const UNIT_PREFIX = 'openclaw-enterprise-gateway-';
 const HEADER_FIRST_LINE = '# Managed by the OCC SSH Compute Driver (occ/ssh); do not edit.';
 const ROOT_UID = typeof process.getuid === 'function' ? process.getuid() : 0;
@@ -135,15 +147,18 @@ function sleep(ms) {
 // Child processes. Argument vectors only; nothing here goes through a shell built from
 // input.
 
+// options.as = { uid, gid } runs the command as that account (no supplementary
+// groups, cwd /, a bare environment): what it does to files is then bounded by what
+// the account itself may do, whatever symlinks the account planted.
 function run(file, args, options = {}) {
   const timeoutMs = Math.max(1000, Math.min(options.timeoutMs || 60000, remainingMs() + 2000));
+  const identity = options.as
+    ? { uid: options.as.uid, gid: options.as.gid, cwd: '/', env: { PATH: SAFE_PATH_ENV, LC_ALL: 'C' } }
+    : { env: { ...process.env, LC_ALL: 'C', SYSTEMD_PAGER: '', SYSTEMD_COLORS: '0' } };
   return new Promise((resolve, reject) => {
     let child;
     try {
-      child = spawn(file, args, {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, LC_ALL: 'C', SYSTEMD_PAGER: '', SYSTEMD_COLORS: '0' },
-      });
+      child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], ...identity });
     } catch (error) {
       reject(new HelperError('command-failed', `${file}: ${error.message}`));
       return;
@@ -213,28 +228,62 @@ async function unitState(unitName) {
 // pipe from this helper. Whatever ends the helper (normal exit, crash, SIGKILL) closes
 // that pipe, the child's `cat` sees end of file and exits, and the kernel drops the
 // lock: there is no stale-lock state for anyone to reclaim.
+//
+// flock needs only an open descriptor, and a read-only one will do: any account that
+// can open the file can hold the lock forever and stall every operation on the host.
+// So the file is root's and 0600, which no Agent account can open, and the helper
+// refuses a lock file it cannot trust instead of waiting on it.
 
+const LOCK_MODE = 0o600;
 const lock = { child: null, required: false, exited: false };
 
 function lockHeld() {
   return lock.child !== null && !lock.exited;
 }
 
+// The lock file as it must be, created when absent; anything else is refused.
+function checkLockFile(lockPath) {
+  for (;;) {
+    const st = lstatOrNull(lockPath);
+    if (st && st.isSymbolicLink()) {
+      throw new HelperError('unexpected-symlink', `${lockPath} is a symlink`);
+    }
+    if (st && !st.isFile()) {
+      throw new HelperError('foreign-marker', `${lockPath} is not a regular file`);
+    }
+    if (st && (st.uid !== ROOT_UID || (st.mode & 0o7777 & ~LOCK_MODE) !== 0)) {
+      // Permanent: a retry would meet the same file. Tightening it here would not
+      // help, since a descriptor opened while the mode was loose keeps its lock.
+      throw new HelperError('foreign-marker',
+        `${lockPath} is owned by uid ${st.uid} with mode ${(st.mode & 0o7777).toString(8)}; ` +
+        'the host lock must be root\'s and 0600, or any account that can open it can stall ' +
+        `every operation here. Check for holders (fuser -v ${lockPath}), then run ` +
+        `chown root:root ${lockPath} && chmod 600 ${lockPath}`);
+    }
+    if (st) return;
+    guard('create the host lock file');
+    let fd;
+    try {
+      // O_EXCL: a file another helper created meanwhile is checked on the next turn.
+      fd = fs.openSync(lockPath,
+        fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, LOCK_MODE);
+    } catch (error) {
+      if (error.code === 'EEXIST') continue;
+      throw error;
+    }
+    try {
+      fs.fchownSync(fd, ROOT_UID, ROOT_GID);
+      fs.fchmodSync(fd, LOCK_MODE);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+}
+
 async function acquireLock(root) {
   guard('take the host lock');
   const lockPath = path.join(root, '.compute-lock');
-  const st = lstatOrNull(lockPath);
-  if (st && st.isSymbolicLink()) {
-    throw new HelperError('unexpected-symlink', `${lockPath} is a symlink`);
-  }
-  if (st && !st.isFile()) {
-    throw new HelperError('foreign-marker', `${lockPath} is not a regular file`);
-  }
-  if (!st) {
-    const fd = fs.openSync(lockPath, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o644);
-    fs.fchmodSync(fd, 0o644);
-    fs.closeSync(fd);
-  }
+  checkLockFile(lockPath);
   const waitSeconds = Math.max(1, Math.min(LOCK_WAIT_SECONDS, Math.floor((remainingMs() - 1000) / 1000)));
   const startedAt = Date.now();
   // The shell text is a constant: the lock path reaches flock as its own argument.
@@ -532,6 +581,7 @@ const OPERATIONS = {
   'retire': { agent: true, revision: true },
   'delete-namespace': { agent: false, revision: false },
   'inspect-agent': { agent: true, revision: false },
+  'delete-agent': { agent: true, revision: false },
 };
 
 function parseOperation(argument) {
@@ -663,6 +713,24 @@ function verifyNamespace(op, L, required) {
   return true;
 }
 
+// namespaces/, <nsHash>/ and agents/ are 0711 root:root: an Agent's account can pass
+// through to its own directory (whose path it is given) but cannot list them, so it
+// learns neither which other Namespaces and Agents exist nor their hashes. Trees made
+// before this rule (0755) are tightened; another owner is foreign.
+function tightenTree(L) {
+  let changed = false;
+  for (const dir of [L.namespaces, L.nsDir, L.agentsDir]) {
+    const st = expectDir(dir);
+    if (!st) continue;
+    if (st.uid !== ROOT_UID) throw new HelperError('foreign-marker', `${dir} is owned by uid ${st.uid}, not by the SSH account`);
+    if ((st.mode & 0o7777) === TRAVERSE_ONLY) continue;
+    guard(`chmod ${TRAVERSE_ONLY.toString(8)} ${dir}`);
+    fs.chmodSync(dir, TRAVERSE_ONLY);
+    changed = true;
+  }
+  return changed;
+}
+
 // The Agent marker, verified, or null when the Agent directory is absent.
 function readAgent(op, L) {
   if (!expectDir(L.agentDir)) return null;
@@ -697,6 +765,11 @@ function readServed(op, L) {
   const marker = readMarker(L.served);
   if (!marker) return null;
   checkFields(marker, { ...namespaceOwner(op), agentId: op.agent.id }, L.served, 'foreign-marker');
+  // Written since served.json carries the ServicePrincipal; an older one without it
+  // is still this Agent's.
+  if (marker.servicePrincipalId !== undefined) {
+    checkFields(marker, { servicePrincipalId: op.agent.servicePrincipalId }, L.served, 'foreign-marker');
+  }
   return marker;
 }
 
@@ -728,8 +801,16 @@ function verifyRevision(op, L, agentGid, snapshot) {
     throw new HelperError('changed-snapshot',
       `${L.revConfig} is ${st.uid}:${st.gid} ${(st.mode & 0o7777).toString(8)}, expected ${ROOT_UID}:${agentGid} 640`);
   }
-  if (snapshot !== undefined && !fs.readFileSync(L.revConfig).equals(Buffer.from(snapshot, 'utf8'))) {
+  const bytes = fs.readFileSync(L.revConfig);
+  if (snapshot !== undefined && !bytes.equals(Buffer.from(snapshot, 'utf8'))) {
     throw new HelperError('changed-snapshot', `${L.revConfig} differs from the admitted snapshot`);
+  }
+  // Owner, group and mode can survive an in-place edit by root; the bytes cannot. A
+  // gateway is never started, kept or stopped on a document that is not the admitted
+  // one, so every operation that relies on the snapshot re-hashes it.
+  if (crypto.createHash('sha256').update(bytes).digest('hex') !== marker.configHash) {
+    throw new HelperError('changed-snapshot',
+      `${L.revConfig} no longer has the configHash recorded in ${L.revMarker}: it was changed after prepare`);
   }
   return true;
 }
@@ -761,6 +842,11 @@ function readUnit(unitPath, namespaceId, agentId) {
 
 // ---------------------------------------------------------------------------------
 // Accounts.
+//
+// Each Agent's account is made by one `useradd --system --user-group`, so its user and
+// private group appear together, with a GECOS comment that carries a nonce also kept
+// in the account marker. A same-named user or group made by anyone else cannot carry
+// that nonce: the driver adopts, verifies and removes only accounts it made.
 
 async function lookupAccount(name) {
   const [passwd, group] = await Promise.all([
@@ -775,7 +861,7 @@ async function lookupAccount(name) {
   const pw = parse(passwd, 'passwd');
   const gr = parse(group, 'group');
   return {
-    user: pw ? { uid: Number(pw[2]), gid: Number(pw[3]) } : null,
+    user: pw ? { uid: Number(pw[2]), gid: Number(pw[3]), comment: pw[4] } : null,
     group: gr ? { gid: Number(gr[2]) } : null,
   };
 }
@@ -784,67 +870,98 @@ function accountFields(op) {
   return { ...agentOwner(op), account: op.agent.account };
 }
 
+function newAccountComment() {
+  return `occ-ssh ${crypto.randomBytes(12).toString('hex')}`;
+}
+
+// The account a marker describes, to act as: { name, uid, gid }.
+function accountIdentity(marker) {
+  return { name: marker.account, uid: marker.uid, gid: marker.gid };
+}
+
 // Describes how an existing system account departs from its marker, or null. Absent
-// parts are no conflict: an interrupted removal leaves the user or group already gone.
+// parts of a completed account are no conflict: an interrupted removal leaves the user
+// or group already gone. A marker written before the comment was recorded (no
+// `comment`) is checked by its ids alone.
 function accountConflict(marker, system) {
-  if (system.user && marker.uid !== null && system.user.uid !== marker.uid) {
-    return `user ${marker.account} has uid ${system.user.uid}`;
+  const { user, group } = system;
+  const name = marker.account;
+  if (marker.uid === null || marker.gid === null) {
+    // Pending: the driver ran, or was about to run, one useradd that makes both.
+    if (!user) return group ? `group ${name} exists without its user, so useradd --user-group did not make it` : null;
+    if (marker.comment === undefined) return `user ${name} exists and the pending marker records no comment to prove it the driver's`;
+    if (!group || user.gid !== group.gid) return `user ${name} does not have the private group ${name}`;
+  } else {
+    if (user && user.uid !== marker.uid) return `user ${name} has uid ${user.uid}`;
+    if (user && user.gid !== marker.gid) return `user ${name} has primary gid ${user.gid}`;
+    if (group && group.gid !== marker.gid) return `group ${name} has gid ${group.gid}`;
   }
-  if (system.group && marker.gid !== null && system.group.gid !== marker.gid) {
-    return `group ${marker.account} has gid ${system.group.gid}`;
+  if (user && marker.comment !== undefined && user.comment !== marker.comment) {
+    return `user ${name} has comment ${JSON.stringify(user.comment)}, not the one the driver recorded`;
   }
   return null;
 }
 
 function sameAccount(marker, system) {
-  return system.user && system.group && system.user.uid === marker.uid &&
-    system.user.gid === marker.gid && system.group.gid === marker.gid;
+  return Boolean(system.user && system.group && marker.uid !== null && accountConflict(marker, system) === null);
 }
 
-// Creates or verifies the Agent's private user and group. The marker is written before
-// groupadd with null ids and completed after useradd, so a helper killed in between
-// leaves a marker that lets the retry finish its own account rather than find an
-// unmarked (hence foreign) one.
+// Creates or verifies the Agent's private user and group. The marker is written
+// before useradd with null ids and the comment it will give the account, and completed
+// after: a helper killed in between leaves a marker that lets the retry finish its own
+// account, and only its own, rather than find an unmarked (hence foreign) one.
 async function ensureAccount(op, L) {
   if (!expectDir(L.accounts)) {
     guard('create the accounts directory');
     makeDir(L.accounts, 0o700);
   }
   const name = op.agent.account;
-  const marker = readMarker(L.accountMarker, 'foreign-account');
+  let marker = readMarker(L.accountMarker, 'foreign-account');
   const system = await lookupAccount(name);
   if (marker) {
     checkFields(marker, accountFields(op), L.accountMarker, 'foreign-account');
     if (marker.uid !== null || marker.gid !== null) {
       if (!sameAccount(marker, system)) {
-        throw new HelperError('foreign-account',
-          `account ${name} does not match ${L.accountMarker} (uid ${marker.uid}, gid ${marker.gid})`);
+        const why = accountConflict(marker, system) || `user or group ${name} is missing`;
+        throw new HelperError('foreign-account', `account ${name} does not match ${L.accountMarker}: ${why}`);
       }
-      return { uid: marker.uid, gid: marker.gid, changed: false };
+      // An operator may have edited the lists since: the account stays denied.
+      const denied = denySchedulers(name);
+      return { uid: marker.uid, gid: marker.gid, changed: denied };
+    }
+    const conflict = accountConflict(marker, system);
+    if (conflict) {
+      throw new HelperError('foreign-account', `${conflict}; the pending ${L.accountMarker} does not adopt it`);
+    }
+    if (marker.comment === undefined) {
+      guard('record the account comment');
+      marker = { ...marker, comment: newAccountComment() };
+      writeAtomic(L.accountMarker, `${JSON.stringify(marker)}\n`, 0o600);
     }
   } else if (system.user || system.group) {
     throw new HelperError('foreign-account',
       `${system.user ? 'user' : 'group'} ${name} exists without the ownership marker ${L.accountMarker}`);
   } else {
     guard('record the account marker');
-    writeAtomic(L.accountMarker, `${JSON.stringify({ ...accountFields(op), uid: null, gid: null })}\n`, 0o600);
+    marker = { ...accountFields(op), uid: null, gid: null, comment: newAccountComment() };
+    writeAtomic(L.accountMarker, `${JSON.stringify(marker)}\n`, 0o600);
   }
-  // One step from here to the completed marker: stopping between groupadd and useradd
-  // would only leave work for the retry.
-  guard('create the account');
-  if (!system.group) await run('groupadd', ['--system', name], { timeoutMs: 30000 });
   if (!system.user) {
+    guard('create the account');
     await run('useradd', [
-      '--system', '--gid', name, '--home-dir', L.home, '--no-create-home',
-      '--shell', '/usr/sbin/nologin', name,
+      '--system', '--user-group', '--comment', marker.comment, '--home-dir', L.home,
+      '--no-create-home', '--shell', '/usr/sbin/nologin', name,
     ], { timeoutMs: 30000 });
   }
   const created = await lookupAccount(name);
-  if (!created.user || !created.group || created.user.gid !== created.group.gid) {
+  if (!created.user || !created.group || created.user.gid !== created.group.gid ||
+      created.user.comment !== marker.comment) {
     throw new HelperError('command-failed', `account ${name} is incomplete after useradd`);
   }
+  denySchedulers(name);
   const ids = { uid: created.user.uid, gid: created.group.gid };
-  writeAtomic(L.accountMarker, `${JSON.stringify({ ...accountFields(op), ...ids })}\n`, 0o600);
+  guard('complete the account marker');
+  writeAtomic(L.accountMarker, `${JSON.stringify({ ...accountFields(op), ...ids, comment: marker.comment })}\n`, 0o600);
   progress('account', `created system account ${name} (uid ${ids.uid}, gid ${ids.gid})`);
   return { ...ids, changed: true };
 }
@@ -854,30 +971,325 @@ async function verifyAccount(op, L, agent) {
   const marker = readMarker(L.accountMarker, 'foreign-account');
   if (!marker) throw new HelperError('foreign-account', `${L.accountMarker} is missing for Agent ${op.agent.id}`);
   checkFields(marker, { ...accountFields(op), uid: agent.uid, gid: agent.gid }, L.accountMarker, 'foreign-account');
-  if (!sameAccount(marker, await lookupAccount(op.agent.account))) {
-    throw new HelperError('foreign-account', `account ${op.agent.account} does not match ${L.accountMarker}`);
+  const system = await lookupAccount(op.agent.account);
+  if (!sameAccount(marker, system)) {
+    const why = accountConflict(marker, system) || `user or group ${op.agent.account} is missing`;
+    throw new HelperError('foreign-account', `account ${op.agent.account} does not match ${L.accountMarker}: ${why}`);
   }
 }
 
-async function removeAccount(markerPath, marker) {
-  const name = marker.account;
-  let system = await lookupAccount(name);
+// Refuses before any change when the account a marker names is not the one the driver
+// made; returns the system account.
+async function checkAccountForRemoval(markerPath, marker) {
+  const system = await lookupAccount(marker.account);
   const conflict = accountConflict(marker, system);
   if (conflict) throw new HelperError('foreign-account', `${conflict}, ${markerPath} records otherwise`);
-  if (system.user) {
+  return system;
+}
+
+// The account's user as the driver made it, to act as, or null when it is gone. A
+// removed user's uid may already belong to another account: nothing is done as it.
+function liveIdentity(marker, system) {
+  if (!system.user) return null;
+  return { name: marker.account, uid: system.user.uid, gid: system.user.gid };
+}
+
+// Ends everything the account runs or has scheduled; safe to repeat.
+async function quiesceAccount(markerPath, marker) {
+  const system = await checkAccountForRemoval(markerPath, marker);
+  const account = liveIdentity(marker, system);
+  if (!account) return false;
+  const unscheduled = removeSchedules(account);
+  return (await endProcesses(account)) || unscheduled;
+}
+
+// Removes an account the driver made, once nothing of it is left: its schedules, its
+// processes, its files in shared places and its IPC objects go first, and the user
+// goes only after a check finds none of them. The deny-list entries go after the
+// user, and the marker last, so that an interrupted removal is found and finished.
+async function removeAccount(markerPath, pending) {
+  let marker = pending;
+  const name = marker.account;
+  let system = await checkAccountForRemoval(markerPath, marker);
+  const account = liveIdentity(marker, system);
+  if (account) {
+    if (marker.uid === null) {
+      // A pending marker whose account was made: record its ids before the user goes,
+      // so that a retry can still tell its group from anyone else's.
+      guard(`complete ${markerPath}`);
+      marker = { ...marker, uid: account.uid, gid: account.gid };
+      writeAtomic(markerPath, `${JSON.stringify(marker)}\n`, 0o600);
+    }
+    removeSchedules(account);
+    await endProcesses(account);
+    await removeSharedFiles(account);
+    await removeIpc(account);
+    await checkNothingLeft(account);
     guard(`remove user ${name}`);
     await run('userdel', [name], { timeoutMs: 30000 });
-    // userdel also drops a same-named group when USERGROUPS_ENAB is set; look again.
     system = await lookupAccount(name);
   }
+  // userdel drops the same-named group itself when USERGROUPS_ENAB is set; look again.
   if (system.group) {
-    if (accountConflict(marker, system)) throw new HelperError('foreign-account', `group ${name} changed during removal`);
+    if (system.group.gid !== marker.gid) throw new HelperError('foreign-account', `group ${name} changed during removal`);
     guard(`remove group ${name}`);
     await run('groupdel', [name], { timeoutMs: 30000 });
   }
+  undenySchedulers(name);
   guard(`remove ${markerPath}`);
   removeFile(markerPath);
   progress('account', `removed system account ${name}`);
+}
+
+// ---------------------------------------------------------------------------------
+// What an account can leave behind: schedules, processes, files, IPC objects.
+//
+// An account's uid goes back to the pool when the account is removed, and useradd
+// hands it to the next account it makes: anything left behind (a crontab, a process,
+// a file in /tmp, a shared-memory segment) would then belong to another Agent. So the
+// accounts are denied cron and at from their creation, and removal ends and deletes
+// all of it before the user goes.
+
+// cron with neither list lets every user schedule (Debian, cronie by default), so its
+// deny list is created when absent; at with neither list allows only root, and
+// creating an at.deny would open at to every other account, so it is only edited.
+// An allow list, when present, decides alone and never names our accounts.
+const SCHEDULERS = [
+  { deny: '/etc/cron.deny', allow: '/etc/cron.allow', createDeny: true },
+  { deny: '/etc/at.deny', allow: '/etc/at.allow', createDeny: false },
+];
+// Debian: crontabs/<user>, atjobs and atspool under /var/spool/cron; cronie
+// /var/spool/cron/<user> and /var/spool/at; SUSE /var/spool/cron/tabs.
+const SCHEDULE_DIRS = [
+  '/var/spool/cron', '/var/spool/cron/crontabs', '/var/spool/cron/tabs', '/var/spool/cron/atjobs',
+  '/var/spool/cron/atspool', '/var/spool/at', '/var/spool/at/spool',
+];
+// Places any account may write outside its own tree.
+const SHARED_DIRS = ['/tmp', '/var/tmp', '/dev/shm', '/dev/mqueue', '/run/lock', '/var/crash'];
+const PROCESS_ROUNDS = 20;
+
+// The lines of an operator list file (/etc is trusted: a symlink there is followed),
+// or null when it is absent.
+function readList(file) {
+  let text;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (error) {
+    if (error.code === 'ENOENT') return null;
+    throw error;
+  }
+  return text.split('\n').filter((line, i, all) => line !== '' || i < all.length - 1);
+}
+
+// Rewrites an operator list atomically with the same owner and mode.
+function writeList(file, lines) {
+  const target = fs.realpathSync(file);
+  const st = fs.statSync(target);
+  writeAtomic(target, lines.length ? `${lines.join('\n')}\n` : '', st.mode & 0o7777, st.uid, st.gid);
+}
+
+function denySchedulers(name) {
+  let changed = false;
+  for (const { deny, allow, createDeny } of SCHEDULERS) {
+    const lines = readList(deny);
+    if (lines === null) {
+      if (!createDeny || readList(allow) !== null) continue;
+      guard(`create ${deny}`);
+      writeAtomic(deny, `${name}\n`, 0o644);
+    } else if (lines.some((line) => line.trim() === name)) {
+      continue;
+    } else {
+      guard(`add ${name} to ${deny}`);
+      writeList(deny, [...lines, name]);
+    }
+    progress('deny', `${name} is denied by ${deny}`);
+    changed = true;
+  }
+  return changed;
+}
+
+function undenySchedulers(name) {
+  for (const { deny } of SCHEDULERS) {
+    const lines = readList(deny);
+    if (lines === null || !lines.some((line) => line.trim() === name)) continue;
+    guard(`remove ${name} from ${deny}`);
+    writeList(deny, lines.filter((line) => line.trim() !== name));
+  }
+}
+
+// Crontabs and at jobs: regular files named after the account or owned by it. These
+// directories are root's, so no account can race the removal.
+function removeSchedules(account) {
+  let changed = false;
+  for (const dir of SCHEDULE_DIRS) {
+    const st = lstatOrNull(dir);
+    if (!st || !st.isDirectory()) continue;
+    for (const entry of fs.readdirSync(dir)) {
+      const file = path.join(dir, entry);
+      const est = lstatOrNull(file);
+      if (!est || !est.isFile() || (entry !== account.name && est.uid !== account.uid)) continue;
+      guard(`remove ${file}`);
+      removeFile(file);
+      progress('schedule', `removed ${file} of ${account.name}`);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+// Pids of the processes whose real, effective, saved or filesystem uid is the
+// account's. Zombies are skipped: they hold nothing and only wait to be reaped.
+function processesOf(uid) {
+  const pids = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    let status;
+    try {
+      status = fs.readFileSync(`/proc/${name}/status`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    const state = /^State:\s+(\S)/m.exec(status);
+    if (state && (state[1] === 'Z' || state[1] === 'X')) continue;
+    const ids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(status);
+    if (ids && ids.slice(1).some((id) => Number(id) === uid)) pids.push(Number(name));
+  }
+  return pids;
+}
+
+// Ends every process of the account, repeating until none remains. kill(-1) made as
+// the account reaches all of its processes in one pass the kernel makes under the
+// task-list lock, so a process forking meanwhile cannot slip through; SIGKILL from
+// root then reaches what the account may no longer signal (a setuid program it ran).
+async function endProcesses(account) {
+  let changed = false;
+  for (let round = 1; ; round++) {
+    const pids = processesOf(account.uid);
+    if (pids.length === 0) return changed;
+    if (round > PROCESS_ROUNDS) {
+      throw new HelperError('command-failed',
+        `processes of account ${account.name} (uid ${account.uid}) remain: ${pids.slice(0, 10).join(' ')}`);
+    }
+    guard(`end the processes of ${account.name}`);
+    await run(process.execPath, ['-e', 'process.kill(-1, "SIGKILL")'], { as: account, allowFailure: true, timeoutMs: 15000 });
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    progress('processes', `ended ${pids.length} process(es) of ${account.name}`);
+    changed = true;
+    // SIGKILL is delivered at once but a process takes a moment to exit.
+    await sleep(Math.min(50 * round, 500));
+  }
+}
+
+// Runs find over the given trees as root, read-only: the first path owned by uid.
+async function firstOwned(dirs, uid) {
+  if (dirs.length === 0) return null;
+  const result = await run('find', [...dirs, '-xdev', '-user', String(uid), '-print', '-quit'],
+    { allowFailure: true, timeoutMs: 60000 });
+  return result.stdout.split('\n')[0] || null;
+}
+
+function existingDirs(dirs) {
+  return dirs.filter((dir) => {
+    const st = lstatOrNull(dir);
+    return st !== null && st.isDirectory();
+  });
+}
+
+// Deletes, as the account itself, what it owns in the given trees: the account can
+// delete only its own entries, so no symlink it planted (or swaps in meanwhile) can
+// lead the deletion to anything it could not have deleted anyway. Directories it made
+// untraversable are opened up first (`-exec ... ;` runs before find descends).
+async function deleteAsAccount(account, dirs, select) {
+  if (dirs.length === 0) return;
+  const as = { as: account, allowFailure: true, timeoutMs: 90000 };
+  await run('find', [...dirs, '-xdev', ...select, '-user', String(account.uid), '-type', 'd',
+    '!', '-perm', '-u=rwx', '-exec', 'chmod', 'u+rwx', '{}', ';'], as);
+  await run('find', [...dirs, '-xdev', ...select, '-delete'], as);
+}
+
+async function removeSharedFiles(account) {
+  const dirs = existingDirs(SHARED_DIRS);
+  if ((await firstOwned(dirs, account.uid)) === null) return;
+  guard(`remove the files of ${account.name} in ${dirs.join(' ')}`);
+  await deleteAsAccount(account, dirs, ['-user', String(account.uid)]);
+  progress('files', `removed files of ${account.name} in shared directories`);
+}
+
+// System V IPC objects it owns or created; the gateway's own live in its private IPC
+// namespace (PrivateIPC=yes), these could only come from elsewhere.
+function ipcObjectsOf(uid) {
+  const found = [];
+  for (const [kind, flag] of [['shm', '-m'], ['msg', '-q'], ['sem', '-s']]) {
+    let text;
+    try {
+      text = fs.readFileSync(`/proc/sysvipc/${kind}`, 'utf8');
+    } catch {
+      continue;
+    }
+    const [header, ...rows] = text.trim().split('\n');
+    const columns = header.trim().split(/\s+/);
+    const at = (row, column) => Number(row.trim().split(/\s+/)[columns.indexOf(column)]);
+    for (const row of rows) {
+      if (at(row, 'uid') === uid || at(row, 'cuid') === uid) {
+        found.push({ flag, id: String(at(row, kind === 'shm' ? 'shmid' : kind === 'msg' ? 'msqid' : 'semid')) });
+      }
+    }
+  }
+  return found;
+}
+
+async function removeIpc(account) {
+  for (const { flag, id } of ipcObjectsOf(account.uid)) {
+    guard(`remove IPC object ${id} of ${account.name}`);
+    await run('ipcrm', [flag, id], { allowFailure: true, timeoutMs: 15000 });
+    progress('ipc', `removed IPC object ${flag} ${id} of ${account.name}`);
+  }
+}
+
+// The user goes only when nothing of it runs and nothing it owns is left where the
+// helper looked; otherwise a retryable error names what is left, and the marker stays.
+async function checkNothingLeft(account) {
+  const pids = processesOf(account.uid);
+  if (pids.length > 0) {
+    throw new HelperError('command-failed', `account ${account.name} still runs processes ${pids.slice(0, 10).join(' ')}`);
+  }
+  let file = await firstOwned(existingDirs([...SHARED_DIRS, ...SCHEDULE_DIRS]), account.uid);
+  // systemd removes a stopped unit's private /tmp in the background: give it a moment.
+  for (let round = 1; file && file.includes('/systemd-private-') && round <= 10; round++) {
+    await sleep(100 * round);
+    file = await firstOwned(existingDirs([...SHARED_DIRS, ...SCHEDULE_DIRS]), account.uid);
+  }
+  if (file) {
+    throw new HelperError('command-failed',
+      `${file} is owned by account ${account.name} (uid ${account.uid}) and could not be removed as that account; remove it and retry`);
+  }
+  const ipc = ipcObjectsOf(account.uid);
+  if (ipc.length > 0) {
+    throw new HelperError('command-failed', `IPC object ${ipc[0].flag} ${ipc[0].id} of account ${account.name} could not be removed`);
+  }
+}
+
+// Empties the Agent's home and state as the Agent's account, whose processes have
+// ended; the root-owned rest of the tree then goes with removeTree. What the account
+// could not delete stays, and is named rather than removed by root.
+async function clearAgentTree(L, identity) {
+  const dirs = [L.home, L.state].filter((dir) => expectDir(dir));
+  if (dirs.length === 0) return;
+  guard(`empty ${dirs.join(' and ')} as ${identity.name}`);
+  await deleteAsAccount(identity, dirs, ['-mindepth', '1']);
+  for (const dir of dirs) {
+    const left = fs.readdirSync(dir);
+    if (left.length > 0) {
+      throw new HelperError('command-failed',
+        `${path.join(dir, left[0])} could not be removed as account ${identity.name}; remove it and retry`);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------
@@ -923,6 +1335,66 @@ function allocatePort(L, range) {
 
 // ---------------------------------------------------------------------------------
 // Readiness.
+//
+// A 200 from 127.0.0.1:<port>/readyz counts only when the answer came from the
+// Agent's own gateway: every socket listening on that port (IPv4 and IPv6) must belong
+// to the Agent's account, and the same ones before and after the request. Any other
+// account listening there is a squatter that could answer for the gateway (and keeps
+// it from binding); activation then fails, retryably, naming the port and the account.
+
+// LISTEN sockets on `port` in this network namespace: [{ uid, inode }].
+function portListeners(port) {
+  const found = [];
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (error) {
+      if (error.code === 'ENOENT') continue; // no IPv6 on this host
+      throw error;
+    }
+    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+    for (const line of text.split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields.length < 10 || fields[3] !== '0A') continue;
+      const local = fields[1];
+      if (parseInt(local.slice(local.lastIndexOf(':') + 1), 16) !== port) continue;
+      found.push({ uid: Number(fields[7]), inode: fields[9] });
+    }
+  }
+  return found;
+}
+
+async function accountName(uid) {
+  const result = await run('getent', ['passwd', String(uid)], { allowFailure: true, timeoutMs: 15000 });
+  return result.code === 0 ? result.stdout.split(':')[0] : `uid ${uid}`;
+}
+
+async function squatterError(port, foreign, account) {
+  const name = await accountName(foreign.uid);
+  return new HelperError('port-squatted',
+    `port ${port} is held by account ${name} (uid ${foreign.uid}), not by the Agent's account ${account.name}` +
+    ` (uid ${account.uid}): its answers cannot count as the gateway's and the gateway cannot bind;` +
+    ` stop that listener (ss -ltnpe 'sport = :${port}') and retry`);
+}
+
+const sameListeners = (a, b) => a.length === b.length &&
+  a.every((l, i) => l.inode === b[i].inode && l.uid === b[i].uid);
+
+// One readiness probe: 'ready', 'not-ready', or a squatter ({ foreign }).
+async function probeReady(port, account) {
+  const before = portListeners(port);
+  const foreign = before.find((l) => l.uid !== account.uid);
+  if (foreign) return { foreign };
+  if (before.length === 0) return { state: 'not-ready', status: null };
+  const status = await readyStatus(port);
+  const after = portListeners(port);
+  const late = after.find((l) => l.uid !== account.uid);
+  if (late) return { foreign: late };
+  // The listeners changed while we asked (a restart): ask again.
+  if (status === 200 && sameListeners(before, after)) return { state: 'ready', status };
+  return { state: 'not-ready', status };
+}
 
 function readyStatus(port) {
   return new Promise((resolve) => {
@@ -938,14 +1410,21 @@ function readyStatus(port) {
   });
 }
 
-async function waitReady(port, timeoutMs) {
+// True when the Agent's own gateway answers ready now; a squatter only means "no".
+async function servingReady(port, account) {
+  return (await probeReady(port, account)).state === 'ready';
+}
+
+async function waitReady(port, timeoutMs, account) {
   const startedAt = Date.now();
   const limit = Math.min(timeoutMs, remainingMs());
   let lastStatus = null;
   for (;;) {
     if (session.stop) throw session.stop;
-    lastStatus = await readyStatus(port);
-    if (lastStatus === 200) return Date.now() - startedAt;
+    const probe = await probeReady(port, account);
+    if (probe.foreign) throw await squatterError(port, probe.foreign, account);
+    if (probe.state === 'ready') return Date.now() - startedAt;
+    lastStatus = probe.status;
     const elapsed = Date.now() - startedAt;
     if (elapsed >= limit) {
       if (limit < timeoutMs) throw new HelperError('deadline', `the helper deadline passed while waiting for readiness on port ${port}`);
@@ -983,7 +1462,16 @@ async function opProbe(op) {
     if (!fs.statSync(op.nodePath).isFile()) throw new Error('not a regular file');
     fs.accessSync(op.nodePath, fs.constants.X_OK);
     const result = await run(op.nodePath, ['--version'], { allowFailure: true, timeoutMs: 15000 });
-    check('node', result.code === 0, result.code === 0 ? `${op.nodePath} ${result.stdout.trim()}` : `${op.nodePath}: exit ${result.code}`);
+    const version = result.stdout.trim();
+    const major = /^v(\d+)\./.exec(version);
+    if (result.code !== 0) {
+      check('node', false, `${op.nodePath}: exit ${result.code}`);
+    } else if (!major || Number(major[1]) !== NODE_MAJOR) {
+      // The spec requires Node.js 24; the gateway itself needs it.
+      check('node', false, `${op.nodePath} is Node.js ${JSON.stringify(oneLine(version))}, Node.js ${NODE_MAJOR} is required`);
+    } else {
+      check('node', true, `${op.nodePath} ${version}`);
+    }
   } catch (error) {
     check('node', false, `${op.nodePath}: ${error.message}`);
   }
@@ -1015,7 +1503,7 @@ async function opEnsureNamespace(op) {
   await acquireLock(L.root);
   if (!expectDir(L.namespaces)) {
     guard('create the namespaces directory');
-    makeDir(L.namespaces, 0o755);
+    makeDir(L.namespaces, TRAVERSE_ONLY);
     changed = true;
   }
   if (!expectDir(L.accounts)) {
@@ -1028,16 +1516,17 @@ async function opEnsureNamespace(op) {
     verifyNamespace(op, L, true);
     if (!expectDir(L.agentsDir)) {
       guard('create the agents directory');
-      makeDir(L.agentsDir, 0o755);
+      makeDir(L.agentsDir, TRAVERSE_ONLY);
       changed = true;
     }
-    return { changed };
+    return { changed: tightenTree(L) || changed };
   }
   guard('create the Namespace');
-  createDirAtomic(L.nsDir, 0o755, ROOT_UID, ROOT_GID, (temp) => {
+  createDirAtomic(L.nsDir, TRAVERSE_ONLY, ROOT_UID, ROOT_GID, (temp) => {
     writeNewFile(path.join(temp, 'namespace.json'), `${JSON.stringify(namespaceOwner(op))}\n`, 0o600, ROOT_UID, ROOT_GID);
-    makeDir(path.join(temp, 'agents'), 0o755);
+    makeDir(path.join(temp, 'agents'), TRAVERSE_ONLY);
   });
+  tightenTree(L);
   progress('namespace', `created ${L.nsDir}`);
   return { changed: true };
 }
@@ -1072,8 +1561,9 @@ async function opPrepare(op) {
 
   if (!expectDir(L.agentsDir)) {
     guard('create the agents directory');
-    makeDir(L.agentsDir, 0o755);
+    makeDir(L.agentsDir, TRAVERSE_ONLY);
   }
+  changed = tightenTree(L) || changed;
   sweep(L.agentsDir);
   if (!agent) {
     const port = newPort;
@@ -1198,9 +1688,10 @@ async function opActivate(op) {
     changed = true;
   }
 
+  const account = accountIdentity(agent);
   // Already serving exactly this revision: nothing to restart.
   if (!unitChanged && currentHash === op.revision.hash && servedMatches(served, op) &&
-      state.ActiveState === 'active' && (await readyStatus(agent.port)) === 200) {
+      state.ActiveState === 'active' && (await servingReady(agent.port, account))) {
     return { changed, port: agent.port, readyAfterMs: 0 };
   }
 
@@ -1221,15 +1712,22 @@ async function opActivate(op) {
   // meanwhile. The commit below re-takes the lock and re-checks what it relies on.
   await releaseLock();
   progress('readiness', `waiting for http://127.0.0.1:${agent.port}/readyz`);
-  await waitReady(agent.port, readinessTimeoutMs);
+  await waitReady(agent.port, readinessTimeoutMs, account);
   const readyAfterMs = Date.now() - restartedAt;
   progress('ready', `ready ${readyAfterMs} ms after restart`);
 
   await acquireLock(L.root);
   const again = await loadAgent(op, L, { required: true });
-  if (again.port !== agent.port || readCurrent(L) !== op.revision.hash ||
-      readUnit(L.unitPath, op.namespace.id, op.agent.id) !== op.unit.text ||
-      !verifyRevision(op, L, agent.gid)) {
+  const sameRevision = again.port === agent.port && readCurrent(L) === op.revision.hash &&
+    verifyRevision(op, L, agent.gid);
+  if (!sameRevision || readUnit(L.unitPath, op.namespace.id, op.agent.id) !== op.unit.text) {
+    // Another activation of this very revision finished first and proved it served:
+    // the goal of this one is met. Failing here would have the guest run its
+    // compensating hooks and undo that successful activation.
+    if (sameRevision && servedMatches(readServed(op, L), op)) {
+      progress('served', `another activation already served revision ${op.revision.id}`);
+      return { changed: true, port: agent.port, readyAfterMs };
+    }
     throw new HelperError('superseded', `another operation changed Agent ${op.agent.id} during the readiness wait`);
   }
   state = await unitState(op.agent.unitName);
@@ -1238,7 +1736,7 @@ async function opActivate(op) {
   }
   guard('write served.json');
   writeAtomic(L.served, `${JSON.stringify({
-    ...namespaceOwner(op), agentId: op.agent.id, revisionId: op.revision.id,
+    ...agentOwner(op), revisionId: op.revision.id,
     revisionNumber: op.revision.number, configHash: op.revision.configHash,
     servedAt: new Date().toISOString(),
   })}\n`, 0o600);
@@ -1296,6 +1794,9 @@ async function stopAgent(op, L) {
   return changed;
 }
 
+// Stops the Agent's gateway whichever revision it runs: the spec's stopRevision stops
+// and disables the unit and removes current and served.json. The named revision's
+// snapshot, when present, must still be the admitted one.
 async function opStop(op) {
   const L = layout(op);
   if (!operatorDirExists(L.root)) return { changed: false };
@@ -1304,11 +1805,9 @@ async function opStop(op) {
   if (!agent) return { changed: false };
   verifyRevision(op, L, agent.gid);
   readServed(op, L);
-  const currentHash = readCurrent(L);
+  readCurrent(L);
   readUnit(L.unitPath, op.namespace.id, op.agent.id);
   sweep(L.agentDir);
-  // Another revision is the live one: stopping this one leaves it serving.
-  if (currentHash !== null && currentHash !== op.revision.hash) return { changed: false };
   return { changed: await stopAgent(op, L) };
 }
 
@@ -1335,7 +1834,83 @@ async function opRetire(op) {
   return { changed };
 }
 
-// The Namespace's account markers, each verified against the system account.
+// ---------------------------------------------------------------------------------
+// Removal, shared by delete-namespace and delete-agent. Everything to be removed is
+// verified first; then units go, the accounts' processes and schedules end, each
+// Agent's home and state are emptied as its own account, the root-owned rest of the
+// tree goes, and last the accounts themselves.
+
+const ACCOUNT_NAME = /^[a-z_][a-z0-9_-]{0,18}-[0-9a-f]{12}$/;
+
+// One Agent directory to remove, verified whole: agent.json names this Driver and
+// Namespace and the Agent whose hash names the directory, with that Agent's account;
+// every revision marker, current, served.json and the unit header are that Agent's.
+// The ServicePrincipal is taken from agent.json (removal is by Namespace and Agent).
+function removalTarget(op, L, name) {
+  const agentDir = path.join(L.agentsDir, name);
+  expectDir(agentDir);
+  const file = path.join(agentDir, 'agent.json');
+  const marker = readMarker(file);
+  if (!marker) throw new HelperError('foreign-marker', `${agentDir} has no agent.json`);
+  checkFields(marker, namespaceOwner(op), file, 'foreign-marker');
+  if (typeof marker.agentId !== 'string' || sha12(marker.agentId) !== name) {
+    throw new HelperError('foreign-marker', `${file} does not name the Agent of ${name}`);
+  }
+  if (typeof marker.account !== 'string' || !ACCOUNT_NAME.test(marker.account) ||
+      !marker.account.endsWith(`-${sha12(`${op.namespace.id}:${marker.agentId}`)}`)) {
+    throw new HelperError('foreign-marker', `${file} names account ${JSON.stringify(marker.account)}, not this Agent's`);
+  }
+  const scoped = {
+    ...op,
+    agent: {
+      id: marker.agentId, hash: name, servicePrincipalId: marker.servicePrincipalId,
+      account: marker.account, unitName: `${UNIT_PREFIX}${name}.service`,
+    },
+  };
+  const SL = layout(scoped);
+  const agent = readAgent(scoped, SL);
+  readCurrent(SL);
+  readServed(scoped, SL);
+  if (expectDir(SL.revisions)) {
+    for (const rev of fs.readdirSync(SL.revisions)) {
+      if (rev.startsWith(TEMP_PREFIX)) continue;
+      expectDir(path.join(SL.revisions, rev));
+      const revFile = path.join(SL.revisions, rev, 'revision.json');
+      const revMarker = readMarker(revFile);
+      if (!revMarker) throw new HelperError('foreign-marker', `${path.dirname(revFile)} has no revision.json`);
+      checkFields(revMarker, agentOwner(scoped), revFile, 'foreign-marker');
+    }
+  }
+  readUnit(SL.unitPath, op.namespace.id, marker.agentId);
+  return { scoped, SL, identity: accountIdentity(agent) };
+}
+
+// Stops, disables and removes each target's unit (when its file is ours), then one
+// daemon-reload; returns whether anything changed.
+async function removeUnits(targets) {
+  let reload = false;
+  let changed = false;
+  for (const { scoped, SL } of targets) {
+    if (await stopUnit(SL.unitPath, scoped.agent.unitName, scoped.namespace.id, scoped.agent.id)) changed = true;
+    if (lstatOrNull(SL.unitPath)) {
+      guard(`remove ${SL.unitPath}`);
+      removeFile(SL.unitPath);
+      progress('unit', `removed ${SL.unitPath}`);
+      reload = true;
+      changed = true;
+    }
+  }
+  if (reload) {
+    guard('daemon-reload');
+    await systemctl(['daemon-reload']);
+    for (const { scoped } of targets) {
+      await run('systemctl', ['reset-failed', '--', scoped.agent.unitName], { allowFailure: true, timeoutMs: 20000 });
+    }
+  }
+  return changed;
+}
+
+// The Namespace's account markers, each naming its own file.
 async function namespaceAccounts(op, L) {
   const found = [];
   if (!expectDir(L.accounts)) return found;
@@ -1352,89 +1927,92 @@ async function namespaceAccounts(op, L) {
   return found;
 }
 
+// Removes the targets and the accounts, verified by the caller: see the banner.
+async function removeAgents(targets, accounts, removeTrees) {
+  let changed = await removeUnits(targets);
+  for (const { file, marker } of accounts) {
+    if (await quiesceAccount(file, marker)) changed = true;
+  }
+  for (const { SL, identity } of targets) {
+    if (identity) await clearAgentTree(SL, identity);
+  }
+  if (await removeTrees()) changed = true;
+  for (const { file, marker } of accounts) {
+    await removeAccount(file, marker);
+    changed = true;
+  }
+  return changed;
+}
+
 async function opDeleteNamespace(op) {
   const L = layout(op);
   if (!operatorDirExists(L.root)) return { changed: false };
   await acquireLock(L.root);
   sweep(L.namespaces);
-  let changed = false;
   const present = verifyNamespace(op, L, false);
   const accounts = await namespaceAccounts(op, L);
+  // Verify the whole deletion set before the first change.
+  const targets = [];
+  if (present && expectDir(L.agentsDir)) {
+    for (const name of fs.readdirSync(L.agentsDir).sort()) {
+      if (!name.startsWith(TEMP_PREFIX)) targets.push(removalTarget(op, L, name));
+    }
+  }
+  for (const { file, marker } of accounts) await checkAccountForRemoval(file, marker);
 
-  if (present) {
-    // Verify the whole deletion set before the first change.
-    const agents = [];
-    const entries = expectDir(L.agentsDir) ? fs.readdirSync(L.agentsDir).sort() : [];
-    for (const name of entries) {
-      if (name.startsWith(TEMP_PREFIX)) continue;
-      const agentDir = path.join(L.agentsDir, name);
-      expectDir(agentDir);
-      const file = path.join(agentDir, 'agent.json');
-      const marker = readMarker(file);
-      if (!marker) throw new HelperError('foreign-marker', `${agentDir} has no agent.json`);
-      checkFields(marker, namespaceOwner(op), file, 'foreign-marker');
-      if (typeof marker.agentId !== 'string' || sha12(marker.agentId) !== name) {
-        throw new HelperError('foreign-marker', `${file} does not name the Agent of ${name}`);
-      }
-      const scoped = {
-        ...op,
-        agent: {
-          id: marker.agentId, hash: name, servicePrincipalId: marker.servicePrincipalId,
-          account: marker.account, unitName: `${UNIT_PREFIX}${name}.service`,
-        },
-      };
-      const SL = layout(scoped);
-      readAgent(scoped, SL);
-      readCurrent(SL);
-      readServed(scoped, SL);
-      if (expectDir(SL.revisions)) {
-        for (const rev of fs.readdirSync(SL.revisions)) {
-          if (rev.startsWith(TEMP_PREFIX)) continue;
-          expectDir(path.join(SL.revisions, rev));
-          const revFile = path.join(SL.revisions, rev, 'revision.json');
-          const revMarker = readMarker(revFile);
-          if (!revMarker) throw new HelperError('foreign-marker', `${path.dirname(revFile)} has no revision.json`);
-          checkFields(revMarker, agentOwner(scoped), revFile, 'foreign-marker');
-        }
-      }
-      readUnit(SL.unitPath, op.namespace.id, marker.agentId);
-      agents.push({ scoped, SL });
-    }
-    for (const { file, marker } of accounts) {
-      const conflict = accountConflict(marker, await lookupAccount(marker.account));
-      if (conflict) throw new HelperError('foreign-account', `${conflict}, ${file} records otherwise`);
-    }
-
-    let reload = false;
-    for (const { scoped, SL } of agents) {
-      if (await stopUnit(SL.unitPath, scoped.agent.unitName, op.namespace.id, scoped.agent.id)) changed = true;
-      if (lstatOrNull(SL.unitPath)) {
-        guard(`remove ${SL.unitPath}`);
-        removeFile(SL.unitPath);
-        progress('unit', `removed ${SL.unitPath}`);
-        reload = true;
-        changed = true;
-      }
-    }
-    if (reload) {
-      guard('daemon-reload');
-      await systemctl(['daemon-reload']);
-      for (const { scoped } of agents) {
-        await run('systemctl', ['reset-failed', '--', scoped.agent.unitName], { allowFailure: true, timeoutMs: 20000 });
-      }
-    }
+  // When the tree is already gone this is the retry path: accounts outlive their
+  // Agent directories until the Namespace goes.
+  const changed = await removeAgents(targets, accounts, async () => {
+    if (!present) return false;
     guard('remove the Namespace tree');
     removeTree(L.nsDir);
     progress('namespace', `removed ${L.nsDir}`);
-    changed = true;
-  }
+    return true;
+  });
+  return { changed };
+}
 
-  // Also the retry path when the tree is already gone: accounts outlive their Agent
-  // directories until the Namespace goes.
-  for (const { file, marker } of accounts) {
-    await removeAccount(file, marker);
-    changed = true;
+// OCC's deleteAgentRuntimeCredentials for one Agent: its unit, its whole directory
+// (the port in agent.json is free again) and its account, verified as delete-namespace
+// verifies each Agent. An absent Agent or Namespace is success, after removing a
+// leftover account whose marker names this Namespace and Agent.
+async function opDeleteAgent(op) {
+  const L = layout(op);
+  if (!operatorDirExists(L.root)) return { changed: false };
+  await acquireLock(L.root);
+  const present = verifyNamespace(op, L, false) && expectDir(L.agentDir) !== null;
+  const targets = [];
+  if (present) {
+    const target = removalTarget(op, L, op.agent.hash);
+    checkFields(target.scoped.agent, { id: op.agent.id, account: op.agent.account }, L.agentMarker, 'foreign-marker');
+    targets.push(target);
+  } else if (readUnit(L.unitPath, op.namespace.id, op.agent.id) !== null) {
+    // A unit of ours without its directory (removed by hand): it goes too.
+    targets.push({ scoped: op, SL: L, identity: null });
   }
+  const accounts = [];
+  if (expectDir(L.accounts)) {
+    const marker = readMarker(L.accountMarker, 'foreign-account');
+    if (marker) {
+      checkFields(marker, { ...namespaceOwner(op), agentId: op.agent.id, account: op.agent.account },
+        L.accountMarker, 'foreign-account');
+      const identity = present ? targets[0].identity : null;
+      if (identity && marker.uid !== null && (marker.uid !== identity.uid || marker.gid !== identity.gid)) {
+        throw new HelperError('foreign-account', `${L.accountMarker} records ${marker.uid}:${marker.gid}, ${L.agentMarker} ${identity.uid}:${identity.gid}`);
+      }
+      await checkAccountForRemoval(L.accountMarker, marker);
+      accounts.push({ file: L.accountMarker, marker });
+    }
+  }
+  if (present) sweep(L.agentsDir);
+
+  const changed = await removeAgents(targets, accounts, async () => {
+    if (!present) return false;
+    guard('remove the Agent directory');
+    removeTree(L.agentDir);
+    progress('agent', `removed ${L.agentDir}`);
+    return true;
+  });
   return { changed };
 }
 
@@ -1456,6 +2034,7 @@ const HANDLERS = {
   'retire': opRetire,
   'delete-namespace': opDeleteNamespace,
   'inspect-agent': opInspectAgent,
+  'delete-agent': opDeleteAgent,
 };
 
 // ---------------------------------------------------------------------------------

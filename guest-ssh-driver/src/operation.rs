@@ -126,7 +126,8 @@ impl Operation {
         )
     }
 
-    /// `delete-agent`: an Agent operation without a revision.
+    /// Agent operations that need no revision: `delete-agent` (OCC's
+    /// `deleteAgentRuntimeCredentials`) and `inspect-agent`.
     pub fn agent_only(op: Op, runtime: &Runtime, agent: &AgentIds) -> Self {
         Self::base(op, runtime)
             .with(
@@ -154,31 +155,16 @@ impl Operation {
         revision: &RevisionIds,
         config_hash: &str,
     ) -> Self {
-        Self::base(op, runtime)
-            .with(
-                "namespace",
-                json!({"id": agent.namespace_id, "hash": agent.namespace_hash}),
-            )
-            .with(
-                "agent",
-                json!({
-                    "id": agent.agent_id,
-                    "hash": agent.agent_hash,
-                    "servicePrincipalId": agent.service_principal_id,
-                    "account": agent.account,
-                    "unitName": crate::layout::unit_name(&agent.agent_hash),
-                }),
-            )
-            .with(
-                "revision",
-                json!({
-                    "id": revision.id,
-                    "hash": revision.hash,
-                    "number": revision.number,
-                    "configHash": config_hash,
-                    "harness": revision.harness,
-                }),
-            )
+        Self::agent_only(op, runtime, agent).with(
+            "revision",
+            json!({
+                "id": revision.id,
+                "hash": revision.hash,
+                "number": revision.number,
+                "configHash": config_hash,
+                "harness": revision.harness,
+            }),
+        )
     }
 
     /// Adds one operation-specific field.
@@ -392,6 +378,26 @@ mod tests {
                 "needsPassword": true
             })
         );
+    }
+
+    #[test]
+    fn delete_agent_operation_is_exact_and_has_no_revision() {
+        let config = testing::config();
+        let op = Operation::agent_only(Op::DeleteAgent, &config.runtime, &testing::agent_ids());
+        assert_eq!(
+            decode(&op.argv("/usr/bin/node")),
+            json!({
+                "version": 1, "op": "delete-agent", "deadlineMs": 170000, "driver": "occ/ssh",
+                "root": "/var/lib/openclaw-enterprise", "unitDirectory": "/etc/systemd/system",
+                "namespace": {"id": "ns-1", "hash": "7a6379f31660"},
+                "agent": {
+                    "id": "agent-1", "hash": "6ff3b3bd11c4", "servicePrincipalId": "sp-1",
+                    "account": "openclaw-cd338df39c47",
+                    "unitName": "openclaw-enterprise-gateway-6ff3b3bd11c4.service"
+                }
+            })
+        );
+        assert!(Op::ALL.contains(&Op::DeleteAgent));
     }
 
     #[test]

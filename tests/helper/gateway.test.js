@@ -66,17 +66,30 @@ test('activate starts a real gateway and writes served.json only after /readyz 2
     'while waiting for readiness: no served.json, current already switched, host lock free');
 
   assert.deepEqual(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)), {
-    driver: 'occ/ssh', namespaceId: NS, agentId: AGENT, revisionId: 'rev-1', revisionNumber: 1,
-    configHash: L.sha256(L.GATEWAY_CONFIG), servedAt: JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).servedAt,
+    driver: 'occ/ssh', namespaceId: NS, agentId: AGENT, servicePrincipalId: `sp-${AGENT}`,
+    revisionId: 'rev-1', revisionNumber: 1, configHash: L.sha256(L.GATEWAY_CONFIG),
+    servedAt: JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).servedAt,
   });
   assert.equal(L.statHost([`${p.agentDir}/served.json`])[`${p.agentDir}/served.json`].mode, '600');
   assert.equal(L.sh(`cat ${p.unitPath}`), fx.unitText(NS, AGENT, port));
   assert.equal(unitProp('ActiveState'), 'active');
   assert.equal(unitProp('UnitFileState'), 'enabled');
   assert.equal(readyz(port), '200');
-  // The gateway runs as the Agent's private account.
+  // The gateway runs as the Agent's private account, inside its sandbox: a read-only
+  // host but for its home and state, /proc showing only its own processes, a /dev/shm
+  // of its own, and only the port it was given.
   const marker = JSON.parse(L.sh(`cat ${p.agentDir}/agent.json`));
-  assert.equal(L.sh(`ps -o uid=,gid= -p ${unitProp('MainPID')}`).trim().split(/\s+/).map(Number).join(':'), `${marker.uid}:${marker.gid}`);
+  const pid = unitProp('MainPID');
+  assert.equal(L.sh(`ps -o uid=,gid= -p ${pid}`).trim().split(/\s+/).map(Number).join(':'), `${marker.uid}:${marker.gid}`);
+  const mounts = L.sh(`cat /proc/${pid}/mountinfo`).split('\n').map((line) => line.split(' '));
+  const mount = (target) => mounts.filter((m) => m[4] === target).pop();
+  assert.match(mount('/')[5], /^ro,/);
+  assert.match(mount(`${p.agentDir}/home`)[5], /^rw,/);
+  assert.match(mount(`${p.agentDir}/state`)[5], /^rw,/);
+  assert.match(mounts.filter((m) => m[4] === '/proc').pop().join(' '), /hidepid=invisible/);
+  assert.equal(mount('/dev/shm')[mount('/dev/shm').indexOf('-') + 1], 'tmpfs');
+  assert.equal(L.sh(`ss -Htlnpe | grep -c 'uid:${marker.uid} ' || true`).trim(), '1', 'the gateway listens on one port only');
+  assert.match(L.sh(`ss -Htlnpe 'sport = :${port}'`), new RegExp(`uid:${marker.uid} `));
   // The gateway never rewrote its admitted snapshot; the password was not rotated and
   // the operator's file was not touched.
   assert.equal(L.sh(`stat -c '%s %Y %a %U:%G' ${fx.paths(NS, AGENT, 'rev-1').revDir}/openclaw.json`), snapshotBefore);
@@ -94,6 +107,11 @@ test('activating the served revision again changes nothing and does not restart'
 
 test('a new revision: prepare leaves the gateway alone, activate restarts onto it', { timeout: 180000 }, async (t) => {
   const pid = unitProp('MainPID');
+  // What the gateway keeps in its state directory (its key, its database) and a file of
+  // the Agent's own must survive the cutover: only the snapshot changes.
+  const account = fx.agent(NS, AGENT).account;
+  L.sh(`runuser -u ${account} -- sh -c 'echo mine > ${p.agentDir}/state/agent-file'`);
+  const stateBefore = L.sh(`cd ${p.agentDir}/state && sha256sum config-journal-fingerprint.key && stat -c '%i %U' state/openclaw.sqlite`);
   const prepared = await L.helper(fx.prepare(NS, AGENT, 'rev-2', 2, CONFIG_2));
   assert.deepEqual([prepared.ready, prepared.changed, prepared.port], [true, true, port]);
   assert.equal(unitProp('MainPID'), pid, 'prepare does not restart');
@@ -104,20 +122,63 @@ test('a new revision: prepare leaves the gateway alone, activate restarts onto i
   assert.notEqual(unitProp('MainPID'), pid);
   assert.equal(L.sh(`readlink ${p.agentDir}/current`).trim(), `revisions/${L.sha12('rev-2')}`);
   assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-2');
+  assert.equal(L.sh(`cd ${p.agentDir}/state && sha256sum config-journal-fingerprint.key && stat -c '%i %U' state/openclaw.sqlite`), stateBefore);
+  assert.equal(L.sh(`cat ${p.agentDir}/state/agent-file`), 'mine\n');
   // The older revision is superseded now.
   const late = await L.helper(fx.prepare(NS, AGENT, 'rev-0', 1, '{"late":true}\n'));
   assert.deepEqual([late.ready, late.changed], [false, false]);
 });
 
-test('retire and stop of a revision that is not current leave the gateway serving', async () => {
+test('a snapshot edited in place is refused by activate, stop, retire and deactivate', { timeout: 120000 }, async () => {
+  // rev-2 serves. Root appends a byte: owner, group (the Agent's) and mode 0640 stay.
+  const file = `${fx.paths(NS, AGENT, 'rev-2').revDir}/openclaw.json`;
+  const stat = L.sh(`stat -c '%U:%G %a %i' ${file}`);
+  L.sh(`printf ' ' >> ${file}`);
+  assert.equal(L.sh(`stat -c '%U:%G %a %i' ${file}`), stat);
+  const pid = unitProp('MainPID');
+  const served = L.sh(`cat ${p.agentDir}/served.json`);
+  try {
+    for (const op of ['activate', 'stop', 'retire', 'deactivate']) {
+      const run = op === 'activate'
+        ? await L.runHelper(fx.activate(NS, AGENT, 'rev-2', 2, port, CONFIG_2))
+        : await L.runHelper(fx.agentOp(op, NS, AGENT, 'rev-2', 2, CONFIG_2));
+      assert.deepEqual([run.code, run.result.error.code, run.result.error.permanent], [1, 'changed-snapshot', true], op);
+      assert.ok(run.result.error.message.startsWith(`${file} no longer has the configHash`), run.result.error.message);
+      assert.ok(!run.events.some((e) => ['restart', 'stop', 'retire', 'current'].includes(e.step)), op);
+    }
+    // Not restarted into service, not stopped, not removed, served.json untouched.
+    assert.equal(unitProp('MainPID'), pid);
+    assert.equal(L.sh(`cat ${p.agentDir}/served.json`), served);
+    assert.equal(exists(file), true);
+  } finally {
+    L.sh(`truncate -s -1 ${file}`);
+  }
+  assert.equal((await activate('rev-2', 2, CONFIG_2)).result.changed, false);
+});
+
+test('retire of a revision that is not current leaves the gateway serving', async () => {
   const pid = unitProp('MainPID');
   const retired = await L.helper(fx.agentOp('retire', NS, AGENT, 'rev-1', 1, L.GATEWAY_CONFIG));
   assert.deepEqual([retired.ok, retired.changed], [true, true]);
   assert.equal(exists(fx.paths(NS, AGENT, 'rev-1').revDir), false);
-  const stopped = await L.helper(fx.agentOp('stop', NS, AGENT, 'rev-1', 1, L.GATEWAY_CONFIG));
-  assert.deepEqual([stopped.ok, stopped.changed], [true, false]);
   assert.equal(unitProp('MainPID'), pid);
   assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-2');
+});
+
+test('stop of a revision that is not current still stops and disables the gateway', async () => {
+  // rev-2 serves; rev-3 is only prepared. stopRevision stops the Agent's unit and
+  // removes current and served.json whichever revision runs.
+  assert.equal((await L.helper(fx.prepare(NS, AGENT, 'rev-3', 3, CONFIG_3))).ready, true);
+  const stopped = await L.helper(fx.agentOp('stop', NS, AGENT, 'rev-3', 3, CONFIG_3));
+  assert.deepEqual([stopped.ok, stopped.changed], [true, true]);
+  assert.equal(unitProp('ActiveState'), 'inactive');
+  assert.equal(unitProp('UnitFileState'), 'disabled');
+  assert.equal(exists(`${p.agentDir}/current`), false);
+  assert.equal(exists(`${p.agentDir}/served.json`), false);
+  assert.notEqual(readyz(port), '200');
+  for (const kept of [fx.paths(NS, AGENT, 'rev-2').revDir, fx.paths(NS, AGENT, 'rev-3').revDir]) {
+    assert.equal(exists(kept), true, kept);
+  }
 });
 
 test('a session closed during the readiness wait writes no served.json; the retry converges', { timeout: 240000 }, async (t) => {
@@ -191,6 +252,57 @@ test('retiring the current revision stops the gateway first, then removes only t
     `${p.agentDir}/gateway-password.env`, `${p.agentDir}/env`]) {
     assert.equal(exists(kept), true, kept);
   }
+});
+
+// Runs `first` until its restart is handed to systemd and the host lock is released for
+// the readiness wait, freezes it there (SIGSTOP), runs `other` to completion, then lets
+// `first` go on: the order of events is fixed, whatever the timings.
+async function overtaken(first, other) {
+  let pid = null;
+  const run = L.startHelper(first, {
+    onEvent: (event) => {
+      if (event.event === 'progress' && event.step === 'readiness' && pid === null) {
+        pid = L.helperPid(run.b64);
+        L.sh(`kill -STOP ${pid}`);
+      }
+    },
+  });
+  await L.waitFor(() => pid !== null || run.events.some((e) => e.event === 'result'),
+    { timeoutMs: 120000, what: 'the first activation to reach its readiness wait' });
+  assert.ok(pid, 'the first activation reached its readiness wait');
+  let otherResult;
+  try {
+    otherResult = await L.runHelper(other);
+  } finally {
+    L.sh(`kill -CONT ${pid}`);
+  }
+  return { first: await run.done, other: otherResult };
+}
+
+test('an activation overtaken by one of the same revision succeeds; by another revision it is superseded', { timeout: 480000 }, async (t) => {
+  const withToken = (revId, number, snapshot, token) =>
+    fx.activate(NS, AGENT, revId, number, port, snapshot, { unitOptions: { placeholders: [['OCC_TEST_TOKEN', token]] } });
+  // Both activate rev-2, with different hook placeholders: the second one's unit wins
+  // and it writes served.json first. The first must not fail (its failure would run
+  // compensating hooks against a revision that is serving).
+  const same = await overtaken(withToken('rev-2', 2, CONFIG_2, 'opaque-first'), withToken('rev-2', 2, CONFIG_2, 'opaque-second'));
+  assert.equal(same.other.result.ok, true, JSON.stringify(same.other.result));
+  const servedBySecond = L.sh(`cat ${p.agentDir}/served.json`);
+  assert.equal(same.first.code, 0, same.first.stdout.slice(-1500));
+  assert.deepEqual([same.first.result.ok, same.first.result.port], [true, port]);
+  assert.ok(same.first.events.some((e) => e.step === 'served' && /another activation already served revision rev-2/.test(e.message)));
+  assert.equal(L.sh(`cat ${p.agentDir}/served.json`), servedBySecond, 'served.json is the second activation\'s');
+  assert.match(L.sh(`cat ${p.unitPath}`), /OCC_TEST_TOKEN=opaque-second/);
+  t.diagnostic('same revision: both activations succeeded');
+
+  // Another revision overtakes: the first one's goal is gone, superseded stays.
+  const CONFIG_4 = `${JSON.stringify(JSON.parse(L.GATEWAY_CONFIG), null, 3)}\n`;
+  assert.equal((await L.helper(fx.prepare(NS, AGENT, 'rev-4', 4, CONFIG_4))).ready, true);
+  const other = await overtaken(withToken('rev-2', 2, CONFIG_2, 'opaque-first'), fx.activate(NS, AGENT, 'rev-4', 4, port, CONFIG_4));
+  assert.equal(other.other.result.ok, true, JSON.stringify(other.other.result));
+  assert.deepEqual([other.first.code, other.first.result.error.code, other.first.result.error.permanent], [1, 'superseded', true]);
+  assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-4');
+  assert.equal(readyz(port), '200');
 });
 
 test('two Agents of two Namespaces activate concurrently; delete-namespace removes one whole', { timeout: 240000 }, async (t) => {

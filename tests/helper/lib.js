@@ -7,6 +7,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const crypto = require('node:crypto');
 const { spawn, spawnSync } = require('node:child_process');
+const { renderUnit, sandboxProperties } = require('./unit.js');
 
 const REPO = path.resolve(__dirname, '..', '..');
 // OCC_HELPER_PATH runs the suite against another copy (e.g. the one a guest embeds).
@@ -212,44 +213,14 @@ class Fixture {
     };
   }
 
-  // The unit exactly as the guest renders it (guest-ssh-driver/src/unit.rs): the
-  // ownership header first, quoted Environment= values, the password file only when
-  // the managed password is used, the operator's optional env file.
-  unitText(nsId, agentId, port, { password = true } = {}) {
-    const agentDir = this.paths(nsId, agentId).agentDir;
-    const account = `openclaw-${sha12(`${nsId}:${agentId}`)}`;
-    return [
-      '# Managed by the OCC SSH Compute Driver (occ/ssh); do not edit.',
-      `# OCC-Namespace: ${nsId}`,
-      `# OCC-Agent: ${agentId}`,
-      '',
-      '[Unit]',
-      `Description=OpenClaw gateway of OCC Agent ${sha12(agentId)}`,
-      'After=network-online.target',
-      'Wants=network-online.target',
-      '',
-      '[Service]',
-      `ExecStart=${NODE} ${OPENCLAW} gateway --port ${port}`,
-      `User=${account}`,
-      `Group=${account}`,
-      `Environment="HOME=${agentDir}/home"`,
-      `Environment="OPENCLAW_STATE_DIR=${agentDir}/state"`,
-      `Environment="OPENCLAW_CONFIG_PATH=${agentDir}/current/openclaw.json"`,
-      `Environment="OPENCLAW_GATEWAY_PORT=${port}"`,
-      ...(password ? [`EnvironmentFile=${agentDir}/gateway-password.env`] : []),
-      `EnvironmentFile=-${agentDir}/env`,
-      `WorkingDirectory=${agentDir}/home`,
-      'Restart=always',
-      'RestartSec=2',
-      'KillSignal=SIGTERM',
-      'TimeoutStopSec=30',
-      'NoNewPrivileges=true',
-      'PrivateTmp=true',
-      '',
-      '[Install]',
-      'WantedBy=multi-user.target',
-      '',
-    ].join('\n');
+  // The unit exactly as the guest renders it (unit.js, checked against the guest's
+  // golden units by unit.test.js).
+  unitText(nsId, agentId, port, { password = true, placeholders = [] } = {}) {
+    return renderUnit({
+      namespaceId: nsId, agentId, account: this.agent(nsId, agentId).account,
+      agentDir: this.paths(nsId, agentId).agentDir, nodePath: NODE, openclawPath: OPENCLAW,
+      port, placeholders, needsPassword: password,
+    });
   }
 
   // Removes everything this fixture may have left on the host: units, accounts, root.
@@ -263,6 +234,9 @@ class Fixture {
         pkill -KILL -u "$acct" 2>/dev/null || true
         userdel "$acct" 2>/dev/null || true
         groupdel "$acct" 2>/dev/null || true
+        for list in /etc/cron.deny /etc/at.deny; do
+          [ -f "$list" ] && sed -i "/^$acct\$/d" "$list"
+        done
       done
       for agentdir in "$root"/namespaces/*/agents/*; do
         [ -d "$agentdir" ] || continue
@@ -299,11 +273,16 @@ function lockIsFree(root) {
   return sh(`flock -n ${root}/.compute-lock true`, { allowFailure: true }).code === 0;
 }
 
-// The host pid of the helper running this operation, or null. Node 24 names its main
-// thread "MainThread", so processes are matched by argv: the Node binary first and the
-// operation argument (base64 holds regex metacharacters: a fixed-string match) after.
+// The host pid of the helper running this operation, or null. The helper replaces its
+// argv with `occ-ssh-helper <first 12 hex of SHA-256 of the operation argument>` as soon
+// as it starts (before that, argv still holds the Node binary and the argument), so
+// both forms are matched, each as a fixed string.
+function helperTitle(b64) {
+  return `occ-ssh-helper ${sha256(b64).slice(0, 12)}`;
+}
+
 function helperPid(b64) {
-  const out = sh(`ps -eo pid=,args= | awk -v node='${NODE}' -v op='${b64.slice(0, 80)}' '$2 == node && index($0, op) { print $1; exit }'`).trim();
+  const out = sh(`ps -eo pid=,args= | awk -v node='${NODE}' -v op='${b64.slice(0, 80)}' -v title='${helperTitle(b64)}' '($2 == node && index($0, op)) || ($2 " " $3) == title { print $1; exit }'`).trim();
   return out ? Number(out) : null;
 }
 
@@ -315,5 +294,5 @@ function helperRunning(b64) {
 module.exports = {
   REPO, HELPER_PATH, HELPER_SOURCE, NODE, OPENCLAW, HOST, rigEnv, sshArgs, sh, shJson,
   startHelper, runHelper, helper, waitFor, Fixture, GATEWAY_CONFIG, statHost, sha12, sha256,
-  lockIsFree, helperRunning, helperPid,
+  lockIsFree, helperRunning, helperPid, helperTitle, sandboxProperties,
 };

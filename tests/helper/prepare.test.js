@@ -53,7 +53,7 @@ test('prepare creates the layout with exact markers, modes and owners', async ()
   assert.equal(L.sh(`test -d ${p.agentDir}/home/. && ls -A ${p.agentDir}/home | wc -l`).trim(), '0', 'useradd created no home content');
 
   const stats = L.statHost([
-    fx.root, `${fx.root}/accounts`, p.accountMarker, `${fx.root}/namespaces`, p.nsDir,
+    fx.root, `${fx.root}/.compute-lock`, `${fx.root}/accounts`, p.accountMarker, `${fx.root}/namespaces`, p.nsDir,
     `${p.nsDir}/namespace.json`, `${p.nsDir}/agents`, p.agentDir, `${p.agentDir}/agent.json`,
     `${p.agentDir}/home`, `${p.agentDir}/state`, `${p.agentDir}/gateway-password.env`,
     `${p.agentDir}/revisions`, p.revDir, `${p.revDir}/openclaw.json`, `${p.revDir}/revision.json`,
@@ -64,12 +64,14 @@ test('prepare creates the layout with exact markers, modes and owners', async ()
     assert.deepEqual([st.mode, st.user, st.group], [mode, user, group], file);
   };
   expect(fx.root, '755', 'root', 'root');
+  expect(`${fx.root}/.compute-lock`, '600', 'root', 'root');
   expect(`${fx.root}/accounts`, '700', 'root', 'root');
   expect(p.accountMarker, '600', 'root', 'root');
-  expect(`${fx.root}/namespaces`, '755', 'root', 'root');
-  expect(p.nsDir, '755', 'root', 'root');
+  // Traversable, not listable: an Agent learns no other Namespace or Agent.
+  expect(`${fx.root}/namespaces`, '711', 'root', 'root');
+  expect(p.nsDir, '711', 'root', 'root');
   expect(`${p.nsDir}/namespace.json`, '600', 'root', 'root');
-  expect(`${p.nsDir}/agents`, '755', 'root', 'root');
+  expect(`${p.nsDir}/agents`, '711', 'root', 'root');
   expect(p.agentDir, '750', 'root', account);
   expect(`${p.agentDir}/agent.json`, '600', 'root', 'root');
   expect(`${p.agentDir}/home`, '700', account, account);
@@ -81,10 +83,19 @@ test('prepare creates the layout with exact markers, modes and owners', async ()
   expect(`${p.revDir}/revision.json`, '600', 'root', 'root');
 
   assert.deepEqual(JSON.parse(read(`${p.nsDir}/namespace.json`)), { driver: 'occ/ssh', namespaceId: 'ns-a' });
-  assert.deepEqual(JSON.parse(read(p.accountMarker)), {
+  // The account carries the marker's comment: proof that the driver made it.
+  const accountMarker = JSON.parse(read(p.accountMarker));
+  assert.match(accountMarker.comment, /^occ-ssh [0-9a-f]{24}$/);
+  assert.deepEqual(accountMarker, {
     driver: 'occ/ssh', namespaceId: 'ns-a', agentId: 'agent-1', servicePrincipalId: 'sp-agent-1',
-    account, uid: result.uid, gid: result.gid,
+    account, uid: result.uid, gid: result.gid, comment: accountMarker.comment,
   });
+  assert.equal(L.sh(`getent passwd ${account}`).trim().split(':')[4], accountMarker.comment);
+  // Denied cron (its deny list created, as the host had neither list) and at.
+  assert.ok(read('/etc/cron.deny').split('\n').includes(account), 'in /etc/cron.deny');
+  assert.ok(read('/etc/at.deny').split('\n').includes(account), 'in /etc/at.deny');
+  assert.match(L.sh(`runuser -u ${account} -- crontab -l`, { allowFailure: true }).stderr, /not allowed/);
+  assert.match(L.sh(`echo true | runuser -u ${account} -- at now + 1 hour`, { allowFailure: true }).stderr, /not allowed|permission/i);
   assert.deepEqual(JSON.parse(read(`${p.agentDir}/agent.json`)), {
     driver: 'occ/ssh', namespaceId: 'ns-a', agentId: 'agent-1', servicePrincipalId: 'sp-agent-1',
     account, uid: result.uid, gid: result.gid, port: 19000,
@@ -269,21 +280,57 @@ test('an existing user or group without its marker is refused (foreign-account)'
   }
 });
 
-test('an account left half made by a killed helper is completed on retry', async () => {
-  // A helper killed between groupadd and useradd leaves the group and its pending
-  // marker (null ids): the retry finishes the account instead of refusing it.
-  const op = fx.prepare('ns-b', 'agent-half', 'rev-1', 1);
-  const name = op.agent.account;
-  const marker = fx.paths('ns-b', 'agent-half').accountMarker;
-  L.sh(`groupadd --system ${name} && printf '%s\\n' '${JSON.stringify({
-    driver: 'occ/ssh', namespaceId: 'ns-b', agentId: 'agent-half', servicePrincipalId: 'sp-agent-half',
-    account: name, uid: null, gid: null,
+// A pending marker as a helper leaves it when killed before useradd returned.
+function writePendingMarker(nsId, agentId, comment) {
+  const op = fx.prepare(nsId, agentId, 'rev-1', 1);
+  const marker = fx.paths(nsId, agentId).accountMarker;
+  L.sh(`printf '%s\\n' '${JSON.stringify({
+    driver: 'occ/ssh', namespaceId: nsId, agentId, servicePrincipalId: `sp-${agentId}`,
+    account: op.agent.account, uid: null, gid: null, ...(comment ? { comment } : {}),
   })}' > ${marker} && chmod 600 ${marker}`);
+  return { op, name: op.agent.account, marker };
+}
+
+test('an account left half made by a killed helper is completed on retry', async () => {
+  // Killed after useradd, before the marker was completed: the account carries the
+  // comment the pending marker recorded, so the retry adopts it.
+  const comment = 'occ-ssh 0123456789abcdef01234567';
+  const { op, name, marker } = writePendingMarker('ns-b', 'agent-half', comment);
+  L.sh(`useradd --system --user-group --comment '${comment}' --no-create-home --shell /usr/sbin/nologin ${name}`);
   const result = await L.helper(op);
   assert.equal(result.ok, true, JSON.stringify(result));
   const recorded = JSON.parse(read(marker));
-  assert.equal(recorded.uid, result.uid);
-  assert.equal(recorded.gid, Number(L.sh(`getent group ${name}`).split(':')[2]));
+  assert.deepEqual([recorded.uid, recorded.gid, recorded.comment],
+    [result.uid, Number(L.sh(`getent group ${name}`).split(':')[2]), comment]);
+});
+
+test('a pending marker neither adopts nor deletes an account the driver did not make', async () => {
+  for (const [make, why] of [
+    // Someone else made the same-named user while the marker was pending.
+    ['useradd --system --user-group --no-create-home NAME', /has comment "", not the one the driver recorded/],
+    ['useradd --system --user-group --comment "occ-ssh ffffffffffffffffffffffff" --no-create-home NAME', /not the one the driver recorded/],
+    // A group alone: one useradd --user-group never leaves that.
+    ['groupadd --system NAME', /group .* exists without its user/],
+  ]) {
+    const { op, name, marker } = writePendingMarker('ns-b', 'agent-squat', 'occ-ssh 00000000000000000000000a');
+    L.sh(make.replaceAll('NAME', name));
+    const before = L.sh(`getent passwd ${name}; getent group ${name}`);
+    try {
+      await expectRefusal(op, 'foreign-account', why);
+      assert.equal(exists(fx.paths('ns-b', 'agent-squat').agentDir), false);
+      // delete-namespace refuses too, before any change: the account is not removed.
+      await expectRefusal(fx.deleteNamespace('ns-b'), 'foreign-account', why);
+      assert.equal(L.sh(`getent passwd ${name}; getent group ${name}`), before);
+      assert.equal(JSON.parse(read(marker)).uid, null, 'the marker stays pending');
+    } finally {
+      L.sh(`userdel ${name} 2>/dev/null; groupdel ${name} 2>/dev/null; rm -f ${marker}`);
+    }
+  }
+  // With nothing in its way the same pending marker makes its account.
+  const { op } = writePendingMarker('ns-b', 'agent-squat', 'occ-ssh 00000000000000000000000a');
+  const made = await L.helper(op);
+  assert.equal(made.ok, true, JSON.stringify(made));
+  assert.equal(L.sh(`getent passwd ${op.agent.account}`).split(':')[4], 'occ-ssh 00000000000000000000000a');
 });
 
 test('a superseded prepare returns ready:false and changes nothing', async () => {
@@ -386,7 +433,7 @@ test('delete-namespace removes the tree and its accounts, and retries accounts w
   // Deleting ns-b leaves ns-a, its tree and its accounts, untouched.
   const nsA = fx.paths('ns-a');
   const aAccounts = ['agent-1'].map((a) => fx.agent('ns-a', a).account);
-  const bAgents = ['agent-b1', 'agent-b2', 'agent-nopw', 'agent-half'];
+  const bAgents = ['agent-b1', 'agent-b2', 'agent-nopw', 'agent-half', 'agent-squat'];
   const bAccounts = bAgents.map((a) => fx.agent('ns-b', a).account);
   const result = await L.helper(fx.deleteNamespace('ns-b'));
   assert.deepEqual([result.ok, result.changed], [true, true], JSON.stringify(result));
@@ -395,7 +442,12 @@ test('delete-namespace removes the tree and its accounts, and retries accounts w
     assert.equal(L.sh(`getent passwd ${name} || true`).trim(), '', `user ${name} removed`);
     assert.equal(L.sh(`getent group ${name} || true`).trim(), '', `group ${name} removed`);
     assert.equal(exists(`${fx.root}/accounts/${name}.json`), false);
+    for (const list of ['/etc/cron.deny', '/etc/at.deny']) {
+      assert.ok(!read(list).split('\n').includes(name), `${name} left ${list}`);
+    }
   }
+  // The deny lists keep what the operator put there.
+  assert.ok(read('/etc/at.deny').split('\n').includes('nobody'));
   assert.equal(exists(nsA.nsDir), true, 'other Namespaces stay');
   for (const name of aAccounts) assert.notEqual(L.sh(`getent passwd ${name} || true`).trim(), '');
   assert.equal((await L.helper(fx.deleteNamespace('ns-b'))).changed, false);

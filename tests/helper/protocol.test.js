@@ -14,11 +14,12 @@ const fx = new L.Fixture('protocol', { portStart: 19100, portEnd: 19119 });
 test.after(() => fx.cleanup());
 
 // Holds <root>/.compute-lock on the host until release() (stdin end): the remote
-// `cat` sees end of file and the kernel drops the lock.
+// `cat` sees end of file and the kernel drops the lock. umask 077: flock creates the
+// file as the helper requires it (root's, 0600) when the holder comes first.
 async function holdHostLock(root) {
   L.sh(`mkdir -p ${root}`);
   const child = spawn('ssh', [...L.sshArgs(L.HOST),
-    `flock ${root}/.compute-lock sh -c 'echo held; exec cat >/dev/null'`], { stdio: ['pipe', 'pipe', 'inherit'] });
+    `umask 077; flock ${root}/.compute-lock sh -c 'echo held; exec cat >/dev/null'`], { stdio: ['pipe', 'pipe', 'inherit'] });
   await new Promise((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (chunk) => {
@@ -114,6 +115,37 @@ test('probe reports each check and fails permanently naming the failed ones', as
   assert.match(bad.result.error.message, /node .*no-such-node/);
   assert.match(bad.result.error.message, /openclaw/);
   assert.deepEqual(bad.result.checks.filter((c) => !c.ok).map((c) => c.name), ['node', 'openclaw']);
+
+  // The host's own node (the machine's Node.js 20 shows through the rig's overlay) runs,
+  // but the spec requires Node.js 24.
+  const old = await L.runHelper({ version: 1, op: 'probe', nodePath: '/usr/bin/node', openclawPath: L.OPENCLAW });
+  assert.equal(old.result.error.code, 'probe-failed');
+  const node = old.result.checks.find((c) => c.name === 'node');
+  assert.equal(node.ok, false);
+  assert.match(node.detail, /\/usr\/bin\/node is Node\.js "v20\.[0-9.]+", Node\.js 24 is required/);
+  assert.deepEqual(old.result.checks.filter((c) => !c.ok).map((c) => c.name), ['node']);
+});
+
+test('a lock file another account could open is refused, naming the file and the fix', async () => {
+  const lockPath = `${fx.root}/.compute-lock`;
+  L.sh(`mkdir -p ${fx.root} && touch ${lockPath}`);
+  for (const [make, what] of [['chmod 644', /mode 644/], ['chmod 600 LOCK && chown 1:1', /owned by uid 1 /], ['chmod 0660', /mode 660/]]) {
+    L.sh(`${make.replace('LOCK', lockPath)} ${lockPath}`);
+    const run = await L.runHelper(fx.ensureNamespace('ns-lockmode'));
+    assert.equal(run.code, 1);
+    assert.deepEqual([run.result.error.code, run.result.error.permanent], ['foreign-marker', true]);
+    assert.match(run.result.error.message, what);
+    assert.ok(run.result.error.message.includes(`${lockPath} is owned by uid`), run.result.error.message);
+    assert.ok(run.result.error.message.includes(`chmod 600 ${lockPath}`), run.result.error.message);
+    assert.ok(!run.events.some((e) => e.step === 'lock'), 'never waited on it');
+    L.sh(`chown 0:0 ${lockPath}`);
+  }
+  L.sh(`chmod 600 ${lockPath}`);
+  assert.equal((await L.helper(fx.ensureNamespace('ns-lockmode'))).ok, true);
+  // Created fresh, it is root's and 0600.
+  L.sh(`rm ${lockPath}`);
+  assert.equal((await L.helper(fx.ensureNamespace('ns-lockmode'))).ok, true);
+  assert.deepEqual(L.statHost([lockPath])[lockPath], { mode: '600', user: 'root', group: 'root', uid: 0, gid: 0, type: 'regular empty file' });
 });
 
 test('lock acquisition gives up after 30 s with a retryable lock-timeout', { timeout: 90000 }, async () => {

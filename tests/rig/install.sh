@@ -19,8 +19,10 @@ die() { say "error: $*"; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages and later creates network namespaces)"
 
 # --- Debian packages -------------------------------------------------------------
+# cron and at are not needed by the driver: they are there so that the helper's suite
+# can prove Agent accounts are denied both and leave no crontab or at job behind.
 missing=()
-for pkg in openssh-server openssh-client systemd-container iproute2; do
+for pkg in openssh-server openssh-client systemd-container iproute2 cron at; do
   if ! dpkg -s "$pkg" >/dev/null 2>&1; then missing+=("$pkg"); fi
 done
 if [ "${#missing[@]}" -gt 0 ]; then
