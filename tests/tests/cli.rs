@@ -263,6 +263,13 @@ fn check_prints_the_pin_line_until_the_helper_is_approved() {
         &component("guest_ssh_driver"),
         &spec_configuration(),
     );
+    // An installation that has not approved any helper yet.
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&inst).unwrap()).unwrap();
+    doc["drivers"]["compute"]
+        .as_object_mut()
+        .unwrap()
+        .remove("approvedHelpers");
+    std::fs::write(&inst, doc.to_string()).unwrap();
     let out = run_host(&["check", inst.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let helper = sha256(&std::fs::read(repo_root().join("helper/helper.js")).unwrap());
