@@ -66,9 +66,9 @@ pub fn bound<'a>(
 ) -> Result<&'a AgentBinding, Error> {
     let binding = binding.ok_or_else(|| {
         Error::UnboundAgent(format!(
-            "revision {:?} has no agent binding: bindAgent must accept the Agent before \
-             revision operations",
-            revision.id
+            "revision.agentId: revision {:?} names agent {:?}, which has no binding: bindAgent \
+             must accept the Agent before revision operations",
+            revision.id, revision.agent_id
         ))
     })?;
     check_binding(binding)?;
@@ -458,7 +458,7 @@ mod tests {
         let cases = [
             (
                 None,
-                "revision \"rev-1\" has no agent binding: bindAgent must accept the Agent before revision operations",
+                "revision.agentId: revision \"rev-1\" names agent \"agent-1\", which has no binding: bindAgent must accept the Agent before revision operations",
             ),
             (
                 Some(&other_namespace),
