@@ -24,7 +24,7 @@ pub enum ExecError {
     Refused(String),
     /// The host refused the installation's identity.
     #[error(
-        "the host refused the installation's SSH identity ({0}); an operator must authorize the key"
+        "the host refused the identity in ssh.identityFile ({0}); an operator must authorize its public key for root there"
     )]
     Auth(String),
     /// The connection could not be established.
@@ -32,7 +32,7 @@ pub enum ExecError {
     Connect(String),
     /// The host's key did not match the known-hosts file.
     #[error(
-        "host key does not match the known-hosts file ({0}); an operator must fix known_hosts, never disable host-key checking"
+        "host key does not match ssh.knownHostsFile ({0}); an operator must fix the known-hosts file, never disable host-key checking"
     )]
     HostKey(String),
     /// The operation bound passed and the client was killed.
@@ -297,8 +297,14 @@ mod tests {
         let error = transport(ExecError::HostKey("key changed".into()));
         assert_eq!(
             error.to_string(),
-            "host stable: prepare: host key does not match the known-hosts file (key changed); \
-             an operator must fix known_hosts, never disable host-key checking"
+            "host stable: prepare: host key does not match ssh.knownHostsFile (key changed); \
+             an operator must fix the known-hosts file, never disable host-key checking"
+        );
+        let error = transport(ExecError::Auth("Permission denied (publickey)".into()));
+        assert_eq!(
+            error.to_string(),
+            "host stable: prepare: the host refused the identity in ssh.identityFile \
+             (Permission denied (publickey)); an operator must authorize its public key for root there"
         );
     }
 

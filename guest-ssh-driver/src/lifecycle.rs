@@ -75,8 +75,17 @@ fn hook_error(hook: &'static str, error: HookError) -> Error {
 }
 
 /// Linux refuses a single argument longer than this (`MAX_ARG_STRLEN`, 32 pages,
-/// its terminating NUL included): the operation must fit in it.
-pub const MAX_OPERATION_ARGUMENT: usize = 128 * 1024 - 1;
+/// its terminating NUL included). ssh hands the remote shell the whole command
+/// line as one argument (`sh -c '<line>'`), so the line must fit in it: every
+/// argument shell-quoted, and the spaces between.
+pub const MAX_COMMAND_LINE: usize = 128 * 1024 - 1;
+
+/// The length of the remote command line for `argv`, at most: each argument
+/// quoted (two quotes) and followed by a space. The arguments are a safe path,
+/// `-` and base64, none of which holds a quote that quoting would expand.
+pub fn command_line_len(argv: &[String]) -> usize {
+    argv.iter().map(|a| a.len() + 3).sum()
+}
 
 /// One contract call: the parsed configuration, the helper source and the effects.
 pub struct Driver<'a, E: Effects> {
@@ -176,17 +185,16 @@ impl<'a, E: Effects> Driver<'a, E> {
                 "portRange",
                 serde_json::json!({"start": range.start, "end": range.end}),
             );
-        let argument = operation.argv(target.placement.node_path).swap_remove(2);
-        if argument.len() > MAX_OPERATION_ARGUMENT {
+        let line = command_line_len(&operation.argv(target.placement.node_path));
+        if line > MAX_COMMAND_LINE {
             return Err(Error::refused(
                 "configuration-too-large",
                 "revision.configuration",
                 format!(
-                    "its snapshot of {} bytes makes a helper operation of {} bytes, over the {} \
-                     bytes Linux allows in one argument; shrink the native configuration",
+                    "its snapshot of {} bytes makes a remote command line of {line} bytes, over \
+                     the {MAX_COMMAND_LINE} bytes Linux allows in one argument; shrink the \
+                     native configuration",
                     snapshot.text.len(),
-                    argument.len(),
-                    MAX_OPERATION_ARGUMENT
                 ),
             ));
         }

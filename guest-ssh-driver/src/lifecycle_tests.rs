@@ -103,6 +103,8 @@ impl Effects for Script {
         assert_eq!(timeout_ms, 180_000);
         assert_eq!(argv.len(), 3);
         assert_eq!(argv[1], "-");
+        // What the remote shell receives as one argument fits Linux's limit.
+        assert!(crate::lifecycle::command_line_len(argv) <= crate::lifecycle::MAX_COMMAND_LINE);
         let operation: Value = serde_json::from_slice(&BASE64.decode(&argv[2]).unwrap()).unwrap();
         assert_eq!(operation["deadlineMs"], 170_000);
         let op = operation["op"].as_str().unwrap().to_owned();
@@ -902,4 +904,66 @@ fn helper_progress_is_logged_at_debug() {
             "host stable: ensure-namespace: lock: lock acquired".to_owned()
         )]
     );
+}
+
+#[test]
+fn a_configuration_too_large_for_one_argument_is_refused_permanent_before_any_exec() {
+    // About 100 KB of native configuration: base64 makes the operation larger
+    // than the 128 KiB Linux allows in one argument.
+    let mut revision = testing::revision();
+    let big = "x".repeat(100_000);
+    revision.configuration =
+        format!(r#"{{"gateway":{{"mode":"local"}},"agents":{{"defaults":{{"note":"{big}"}}}}}}"#);
+    let mut script = Script::default();
+    let err = with_driver(&mut script, |d| {
+        d.prepare_revision(
+            Some(&testing::binding()),
+            &revision,
+            Some(&RevisionContext::default()),
+        )
+    })
+    .unwrap_err();
+    let (kind, code, host, message) = summary(&err);
+    assert_eq!(
+        (kind, code, host),
+        (FailureKind::Permanent, "configuration-too-large", None)
+    );
+    assert!(message.starts_with("revision.configuration: "), "{message}");
+    assert!(message.contains("over the 131071 bytes"), "{message}");
+    assert!(script.calls.is_empty(), "{:?}", script.calls);
+
+    // At the boundary: the largest configuration admitted still fits as a whole
+    // command line (the script asserts it of every exec), and one more byte of
+    // it is refused before any exec.
+    let prepare = |note: usize| {
+        let mut revision = testing::revision();
+        revision.configuration = format!(
+            r#"{{"gateway":{{"mode":"local"}},"agents":{{"defaults":{{"note":"{}"}}}}}}"#,
+            "x".repeat(note)
+        );
+        let mut script = Script::default();
+        let result = with_driver(&mut script, |d| {
+            d.prepare_revision(
+                Some(&testing::binding()),
+                &revision,
+                Some(&RevisionContext::default()),
+            )
+        });
+        (result.map(drop), script)
+    };
+    let (mut fits, mut over) = (60_000, 100_000);
+    while over - fits > 1 {
+        let mid = (fits + over) / 2;
+        if prepare(mid).0.is_ok() {
+            fits = mid;
+        } else {
+            over = mid;
+        }
+    }
+    let (ok, script) = prepare(fits);
+    ok.unwrap();
+    assert_eq!(script.calls, ["exec stable prepare"]);
+    let (refused, script) = prepare(over);
+    assert_eq!(refused.unwrap_err().code(), "configuration-too-large");
+    assert!(script.calls.is_empty());
 }

@@ -6,6 +6,7 @@
 //! Needs the rig: `tests/run.sh` brings it up and runs these with `--ignored`.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use occ_e2e::rig::{Host, Rig};
@@ -765,4 +766,141 @@ fn recorded_ssh_replays_without_any_host() {
         "{v}"
     );
     live.ok("deleteNamespace", ns);
+}
+
+/// Preflight's verdicts on what only an operator can fix: each is permanent and
+/// names the host alias and the key or path at fault.
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn preflight_refusals_are_permanent_and_name_what_to_fix() {
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let dir = tempfile::tempdir().unwrap();
+    let base = json!({
+        "ssh": {"identityFile": rig.identity, "knownHostsFile": rig.known_hosts, "connectTimeoutSeconds": 5},
+        "hosts": {"edge": {"address": host.address, "port": host.port, "user": "root",
+                           "nodePath": rig.node, "openclawPath": rig.openclaw}},
+        "runtime": {"nodePath": rig.node, "openclawPath": rig.openclaw, "user": "openclaw", "root": ROOT},
+        "network": {"gatewayPortRange": {"start": 18800, "end": 18899}},
+    });
+    let preflight = |name: &str, configuration: &Value| {
+        let sub = dir.path().join(name);
+        std::fs::create_dir_all(&sub).unwrap();
+        let inst = write_installation(&sub, &component("guest_ssh_driver"), configuration);
+        let out = run_host(&[
+            "call",
+            "preflight",
+            "--installation",
+            inst.to_str().unwrap(),
+            "--json",
+        ]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code().unwrap_or(-1), v)
+    };
+    let (code, v) = preflight("good", &base);
+    assert_eq!(code, 0, "{v}");
+
+    // A nodePath that is not there: not a transient helper failure.
+    let mut wrong_node = base.clone();
+    wrong_node["hosts"]["edge"]["nodePath"] = json!("/opt/missing/bin/node");
+    let (code, v) = preflight("node", &wrong_node);
+    assert_eq!(code, 65, "{v}");
+    assert_eq!(
+        (&v["failure"], &v["code"], &v["host"]),
+        (
+            &json!("permanent"),
+            &json!("node-not-found"),
+            &json!("edge")
+        )
+    );
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("/opt/missing/bin/node"),
+        "{v}"
+    );
+
+    // A key the host never authorized: configuration, not transport.
+    let key = dir.path().join("stranger");
+    assert!(
+        Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut stranger = base.clone();
+    stranger["ssh"]["identityFile"] = json!(key);
+    let (code, v) = preflight("key", &stranger);
+    assert_eq!(code, 65, "{v}");
+    assert_eq!(
+        (&v["failure"], &v["code"], &v["host"]),
+        (&json!("permanent"), &json!("ssh-auth"), &json!("edge"))
+    );
+    assert!(
+        v["message"].as_str().unwrap().contains("ssh.identityFile"),
+        "{v}"
+    );
+
+    // A known-hosts file anyone may write is refused before any connection.
+    let loose = dir.path().join("known_hosts");
+    std::fs::copy(&rig.known_hosts, &loose).unwrap();
+    std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let mut open_known_hosts = base.clone();
+    open_known_hosts["ssh"]["knownHostsFile"] = json!(loose);
+    let (code, v) = preflight("known-hosts", &open_known_hosts);
+    assert_eq!(code, 65, "{v}");
+    assert_eq!(v["failure"], "permanent", "{v}");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("ssh.knownHostsFile") && message.contains("666"),
+        "{v}"
+    );
+}
+
+/// The largest native configuration admission lets through really deploys: the
+/// remote command line that carries it fits what Linux allows in one argument,
+/// and one byte more is refused, permanent, before anything reaches the host.
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn the_largest_admitted_configuration_prepares_on_a_real_host() {
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let d = Deployment::new(&[("large", &host)], None);
+    let ns = json!({"id": unique("ns-large"), "name": "large"});
+    d.ok("ensureNamespace", json!({"namespace": ns}));
+    let a = Agent::new(&ns);
+    d.ok("bindAgent", a.binding());
+    let mut tried = 0;
+    let mut prepare = |note: usize| {
+        tried += 1;
+        let rev = a.revision(
+            &unique("rev"),
+            tried,
+            config(json!({"agents": {"defaults": {"note": "x".repeat(note)}}})),
+        );
+        d.call("prepareRevision", a.params(&rev))
+    };
+    let (mut fits, mut over) = (1_000, 120_000);
+    while over - fits > 1 {
+        let mid = (fits + over) / 2;
+        let (code, v) = prepare(mid);
+        if code == 0 {
+            assert_eq!(v["ready"], true, "{v}");
+            fits = mid;
+        } else {
+            assert_eq!(
+                (code, &v["code"], &v["failure"]),
+                (65, &json!("configuration-too-large"), &json!("permanent")),
+                "{mid} bytes: {v}"
+            );
+            over = mid;
+        }
+    }
+    eprintln!("largest admitted native configuration note: {fits} bytes");
+    let (code, v) = prepare(fits);
+    assert_eq!((code, &v["ready"]), (0, &json!(true)), "{v}");
+    d.ok("deleteNamespace", json!({"namespace": ns}));
 }

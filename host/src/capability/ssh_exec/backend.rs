@@ -21,7 +21,8 @@ pub struct ExecRequest<'a> {
     pub argv: &'a [String],
     /// Standard input.
     pub stdin: &'a [u8],
-    /// The bound of this exec, connecting included.
+    /// The bound of this exec, counted from the moment the remote command starts
+    /// (connecting has its own bound, the grant's connect timeout).
     pub timeout: Duration,
     /// Sees each complete stdout line as it arrives.
     pub on_line: &'a (dyn Fn(&str) + Send + Sync),

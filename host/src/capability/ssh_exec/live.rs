@@ -405,12 +405,16 @@ impl LiveSsh {
         };
         let ((), stdout, stderr_tail) = tokio::join!(feed, read_out, read_err);
         let stdout = stdout?;
-        let status = child
-            .wait()
-            .await
-            .map_err(|e| ExecError::Io(error_text(&e)))?;
+        let exit_status = match child.wait().await {
+            Ok(status) => status.code(),
+            // The mux client turns the shell's exit status 127 (command not
+            // found) into an error; it is the remote command's status, and the
+            // driver decides what it means (a wrong nodePath).
+            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(127),
+            Err(e) => return Err(ExecError::Io(error_text(&e))),
+        };
         Ok(ExecOutput {
-            exit_status: status.code(),
+            exit_status,
             stdout,
             stderr_tail,
         })
@@ -486,16 +490,12 @@ fn connect_error(alias: &str, host: &HostGrant, e: &openssh::Error) -> ExecError
         || text.contains("HOST IDENTIFICATION HAS CHANGED")
         || text.contains("host key")
     {
-        ExecError::HostKey(format!(
-            "{at}: its host key is not the one in the known-hosts file ({text}); never disable host-key checking to bypass this"
-        ))
+        // The driver says what to do about it; the host says what happened.
+        ExecError::HostKey(format!("{at}: {text}"))
     } else if text.contains("Permission denied") {
         // The host is there and answers, but refuses the identity: a
         // configuration an operator must fix, not a transient failure.
-        ExecError::Auth(format!(
-            "{at}: the host refused the identity in ssh.identityFile ({text}); authorize its public key for {} there",
-            host.user
-        ))
+        ExecError::Auth(format!("{at}: {text}"))
     } else {
         ExecError::Connect(format!("{at}: {text}"))
     }
