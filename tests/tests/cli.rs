@@ -506,3 +506,99 @@ fn schema_prints_the_components_closed_schema_which_the_node_package_ships() {
         text(&out.stderr)
     );
 }
+
+/// In `serve`, a revision call uses what bindAgent accepted: a binding passed
+/// with it that names other identities is refused, and so is a binding for an
+/// Agent never bound. Neither reaches a host (the spec's hosts do not exist).
+#[test]
+fn serve_holds_revision_calls_to_what_bind_agent_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = write_installation(
+        dir.path(),
+        &component("guest_ssh_driver"),
+        &spec_configuration(),
+    );
+    let mut child = Command::new(host_binary())
+        .args(["serve", "--installation", inst.to_str().unwrap()])
+        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = |id: u64, method: &str, params: Value| -> Value {
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
+    };
+    let namespace = json!({"id": "ns-1", "name": "stable", "status": "ready", "createdAt": "2026-11-30T00:00:00Z"});
+    let agent = |id: &str, sp: &str| json!({"id": id, "namespaceId": "ns-1", "name": "bot", "servicePrincipalId": sp});
+    let revision = |agent: &str, sp: &str| {
+        json!({
+            "id": format!("rev-{agent}"), "namespaceId": "ns-1", "agentId": agent, "revision": 1,
+            "backendId": null, "configurationId": "cfg", "configurationKind": "agent",
+            "configurationGeneration": 1, "configuration": {"gateway": {"mode": "local"}},
+            "harness": {"id": "openclaw", "version": "2026.9.6", "mode": "embedded"},
+            "compute": {"id": "compute-ssh", "implementation": "occ/ssh"},
+            "harnessAuth": {"method": "runtime"}, "servicePrincipalId": sp,
+            "createdAt": "2026-11-30T00:00:00Z",
+        })
+    };
+    let v = ask(
+        1,
+        "bindAgent",
+        json!({"namespace": namespace, "agent": agent("agent-1", "sp-1")}),
+    );
+    assert_eq!(v["result"], Value::Null, "{v}");
+
+    // The same Agent under another ServicePrincipal, passed with the call.
+    let v = ask(
+        2,
+        "prepareRevision",
+        json!({
+            "revision": revision("agent-1", "sp-2"),
+            "binding": {"namespace": namespace, "agent": agent("agent-1", "sp-2")},
+            "context": {"secretEnvironment": []},
+        }),
+    );
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("binding: differs from what bindAgent accepted"),
+        "{v}"
+    );
+
+    // An Agent never bound, with a binding of its own.
+    let v = ask(
+        3,
+        "prepareRevision",
+        json!({
+            "revision": revision("agent-9", "sp-9"),
+            "binding": {"namespace": namespace, "agent": agent("agent-9", "sp-9")},
+            "context": {"secretEnvironment": []},
+        }),
+    );
+    assert_eq!(v["error"]["data"]["code"], "unbound-agent", "{v}");
+    assert_eq!(v["error"]["data"]["failure"], "permanent", "{v}");
+
+    // The accepted binding, under the revision's own ServicePrincipal mismatch,
+    // is refused by the driver's policy by OCC's field name.
+    let v = ask(
+        4,
+        "prepareRevision",
+        json!({"revision": revision("agent-1", "sp-2"), "context": {"secretEnvironment": []}}),
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("revision.servicePrincipalId:"),
+        "{v}"
+    );
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
