@@ -7,7 +7,9 @@
 #   bash tests/demo.sh
 #
 # Everything it writes lives under /run/occ-demo (the installation and revision
-# files) and /run/occ-rig (the test host); it prints how to tear both down.
+# files) and /run/occ-demo-rig (the test host occ-h9); it prints how to tear both
+# down. The test suite's hosts (occ-h1, occ-h2 in /run/occ-rig) are separate, so
+# `bash tests/run.sh` afterwards leaves the demo's Agent serving.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/occ/target}"
@@ -35,13 +37,22 @@ set -a; . "$OCC_RIG/env"; set +a
 ADDRESS=$(sed -n "s/.*\"name\":\"$HOST_NAME\",\"address\":\"\([^\"]*\)\".*/\1/p" "$OCC_RIG_HOSTS_JSON")
 [ -n "$ADDRESS" ] || { echo "demo: $HOST_NAME is not in $OCC_RIG_HOSTS_JSON" >&2; exit 1; }
 
+say "occ-driver-host inspect: what the component imports, and the helper it would run on hosts"
+"$HOST_BIN" inspect "$COMPONENT"
+# An operator audits helper/helper.js once and pins its SHA-256: the host runs
+# nothing else on a host, whatever the component asks.
+HELPER_SHA=$("$HOST_BIN" inspect "$COMPONENT" | sed -n 's/^helper *sha256 \([0-9a-f]\{64\}\).*/\1/p')
+[ -n "$HELPER_SHA" ] || { echo "demo: no helper in $COMPONENT" >&2; exit 1; }
+
 mkdir -p "$DEMO"
 cat >"$DEMO/installation.yaml" <<YAML
-# The OCC Installation document's compute selection, plus the component to load.
+# The OCC Installation document's compute selection, plus the component to load
+# and the helper the operator approved.
 drivers:
   compute:
     id: compute-ssh
     component: $COMPONENT
+    approvedHelpers: ["$HELPER_SHA"]
     configuration:
       ssh:
         identityFile: $OCC_RIG_IDENTITY
@@ -64,17 +75,26 @@ drivers:
           end: 18899
 YAML
 
-NS_ID="ns-demo"; AGENT_ID="agent-demo"; REV_ID="rev-demo-$(date +%s)"
+NS_ID="ns-demo"; AGENT_ID="agent-demo"; NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+REV_NUMBER=$(date +%s); REV_ID="rev-demo-$REV_NUMBER"
+NAMESPACE="{\"id\": \"$NS_ID\", \"name\": \"demo\", \"status\": \"provisioning\", \"createdAt\": \"$NOW\"}"
+# OCC's own shapes: the binding (Namespace and Agent) and an AgentRevision.
 cat >"$DEMO/revision.json" <<JSON
 {
-  "binding": {"namespace": {"id": "$NS_ID", "name": "demo"},
-              "agent": {"id": "$AGENT_ID", "servicePrincipalId": "sp-demo"}},
+  "binding": {"namespace": $NAMESPACE,
+              "agent": {"id": "$AGENT_ID", "namespaceId": "$NS_ID", "name": "demo",
+                        "servicePrincipalId": "sp-demo"}},
   "revision": {
-    "id": "$REV_ID", "namespaceId": "$NS_ID", "agentId": "$AGENT_ID", "revision": $(date +%s),
-    "harness": {"id": "openclaw", "mode": "embedded"},
+    "id": "$REV_ID", "namespaceId": "$NS_ID", "agentId": "$AGENT_ID", "revision": $REV_NUMBER,
+    "backendId": null, "configurationId": "configuration-demo", "configurationKind": "agent",
+    "configurationGeneration": 1,
+    "configuration": {"gateway": {"mode": "local"}},
+    "harness": {"id": "openclaw", "version": "2026.9.6", "mode": "embedded"},
+    "compute": {"id": "compute-ssh", "implementation": "occ/ssh"},
     "harnessAuth": {"method": "runtime"},
-    "configuration": {"gateway": {"mode": "local"}}
-  }
+    "servicePrincipalId": "sp-demo", "createdAt": "$NOW"
+  },
+  "context": {"harnessAuth": {"method": "runtime"}, "secretEnvironment": []}
 }
 JSON
 call() { "$HOST_BIN" call "$1" --installation "$DEMO/installation.yaml" --params "$2"; }
@@ -84,7 +104,7 @@ say "occ-driver-host check (validates the installation; touches no host)"
 say "preflight: SSH, systemd, flock, account tools, Node and OpenClaw on the host"
 call preflight '{}'
 say "ensureNamespace demo"
-call ensureNamespace "{\"namespace\": {\"id\": \"$NS_ID\", \"name\": \"demo\"}}"
+call ensureNamespace "{\"namespace\": $NAMESPACE}"
 say "prepareRevision: account, port, immutable snapshot"
 call prepareRevision "@$DEMO/revision.json"
 say "activateRevision: unit, current pointer, restart, wait for /readyz"
@@ -111,6 +131,6 @@ cat <<EOF
 The Agent is serving on $HOST_NAME ($ADDRESS), unit $UNIT.
   Look around:   ssh -F none -i $OCC_RIG_IDENTITY -o UserKnownHostsFile=$OCC_RIG_KNOWN_HOSTS root@$ADDRESS
   Remove it:     $HOST_BIN call deleteNamespace --installation $DEMO/installation.yaml \\
-                   --params '{"namespace": {"id": "$NS_ID", "name": "demo"}}'
+                   --params '{"namespace": $NAMESPACE}'
   Tear down:     OCC_RIG=$OCC_RIG bash tests/rig/down.sh $HOST_NAME && rm -rf $DEMO
 EOF
