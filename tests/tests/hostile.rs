@@ -49,8 +49,9 @@ struct Run {
 }
 
 /// One `occ-driver-host call validateConfiguration`, with its peak memory.
-/// std's `Child` does not report resource usage, so the child is reaped with wait4.
-#[allow(unsafe_code)]
+/// std's `Child` does not report resource usage, so the child is reaped with
+/// wait4 (which clippy cannot see).
+#[allow(unsafe_code, clippy::zombie_processes)]
 fn validate(installation: &Path) -> Run {
     let child = Command::new(host_binary())
         .args(["call", "validateConfiguration", "--json", "--installation"])
