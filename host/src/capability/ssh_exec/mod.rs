@@ -25,8 +25,11 @@ use std::sync::Arc;
 
 use wasmtime::component::{HasData, Linker};
 
-pub use backend::{ExecBackend, ExecError, ExecOutput, ExecRequest};
-pub use grant::{ExecBounds, ExecPolicy, GrantError, HostGrant, SshGrant};
+pub use backend::{
+    ExecBackend, ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, OutputStream,
+};
+pub use grant::{Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshGrant};
+pub use host::interpreter_of;
 
 use super::Scope;
 
@@ -108,17 +111,41 @@ impl SshExec {
 /// Receives each complete stdout line of a running exec, with its host alias.
 pub type LineSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
+/// A world's narrowing of what one call may run, beyond the grant: the argument
+/// vector (already allowed by the grant) is refused with the returned reason.
+pub type Narrowing = Arc<dyn Fn(&[String]) -> Result<(), String> + Send + Sync>;
+
 /// The capability's state for one call.
 pub struct SshExecState {
     exec: Arc<SshExec>,
     scope: Scope,
     lines: LineSink,
+    narrowing: Option<Narrowing>,
+    output: Option<OutputSink>,
 }
 
 impl SshExecState {
     /// State for one call of `scope`, with stdout lines going to `lines`.
     pub fn new(exec: Arc<SshExec>, scope: Scope, lines: LineSink) -> SshExecState {
-        SshExecState { exec, scope, lines }
+        SshExecState {
+            exec,
+            scope,
+            lines,
+            narrowing: None,
+            output: None,
+        }
+    }
+
+    /// Refuse, in this call, what `narrowing` refuses (checked after the grant).
+    pub fn with_narrowing(mut self, narrowing: Narrowing) -> SshExecState {
+        self.narrowing = Some(narrowing);
+        self
+    }
+
+    /// Stream this call's exec output to `sink` (see [`ExecRequest::output`]).
+    pub fn with_output(mut self, sink: OutputSink) -> SshExecState {
+        self.output = Some(sink);
+        self
     }
 }
 
