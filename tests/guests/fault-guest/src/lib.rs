@@ -143,7 +143,14 @@ fn execs(configuration: &str) -> Result<Vec<Warning>, DriverError> {
         "argv-flood" => {
             let huge = "A".repeat(20 << 20);
             (0..count(configuration))
-                .map(|_| outcome(ssh_exec::exec("not-granted", &[huge.clone()], &[], 1000)))
+                .map(|_| {
+                    outcome(ssh_exec::exec(
+                        "not-granted",
+                        std::slice::from_ref(&huge),
+                        &[],
+                        1000,
+                    ))
+                })
                 .collect()
         }
         "connect-loop" => (0..count(configuration))
