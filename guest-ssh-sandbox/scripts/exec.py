@@ -2,11 +2,14 @@
 # occ sandbox: run one command in a sandbox, and make sure it ends.
 #
 # Sent by the sandbox component and run by the host as
-#   python3 -c <this text> exec <mode> <command> <nonce> <workspace-root>
-#           <runtime-id> <mount> <workdir> <timeout-ms> <env-json> <args-json>
-# The host runs it only when its SHA-256 is approved in the installation, and
-# only in a call that asked for exactly this command (the host compares
-# <command> with the caller's).
+#   python3 -c <this text> exec <mode> <nonce> <workspace-root> <runtime-id>
+#           <mount> <workdir> <timeout-ms> <header-bytes>
+# with stdin starting with a JSON header of <header-bytes> bytes,
+# {"command", "env", "args"}, followed by the command's own stdin. The command
+# and its environment travel on stdin, not in the argument vector, so that
+# other users of the target cannot read them in the process list. The host runs
+# this script only when its SHA-256 is approved in the installation, and only
+# in a call that asked for exactly this command (it reads the header).
 #
 # <mode> is `exec` (`/bin/sh -c <command>`) or `shell` (`/bin/sh -c <command>
 # occ-sandbox-shell <args...>`). The command runs in <workdir> below the mount,
@@ -206,17 +209,30 @@ def exit_code(status):
     return os.WEXITSTATUS(status)
 
 
+def read_header(size):
+    """Exactly `size` bytes of stdin, unbuffered: the rest is the command's."""
+    data = b""
+    while len(data) < size:
+        chunk = os.read(0, size - len(data))
+        if not chunk:
+            raise SetupError("invalid-command", "stdin ended inside the %d-byte header" % size)
+        data += chunk
+    header = json.loads(data.decode("utf-8"))
+    if not isinstance(header, dict) or not isinstance(header.get("command"), str):
+        raise SetupError("invalid-command", "the header names no command")
+    return header["command"], header.get("env", {}), header.get("args", [])
+
+
 def main(argv):
-    if len(argv) != 10:
-        report(argv[2] if len(argv) > 2 else "-", {"error": "invalid-command", "message": "exec takes 10 arguments"}, 125)
-    mode, command, nonce, root, runtime, mount, rel, timeout_ms, env_json, args_json = argv
+    if len(argv) != 8:
+        report(argv[1] if len(argv) > 1 else "-", {"error": "invalid-command", "message": "exec takes 8 arguments"}, 125)
+    mode, nonce, root, runtime, mount, rel, timeout_ms, header_bytes = argv
     try:
         if mode not in ("exec", "shell"):
             raise SetupError("invalid-command", "unknown mode %r" % mode)
+        command, extra, args = read_header(int(header_bytes))
         if "\0" in command:
             raise SetupError("invalid-command", "the command holds NUL")
-        extra = json.loads(env_json)
-        args = json.loads(args_json)
         if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
             raise SetupError("invalid-command", "the environment must map names to strings")
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):

@@ -401,7 +401,7 @@ impl<'e, E: Effects> Backend<'e, E> {
         }
     }
 
-    fn check_env(env: &[(String, String)]) -> Result<String, Error> {
+    fn check_env(env: &[(String, String)]) -> Result<Value, Error> {
         let mut map = serde_json::Map::new();
         for (name, value) in env {
             let mut chars = name.chars();
@@ -425,51 +425,53 @@ impl<'e, E: Effects> Backend<'e, E> {
             }
             map.insert(name.clone(), Value::String(value.clone()));
         }
-        Ok(Value::Object(map).to_string())
+        Ok(Value::Object(map))
     }
 
     /// Run the exec script in `mode` and read what it reports about itself.
+    /// The command, its environment and arguments travel in a header on stdin
+    /// (not in the argument vector, which other users of the target can read).
     #[allow(clippy::too_many_arguments)]
     fn run_command(
         &mut self,
         mode: &str,
         command: &str,
         workdir: &ResolvedPath,
-        env_json: &str,
-        args_json: &str,
+        env: Value,
+        args: &[String],
         stdin: &[u8],
         timeout_ms: u32,
     ) -> Result<Result<ExecOutput, bool>, Error> {
         if command.contains('\0') {
             return Err(Error::new(Code::InvalidCommand, "the command holds NUL"));
         }
+        let header = serde_json::json!({"command": command, "env": env, "args": args}).to_string();
+        let mut input = header.clone().into_bytes();
+        input.extend_from_slice(stdin);
         let target = self.target().to_string();
         let mut retried = false;
         loop {
             let nonce = self.effects.random_hex();
-            let timeout = timeout_ms.to_string();
-            let args = vec![
-                mode.to_string(),
-                command.to_string(),
-                nonce.clone(),
-                self.layout.workspace_root.clone(),
-                self.layout.runtime_id.clone(),
-                workdir.mount.name().to_string(),
-                workdir.relative_path.clone(),
-                timeout,
-                env_json.to_string(),
-                args_json.to_string(),
-            ];
-            let out = match self.effects.exec(
-                &EXEC.argv(&args),
-                stdin,
-                timeout_ms.saturating_add(EXEC_SLACK_MS),
-            ) {
-                Ok(out) => out,
-                // The host's backstop: the script did not report in time either.
-                Err(ExecError::Timeout) => return Ok(Err(true)),
-                Err(e) => return Err(exec_error(e, mode, &target)),
-            };
+            let argv = EXEC.argv(&[
+                mode,
+                &nonce,
+                &self.layout.workspace_root,
+                &self.layout.runtime_id,
+                workdir.mount.name(),
+                &workdir.relative_path,
+                &timeout_ms.to_string(),
+                &header.len().to_string(),
+            ]);
+            let out =
+                match self
+                    .effects
+                    .exec(&argv, &input, timeout_ms.saturating_add(EXEC_SLACK_MS))
+                {
+                    Ok(out) => out,
+                    // The host's backstop: the script did not report in time either.
+                    Err(ExecError::Timeout) => return Ok(Err(true)),
+                    Err(e) => return Err(exec_error(e, mode, &target)),
+                };
             if scripts::missing_program(&out, "python3") {
                 return Err(Error::new(
                     Code::MissingUtility,
@@ -522,7 +524,7 @@ impl<'e, E: Effects> Backend<'e, E> {
             .filter(|t| *t > 0)
             .unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
         let stdin = req.stdin.as_deref().unwrap_or_default();
-        match self.run_command("exec", &req.command, &workdir, &env, "[]", stdin, timeout)? {
+        match self.run_command("exec", &req.command, &workdir, env, &[], stdin, timeout)? {
             Err(_) => Ok(ExecResult {
                 exit_code: None,
                 timed_out: true,
@@ -545,7 +547,6 @@ impl<'e, E: Effects> Backend<'e, E> {
 
     pub fn run_shell(&mut self, req: &ShellRequest) -> Result<ShellResult, Error> {
         let workdir = resolve(&self.layout, &FileRef::new("."), "run commands in")?;
-        let args = serde_json::to_string(&req.args).expect("strings serialize");
         if req.args.iter().any(|a| a.contains('\0')) {
             return Err(Error::new(
                 Code::InvalidCommand,
@@ -554,16 +555,23 @@ impl<'e, E: Effects> Backend<'e, E> {
         }
         let timeout = req.timeout_ms.filter(|t| *t > 0).unwrap_or(FS_TIMEOUT_MS);
         let stdin = req.stdin.as_deref().unwrap_or_default();
-        let out =
-            match self.run_command("shell", &req.script, &workdir, "{}", &args, stdin, timeout)? {
-                Err(_) => {
-                    return Err(Error::new(
-                        Code::Timeout,
-                        format!("run-shell: did not finish within {timeout} ms"),
-                    ));
-                }
-                Ok(out) => out,
-            };
+        let out = match self.run_command(
+            "shell",
+            &req.script,
+            &workdir,
+            Value::Object(serde_json::Map::new()),
+            &req.args,
+            stdin,
+            timeout,
+        )? {
+            Err(_) => {
+                return Err(Error::new(
+                    Code::Timeout,
+                    format!("run-shell: did not finish within {timeout} ms"),
+                ));
+            }
+            Ok(out) => out,
+        };
         let code = out.exit_status.ok_or_else(|| {
             Error::new(
                 Code::Remote,

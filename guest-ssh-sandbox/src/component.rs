@@ -118,8 +118,12 @@ impl Effects for Host {
     }
 
     fn random_hex(&mut self) -> String {
-        // The standard library seeds its hash keys from `wasi:random`; two of
-        // them give 128 unpredictable bits without another dependency.
+        // The standard library seeds its hash keys from the host
+        // (`wasi:random/insecure-seed`, fresh for every instance) and steps
+        // them for each new state: two give 128 bits that name one stage or
+        // one exec apart from every other. They need to be unique, not
+        // secret: a stage is private to its user and a nonce only tells the
+        // exec script's own report from a command's output.
         use std::hash::{BuildHasher, Hasher};
         let mut out = String::with_capacity(32);
         for _ in 0..2 {

@@ -200,7 +200,7 @@ impl SshExecState {
                 .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
             self.check_policy(alias, host, argv, stdin)?;
             match &self.narrowing {
-                Some(narrow) => narrow(argv).map_err(ExecError::Refused),
+                Some(narrow) => narrow(argv, stdin).map_err(ExecError::Refused),
                 None => Ok(()),
             }
         });

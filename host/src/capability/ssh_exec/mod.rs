@@ -112,8 +112,9 @@ impl SshExec {
 pub type LineSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
 /// A world's narrowing of what one call may run, beyond the grant: the argument
-/// vector (already allowed by the grant) is refused with the returned reason.
-pub type Narrowing = Arc<dyn Fn(&[String]) -> Result<(), String> + Send + Sync>;
+/// vector and stdin (already allowed by the grant) are refused with the
+/// returned reason.
+pub type Narrowing = Arc<dyn Fn(&[String], &[u8]) -> Result<(), String> + Send + Sync>;
 
 /// The capability's state for one call.
 pub struct SshExecState {

@@ -63,6 +63,10 @@ pub const SCRIPT_SECTION_PREFIX: &str = "occ:script:";
 
 /// The script a call must not run unless it is the caller's own command.
 const EXEC_SCRIPT: &str = "exec";
+/// The position of the exec script's header length: `[python3, -c, <text>,
+/// exec, <mode>, <nonce>, <root>, <runtime>, <mount>, <workdir>, <timeout>,
+/// <header bytes>]`.
+const EXEC_HEADER_ARG: usize = 11;
 
 /// One remote script a component ships.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -334,9 +338,10 @@ impl SandboxBackend {
 
     /// What a call of `method` may run beyond the grant: the exec script only
     /// from `exec` (mode `exec`) and `runShellCommand` (mode `shell`), and only
-    /// with the caller's own command at its place (`argv[5]`).
+    /// with the caller's own command in the header it reads from stdin (its
+    /// last argument is the header's length).
     fn narrowing(method: Method, command: Option<String>) -> Narrowing {
-        Arc::new(move |argv: &[String]| {
+        Arc::new(move |argv: &[String], stdin: &[u8]| {
             if argv.get(3).map(String::as_str) != Some(EXEC_SCRIPT) {
                 return Ok(());
             }
@@ -349,7 +354,19 @@ impl SandboxBackend {
                     ));
                 }
             };
-            if argv.get(4).map(String::as_str) != Some(mode) || argv.get(5) != command.as_ref() {
+            let header = argv
+                .get(EXEC_HEADER_ARG)
+                .and_then(|n| n.parse::<usize>().ok())
+                .and_then(|n| stdin.get(..n))
+                .and_then(|h| serde_json::from_slice::<Value>(h).ok());
+            let asked = header
+                .as_ref()
+                .and_then(|h| h.get("command"))
+                .and_then(Value::as_str);
+            if argv.get(4).map(String::as_str) != Some(mode)
+                || asked.is_none()
+                || asked != command.as_deref()
+            {
                 return Err(format!(
                     "{method} runs the caller's command and nothing else"
                 ));
