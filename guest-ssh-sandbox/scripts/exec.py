@@ -14,8 +14,9 @@
 # <mode> is `exec` (`/bin/sh -c <command>`) or `shell` (`/bin/sh -c <command>
 # occ-sandbox-shell <args...>`). The command runs in <workdir> below the mount,
 # reached without following any symbolic link, in a session of its own, with
-# this process's stdin, stdout and stderr: its output streams to the caller as
-# it is written.
+# this process's stdin; its stdout and stderr pass through this script to the
+# caller as they are written, and end when the command ends (a process it left
+# in the background keeps running, but no longer holds the caller's streams).
 #
 # It ends when the command ends (exit status passed on; 128+n for signal n), or:
 # - the time limit passes: the command's process group, and any process that
@@ -251,6 +252,11 @@ def main(argv):
         report(nonce, {"error": "remote", "message": str(e)}, 125)
 
     argv = ["/bin/sh", "-c", command] if mode == "exec" else ["/bin/sh", "-c", command, "occ-sandbox-shell"] + args
+    # The command writes into pipes of this script, which passes the bytes on:
+    # when the command ends, its output ends with it, even if something it
+    # left in the background still holds the pipes.
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
     try:
         child = os.fork()
     except OSError as e:
@@ -258,11 +264,30 @@ def main(argv):
     if child == 0:
         try:
             os.setsid()
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
             os.execve(argv[0], argv, env)
         finally:
             os._exit(127)
+    os.close(out_w)
+    os.close(err_w)
+    run(child, marker, nonce, timeout, int(timeout_ms), {out_r: 1, err_r: 2})
 
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def run(child, marker, nonce, timeout, timeout_ms, pipes):
+    """Pass the command's output on until it ends, its time passes or nobody
+    listens any more."""
     watch = select.poll()
+    for fd in pipes:
+        watch.register(fd, select.POLLIN)
     # Registered with no events: poll still reports an error or hang-up on
     # them, which is how a closed SSH channel shows.
     watch.register(1, 0)
@@ -274,21 +299,48 @@ def main(argv):
             watch.register(pidfd, select.POLLIN)
         except OSError:
             pidfd = None
+
+    def gone():
+        # Nobody is listening any more: end the run, quietly.
+        kill_run(child, marker)
+        os._exit(129)
+
+    def drain(fd, block):
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return False
+        if not data:
+            watch.unregister(fd)
+            del pipes[fd]
+            return False
+        try:
+            write_all(pipes[fd], data)
+        except BrokenPipeError:
+            gone()
+        return True
+
     deadline = time.monotonic() + timeout
     while True:
         status = reap(child)
         if status is not None:
+            # What the command wrote before it ended is in the pipes: pass it
+            # on, without waiting for anything it left behind.
+            for fd in list(pipes):
+                os.set_blocking(fd, False)
+                while fd in pipes and drain(fd, False):
+                    pass
             os._exit(exit_code(status))
         left = deadline - time.monotonic()
         if left <= 0:
             kill_run(child, marker)
-            report(nonce, {"timedOut": True, "timeoutMs": int(timeout_ms)}, 124)
+            report(nonce, {"timedOut": True, "timeoutMs": timeout_ms}, 124)
         wait_ms = int(min(left, 0.5 if pidfd is None else left) * 1000) + 1
         for fd, events in watch.poll(wait_ms):
             if fd in (1, 2) and events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
-                # Nobody is listening any more: end the run, quietly.
-                kill_run(child, marker)
-                os._exit(129)
+                gone()
+            if fd in pipes and events & (select.POLLIN | select.POLLHUP):
+                drain(fd, True)
 
 
 if __name__ == "__main__":
