@@ -90,6 +90,10 @@ pub fn run_host(args: &[&str]) -> Output {
         .expect("run occ-driver-host")
 }
 
+/// OpenClaw's SSH sandbox backend through the host binary: installations and a
+/// JSON-RPC client of `serve`.
+pub mod sandbox;
+
 /// The test-host rig, as `tests/rig/up.sh` described it.
 pub mod rig {
     use super::*;
