@@ -733,7 +733,15 @@ fn edit_and_apply_patch_on_the_target() {
 fn exec_streams_and_leaves_nothing_running() {
     let fx = Fixture::new(0);
     let mut s = fx.serve();
-    s.call("ensureRuntime", fx.p(json!({}))).ok();
+    // A first use seeds on the way; only the command's output reaches the caller.
+    let r = s.call(
+        "exec",
+        fx.p(json!({"command": "echo only this; echo and this >&2"})),
+    );
+    assert_eq!(
+        (r.stream("stdout"), r.stream("stderr")),
+        ("only this\n".into(), "and this\n".into())
+    );
     let id = s.send("exec", fx.p(json!({"command": "echo first; cat; echo oops >&2; exit 7", "stdinText": "from stdin\n", "env": {"GREETING": "it's ok"}})));
     let first = s.next_for(id);
     assert_eq!(

@@ -44,7 +44,8 @@ pub(crate) struct ServeArgs {
     /// The installation YAML [default: $OCC_CONFIG_PATH].
     #[arg(long, short = 'i', env = "OCC_CONFIG_PATH")]
     installation: PathBuf,
-    /// Listen on this Unix socket (mode 0600, this user only) instead of stdio.
+    /// Listen on this Unix socket (mode 0600, this user only) instead of stdio;
+    /// `listening <path>` on stdout says it is ready.
     #[arg(long, value_name = "PATH")]
     listen: Option<PathBuf>,
     /// Append a JSON line per capability call to this file.
@@ -121,7 +122,12 @@ pub(crate) fn run(setup: &Setup, args: ServeArgs) -> Result<ExitCode> {
     let served = tokio.block_on(async {
         let serving = async {
             match &args.listen {
-                Some(path) => rpc::serve_unix(service.clone(), path).await,
+                Some(path) => {
+                    let listener = rpc::bind_private(path)?;
+                    // A client waits for this line rather than for the file.
+                    println!("listening {}", path.display());
+                    rpc::serve_listener(service.clone(), listener, path).await
+                }
                 None => rpc::serve_stdio(service.clone()).await,
             }
         };

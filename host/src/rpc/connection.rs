@@ -291,6 +291,10 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
             let id = output_id.clone();
             Box::pin(async move {
                 use base64::Engine;
+                // The end of a stream needs no message: the answer follows.
+                if chunk.is_empty() {
+                    return;
+                }
                 let Some(conn) = conn.upgrade() else { return };
                 let stream = match stream {
                     OutputStream::Stdout => "stdout",

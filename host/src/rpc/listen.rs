@@ -53,6 +53,16 @@ pub fn bind_private(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
 /// the process is stopped.
 pub async fn serve_unix(service: Arc<dyn Service>, path: &Path) -> std::io::Result<()> {
     let listener = bind_private(path)?;
+    serve_listener(service, listener, path).await
+}
+
+/// Serve JSON-RPC on a socket [`bind_private`] bound at `path`, one task per
+/// connection, until the process is stopped.
+pub async fn serve_listener(
+    service: Arc<dyn Service>,
+    listener: tokio::net::UnixListener,
+    path: &Path,
+) -> std::io::Result<()> {
     tracing::info!(socket = %path.display(), "serving JSON-RPC");
     let uid = current_uid();
     let mut connections = tokio::task::JoinSet::new();

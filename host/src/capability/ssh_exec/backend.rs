@@ -22,9 +22,10 @@ pub enum OutputStream {
     Stderr,
 }
 
-/// Receives a running exec's output as it arrives, chunk by chunk. The exec
-/// waits for each returned future: a caller that stops reading slows the
-/// remote command down instead of filling this process's memory.
+/// Receives a running exec's output as it arrives, chunk by chunk; an empty
+/// chunk marks the end of its stream. The exec waits for each returned
+/// future: a caller that stops reading slows the remote command down instead
+/// of filling this process's memory.
 pub type OutputSink =
     Arc<dyn Fn(OutputStream, Vec<u8>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 

@@ -70,6 +70,13 @@ impl SshExecState {
         Ok(())
     }
 
+    /// Whether this exec's output streams to the call's sink.
+    fn streams(&self, argv: &[String]) -> bool {
+        self.output
+            .as_ref()
+            .is_some_and(|select| select(argv).is_some())
+    }
+
     /// What may run on `host`, per the grant's [`ExecPolicy`].
     fn check_policy(
         &self,
@@ -231,7 +238,7 @@ impl SshExecState {
                     "stdinLength": stdin.len(),
                     "stdinSha256": sha256_hex(stdin),
                     "stdinStreamed": stream.is_some(),
-                    "outputStreamed": self.output.is_some(),
+                    "outputStreamed": self.streams(argv),
                 }),
             )
             .map_err(|e| ExecError::Refused(e.to_string()))?;
@@ -265,6 +272,7 @@ impl SshExecState {
             .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
         let lines = self.lines.clone();
         let on_line = move |line: &str| lines(alias, line);
+        let sink = self.output.as_ref().and_then(|select| select(argv));
         self.exec
             .backend
             .exec(ExecRequest {
@@ -276,7 +284,7 @@ impl SshExecState {
                 on_line: &on_line,
                 cancel: &self.scope.cancel,
                 stdin_stream: stream,
-                output: self.output.as_ref(),
+                output: sink.as_ref(),
             })
             .await
     }

@@ -412,6 +412,7 @@ impl LiveSsh {
                         .await
                         .map_err(|e| ExecError::Io(e.to_string()))?;
                     if n == 0 {
+                        sink(OutputStream::Stdout, Vec::new()).await;
                         return Ok(tail);
                     }
                     sink(OutputStream::Stdout, buf[..n].to_vec()).await;
@@ -447,7 +448,12 @@ impl LiveSsh {
             let mut buf = [0u8; 8192];
             loop {
                 match child_stderr.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
+                    Ok(0) | Err(_) => {
+                        if let Some(sink) = sink {
+                            sink(OutputStream::Stderr, Vec::new()).await;
+                        }
+                        break;
+                    }
                     Ok(n) => {
                         if let Some(sink) = sink {
                             sink(OutputStream::Stderr, buf[..n].to_vec()).await;

@@ -111,6 +111,10 @@ impl SshExec {
 /// Receives each complete stdout line of a running exec, with its host alias.
 pub type LineSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
+/// Chooses, per exec, where its output streams: a sink for the execs whose
+/// output is the caller's, none for the others (they collect theirs).
+pub type OutputSelector = Arc<dyn Fn(&[String]) -> Option<OutputSink> + Send + Sync>;
+
 /// A world's narrowing of what one call may run, beyond the grant: the argument
 /// vector and stdin (already allowed by the grant) are refused with the
 /// returned reason.
@@ -122,7 +126,7 @@ pub struct SshExecState {
     scope: Scope,
     lines: LineSink,
     narrowing: Option<Narrowing>,
-    output: Option<OutputSink>,
+    output: Option<OutputSelector>,
 }
 
 impl SshExecState {
@@ -143,9 +147,10 @@ impl SshExecState {
         self
     }
 
-    /// Stream this call's exec output to `sink` (see [`ExecRequest::output`]).
-    pub fn with_output(mut self, sink: OutputSink) -> SshExecState {
-        self.output = Some(sink);
+    /// Stream the output of this call's execs where `select` says (see
+    /// [`ExecRequest::output`]); the others collect theirs.
+    pub fn with_output(mut self, select: OutputSelector) -> SshExecState {
+        self.output = Some(select);
         self
     }
 }
