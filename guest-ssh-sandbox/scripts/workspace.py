@@ -7,14 +7,16 @@
 # runs it only when its SHA-256 is approved in the installation.
 #
 # Layout: <workspace-root>/<runtime-id>/{workspace,agent}. The workspace root is
-# the operator's (configured, followed as it is); below it nothing is followed:
-# every directory is opened relative to its parent's descriptor with O_NOFOLLOW,
-# so a symbolic link anywhere below the root (planted before, or swapped in
-# while an operation runs) is refused or acted on as a link, never through.
-# A regular file with more than one link is refused for reading and writing:
-# its other name may be outside. Writes replace the entry (a temporary file
-# beside it, then a rename), so a link swapped in at the last moment is
-# replaced, not followed.
+# the operator's (configured, followed as it is). Below it every directory is
+# opened relative to its parent's descriptor with O_NOFOLLOW, and a symbolic
+# link met on the way is resolved by this script, component by component, from
+# the directory it sits in: one that stays inside the mount is followed (as
+# OpenClaw follows it), one that leads outside is refused. A link swapped in
+# while an operation runs is met the same way, or not at all: what was opened
+# stays open. A regular file with more than one link is refused for reading and
+# writing: its other name may be outside. Writes replace the entry (a
+# temporary file beside it, then a rename), so a link swapped in at the last
+# moment is replaced, not followed.
 #
 # Output: a JSON object on stdout (raw bytes for `read`), exit 0. A refusal or
 # failure: one JSON line {"error", "message", "path"} on stderr, exit 1.
@@ -151,13 +153,94 @@ def walk(fd, parts, path, create=False):
     return fd
 
 
-def parent_of(root, runtime, mount, rel, create=False):
-    """The parent directory of `rel` and its leaf name."""
-    parts = split(rel)
-    if not parts:
+MAX_LINKS = 40
+
+
+def beneath(mount_abs, target):
+    """The components of an absolute link target below the mount, or None."""
+    prefix = mount_abs.rstrip("/") + "/"
+    if target.rstrip("/") == mount_abs.rstrip("/"):
+        return []
+    if not target.startswith(prefix):
+        return None
+    return [p for p in target[len(prefix):].split("/") if p]
+
+
+def resolve(root, runtime, mount, rel, create=False, follow_last=True):
+    """The directory that holds `rel` and the name of its leaf (None for the
+    mount root), following links that stay inside the mount: each component
+    is looked at where it is (lstat, then open with O_NOFOLLOW), a link's
+    target is resolved from the directory it sits in, `..` never climbs above
+    the mount, and a link that leads outside is refused. With `follow_last`
+    false the leaf is the entry itself, link or not. `create` makes missing
+    directories on the way."""
+    mount_abs = "/".join([root.rstrip("/"), runtime, mount])
+    stack = [open_mount(root, runtime, mount)]
+    todo = split(rel)
+    links = 0
+    try:
+        while todo:
+            name = todo.pop(0)
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(stack) == 1:
+                    raise Refusal("escapes-workspace", "%s: leads outside the workspace" % rel, rel)
+                os.close(stack.pop())
+                continue
+            check_name(name, rel)
+            if not todo and not follow_last:
+                return stack.pop(), name
+            st = lstat_at(stack[-1], name)
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                links += 1
+                if links > MAX_LINKS:
+                    raise Refusal("symlink", "%s: more than %d symbolic links" % (rel, MAX_LINKS), rel)
+                target = os.readlink(name, dir_fd=stack[-1])
+                if target.startswith("/"):
+                    inside = beneath(mount_abs, target)
+                    if inside is None:
+                        raise Refusal("symlink", "%s: a symbolic link leads outside the workspace; the sandbox never follows one there" % rel, rel)
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                    todo = inside + todo
+                else:
+                    todo = [p for p in target.split("/")] + todo
+                continue
+            if not todo:
+                return stack.pop(), name
+            try:
+                stack.append(open_dir(stack[-1], name, rel, create))
+            except Refusal as r:
+                if r.code != "symlink":
+                    raise
+                # Swapped for a link after it was looked at: look again.
+                todo.insert(0, name)
+        return stack.pop(), None
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def parent_of(root, runtime, mount, rel, create=False, follow_last=True):
+    """The parent directory of `rel` and its leaf name: `rel` may not be the
+    mount root."""
+    fd, leaf = resolve(root, runtime, mount, rel, create, follow_last)
+    if leaf is None:
+        os.close(fd)
         raise Refusal("invalid-path", "the mount root itself cannot be the target", rel)
-    fd = walk(open_mount(root, runtime, mount), parts[:-1], rel, create)
-    return fd, parts[-1]
+    return fd, leaf
+
+
+def dir_of(root, runtime, mount, rel, create=False):
+    """The directory `rel`, following links that stay inside."""
+    fd, leaf = resolve(root, runtime, mount, rel, create)
+    if leaf is None:
+        return fd
+    try:
+        return open_dir(fd, leaf, rel, create)
+    finally:
+        os.close(fd)
 
 
 def lstat_at(dirfd, name):
@@ -478,7 +561,9 @@ def op_unpack(root, runtime, stage, mount):
 
 def op_read(root, runtime, mount, rel, limit):
     limit = int(limit)
-    fd, leaf = parent_of(root, runtime, mount, rel)
+    # Links on the way are followed inside; the file itself must not be one
+    # (as OpenClaw opens it).
+    fd, leaf = parent_of(root, runtime, mount, rel, follow_last=False)
     try:
         try:
             ffd = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=fd)
@@ -513,13 +598,16 @@ def op_read(root, runtime, mount, rel, limit):
 
 
 def op_write(root, runtime, mount, rel, mkdir):
-    fd, leaf = parent_of(root, runtime, mount, rel, create=(mkdir == "1"))
+    fd, leaf = parent_of(root, runtime, mount, rel, create=(mkdir == "1"), follow_last=False)
     try:
         st = lstat_at(fd, leaf)
         mode = 0o600
-        if st is not None:
-            if stat.S_ISLNK(st.st_mode):
-                raise Refusal("symlink", "%s: is a symbolic link; the sandbox never writes through one" % rel, rel)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            # The file replaces the link (as OpenClaw's write does), which never
+            # changes what it points to; a link to outside is refused all the same.
+            target, _ = resolve(root, runtime, mount, rel)
+            os.close(target)
+        elif st is not None:
             if stat.S_ISDIR(st.st_mode):
                 raise Refusal("is-a-directory", "%s: is a directory" % rel, rel)
             if not stat.S_ISREG(st.st_mode):
@@ -545,7 +633,8 @@ def op_write(root, runtime, mount, rel, mkdir):
 
 
 def op_create(root, runtime, mount, rel, mkdir):
-    fd, leaf = parent_of(root, runtime, mount, rel, create=(mkdir == "1"))
+    # An entry of any kind at the path, a link too, means it exists.
+    fd, leaf = parent_of(root, runtime, mount, rel, create=(mkdir == "1"), follow_last=False)
     try:
         if lstat_at(fd, leaf) is not None:
             return {"result": "exists"}
@@ -577,14 +666,15 @@ def op_create(root, runtime, mount, rel, mkdir):
 
 
 def op_mkdirp(root, runtime, mount, rel):
-    fd = walk(open_mount(root, runtime, mount), split(rel), rel, create=True)
+    fd = dir_of(root, runtime, mount, rel, create=True)
     os.close(fd)
     return {"created": True}
 
 
 def op_remove(root, runtime, mount, rel, recursive, force):
     try:
-        fd, leaf = parent_of(root, runtime, mount, rel)
+        # A link is removed itself, never what it points to.
+        fd, leaf = parent_of(root, runtime, mount, rel, follow_last=False)
     except Refusal as r:
         if r.code == "not-found" and force == "1":
             return {"removed": False}
@@ -609,11 +699,12 @@ def op_remove(root, runtime, mount, rel, recursive, force):
 
 
 def op_rename(root, runtime, mount, rel, to_mount, to_rel):
-    sfd, sleaf = parent_of(root, runtime, mount, rel)
+    # Entries move and are replaced as they are, links included.
+    sfd, sleaf = parent_of(root, runtime, mount, rel, follow_last=False)
     try:
         if lstat_at(sfd, sleaf) is None:
             raise Refusal("not-found", "%s: no such file or directory" % rel, rel)
-        dfd, dleaf = parent_of(root, runtime, to_mount, to_rel, create=True)
+        dfd, dleaf = parent_of(root, runtime, to_mount, to_rel, create=True, follow_last=False)
         try:
             os.rename(sleaf, dleaf, src_dir_fd=sfd, dst_dir_fd=dfd)
             os.fsync(dfd)
@@ -625,20 +716,12 @@ def op_rename(root, runtime, mount, rel, to_mount, to_rel):
 
 
 def op_stat(root, runtime, mount, rel):
-    parts = split(rel)
     try:
-        if not parts:
-            fd = open_mount(root, runtime, mount)
-            try:
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-        else:
-            fd, leaf = parent_of(root, runtime, mount, rel)
-            try:
-                st = lstat_at(fd, leaf)
-            finally:
-                os.close(fd)
+        fd, leaf = resolve(root, runtime, mount, rel)
+        try:
+            st = os.fstat(fd) if leaf is None else lstat_at(fd, leaf)
+        finally:
+            os.close(fd)
     except Refusal as r:
         if r.code == "not-found":
             return {"exists": False}
@@ -656,7 +739,7 @@ def op_stat(root, runtime, mount, rel):
 
 
 def op_readdir(root, runtime, mount, rel):
-    fd = walk(open_mount(root, runtime, mount), split(rel), rel)
+    fd = dir_of(root, runtime, mount, rel)
     entries = []
     try:
         with os.scandir(fd) as it:
@@ -678,6 +761,8 @@ def op_readdir(root, runtime, mount, rel):
 
 
 def op_workdir(root, runtime, mount, rel):
+    # A command's working directory is reached without any link at all, as
+    # OpenClaw validates it.
     fd = walk(open_mount(root, runtime, mount), split(rel), rel)
     os.close(fd)
     return {"directory": True}

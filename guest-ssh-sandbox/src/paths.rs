@@ -7,7 +7,9 @@
 //! normalized lexically first (`a/../b` is `b`); whatever then lies outside
 //! every mount, `..` past a mount root included, is refused with OpenClaw's
 //! wording. What the target itself holds (symbolic links, hard links) is the
-//! remote script's to refuse, on descriptors, while it acts.
+//! remote script's to judge, on descriptors, while it acts: it follows a link
+//! that stays inside the mount on the way to a file and refuses one that
+//! leads out.
 
 use crate::error::{Code, Error};
 use crate::layout::{Layout, MountInfo, join};

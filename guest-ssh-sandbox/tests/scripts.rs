@@ -16,7 +16,7 @@ fn a_link_swapped_in_mid_operation_is_never_followed() {
     );
     assert_eq!(
         stdout.lines().filter(|l| l.starts_with("ok ")).count(),
-        6,
+        8,
         "{stdout}"
     );
 }

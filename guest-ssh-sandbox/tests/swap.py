@@ -69,14 +69,14 @@ class Case:
 
 def case_write():
     c = Case("write")
-    original = c.ns["lstat_at"]
+    original = c.ns["parent_of"]
 
-    def lstat_then_swap(dirfd, name):
-        st = original(dirfd, name)
+    def parent_then_swap(*args, **kwargs):
+        got = original(*args, **kwargs)
         c.swap("d")
-        return st
+        return got
 
-    c.ns["lstat_at"] = lstat_then_swap
+    c.ns["parent_of"] = parent_then_swap
     c.ns["copy_stdin"] = lambda fd: os.write(fd, b"written")
     result, refused = c.run(lambda ns: ns["op_write"](c.root, "rt", "workspace", "d/file", "0"))
     assert refused is None, refused
@@ -124,6 +124,49 @@ def case_read():
     result, refused = c.run(lambda ns: ns["op_read"](c.root, "rt", "workspace", "d/file", "100"))
     assert refused is None, refused
     assert Capture.buffer.getvalue() == b"inside", Capture.buffer.getvalue()
+    c.check_outside()
+
+
+def case_resolve():
+    """A directory swapped for a link to outside after it was looked at, before
+    it is opened: looked at again, refused."""
+    c = Case("resolve")
+    original = c.ns["lstat_at"]
+    swapped = []
+
+    def lstat_then_swap(dirfd, name):
+        st = original(dirfd, name)
+        if name == "d" and not swapped:
+            swapped.append(True)
+            c.swap("d")
+        return st
+
+    c.ns["lstat_at"] = lstat_then_swap
+    c.ns["copy_stdin"] = lambda fd: os.write(fd, b"pwned")
+    result, refused = c.run(lambda ns: ns["op_write"](c.root, "rt", "workspace", "d/file", "0"))
+    assert refused == "symlink", (result, refused)
+    c.check_outside()
+
+
+def case_inside_link():
+    """A link that stays inside is followed, as OpenClaw follows it; one that
+    leaves by `..` or by an absolute target is refused."""
+    c = Case("inside-link")
+    os.symlink("d", os.path.join(c.ws, "alias"))
+    os.symlink("../../../outside", os.path.join(c.ws, "d", "up"))
+    os.symlink(os.path.join(c.ws, "d", "file"), os.path.join(c.ws, "absolute-inside"))
+    c.ns["copy_stdin"] = lambda fd: os.write(fd, b"through alias")
+    result, refused = c.run(lambda ns: ns["op_write"](c.root, "rt", "workspace", "alias/file", "0"))
+    assert refused is None, refused
+    assert open(os.path.join(c.ws, "d", "file")).read() == "through alias"
+    result, refused = c.run(lambda ns: ns["op_stat"](c.root, "rt", "workspace", "absolute-inside"))
+    assert refused is None and result["kind"] == "file", (result, refused)
+    result, refused = c.run(lambda ns: ns["op_write"](c.root, "rt", "workspace", "d/up/keep", "0"))
+    assert refused == "escapes-workspace", (result, refused)
+    # A `..` in the path itself is never sent (the component resolves it) and
+    # is refused if it is.
+    result, refused = c.run(lambda ns: ns["op_mkdirp"](c.root, "rt", "workspace", "d/../../x"))
+    assert refused == "invalid-path", (result, refused)
     c.check_outside()
 
 
@@ -188,7 +231,7 @@ def case_rename():
 
 
 if __name__ == "__main__":
-    cases = [case_write, case_create, case_read, case_walk, case_remove, case_rename]
+    cases = [case_write, case_create, case_read, case_resolve, case_inside_link, case_walk, case_remove, case_rename]
     for case in cases:
         case()
         print("ok", case.__name__)
