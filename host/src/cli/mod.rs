@@ -5,6 +5,7 @@ mod call;
 mod check;
 mod inspect;
 mod progress;
+mod relay;
 mod serve;
 
 use std::path::{Path, PathBuf};
@@ -97,6 +98,8 @@ enum Command {
     Call(call::CallArgs),
     /// Serve the contract as JSON-RPC 2.0 (newline-delimited) on stdio or a Unix socket.
     Serve(serve::ServeArgs),
+    /// Run one sandbox exec through a serving host's socket, as if it were the command.
+    Relay(relay::RelayArgs),
 }
 
 pub(crate) fn init_tracing(verbose: u8) {
@@ -290,12 +293,17 @@ impl Setup {
 }
 
 pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
+    // A relay loads nothing: it only speaks to a host that does.
+    if let Command::Relay(args) = cli.command {
+        return relay::run(args);
+    }
     let ctx = Setup::new(&cli)?;
     match cli.command {
         Command::Inspect(args) => inspect::run(&ctx, args),
         Command::Check(args) => check::run(&ctx, args),
         Command::Call(args) => call::run(&ctx, args),
         Command::Serve(args) => serve::run(&ctx, args),
+        Command::Relay(_) => unreachable!("handled above"),
     }
 }
 

@@ -55,10 +55,22 @@ pub(crate) struct ServeArgs {
     /// stops the server.
     #[arg(long)]
     preflight: bool,
+    /// With --listen: also stop when stdin closes, so that a host started by a
+    /// client process (which keeps a pipe to it open) ends with that client.
+    #[arg(long, requires = "listen")]
+    until_stdin_closes: bool,
     /// Allow --ssh-replay: every exec is answered from a recording, so a
     /// controller would believe hosts changed that were never touched. For tests only.
     #[arg(long)]
     test_mode: bool,
+}
+
+/// The end of stdin.
+async fn stdin_closed() {
+    use tokio::io::AsyncReadExt;
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 1024];
+    while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
 }
 
 /// SIGTERM or SIGINT.
@@ -131,9 +143,17 @@ pub(crate) fn run(setup: &Setup, args: ServeArgs) -> Result<ExitCode> {
                 None => rpc::serve_stdio(service.clone()).await,
             }
         };
+        let parent_gone = async {
+            if args.until_stdin_closes {
+                stdin_closed().await
+            } else {
+                std::future::pending().await
+            }
+        };
         tokio::select! {
             r = serving => r,
             () = stop_signal() => Ok(()),
+            () = parent_gone => Ok(()),
         }
     });
     // Dropping the service closes its connections and removes the host's
