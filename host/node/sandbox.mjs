@@ -17,7 +17,6 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 
 /** A failed sandbox call: the backend's verdict, or the host's. */
 export class SandboxError extends Error {
@@ -32,9 +31,6 @@ export class SandboxError extends Error {
   }
 }
 
-/** The exec helper OpenClaw spawns for each command (see buildExecSpec). */
-export const EXEC_PROXY = fileURLToPath(new URL("./sandbox-exec.mjs", import.meta.url));
-
 /** The backend id this client registers under (see openclaw-plugin/). */
 export const BACKEND_ID = "occ-ssh";
 
@@ -47,6 +43,8 @@ export class Connection {
     this.pending = new Map();
     this.nextId = 1;
     this.closed = null;
+    // Referenced only while a call is pending (see call()).
+    socket.unref();
     createInterface({ input: socket }).on("line", (line) => this.#receive(line));
     const fail = (error) => {
       this.closed = error;
@@ -104,8 +102,10 @@ export class Connection {
       signal?.addEventListener("abort", onAbort, { once: true });
       const done = (f) => (value) => {
         signal?.removeEventListener("abort", onAbort);
+        if (this.pending.size === 0) this.socket.unref();
         f(value);
       };
+      this.socket.ref();
       this.pending.set(id, { resolve: done(resolve), reject: done(reject), onOutput });
       this.socket.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
     });
@@ -134,11 +134,13 @@ export async function startSandboxHost(options) {
     await writeFile(installationPath, JSON.stringify(installation), { mode: 0o600 });
   }
   const socketPath = path.join(scratch, "host.sock");
-  const args = ["serve", "--installation", installationPath, "--listen", socketPath];
+  // The host ends when this process does: it keeps a pipe to the host's stdin.
+  const args = ["serve", "--installation", installationPath, "--listen", socketPath, "--until-stdin-closes"];
   if (component) args.push("--component", component);
   if (options.auditLog) args.push("--audit-log", options.auditLog);
   if (options.preflight) args.push("--preflight");
-  const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"], env: options.env ?? process.env });
+  const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe"], env: options.env ?? process.env });
+  child.stdin.on("error", () => {});
   let stderrTail = "";
   child.stderr.setEncoding("utf8");
   child.stderr.on("data", (chunk) => {
@@ -163,7 +165,9 @@ export async function startSandboxHost(options) {
     throw error;
   }
   const connection = await Connection.open(socketPath);
-  return new SandboxHost({ child, exited, connection, socketPath, scratch });
+  // From here the host keeps this process alive only while a call is pending.
+  for (const handle of [child, child.stdin, child.stdout, child.stderr]) handle.unref?.();
+  return new SandboxHost({ child, exited, connection, socketPath, scratch, binary });
 }
 
 /** Normalize a remote (POSIX) path, keeping a leading "/". */
@@ -177,7 +181,8 @@ function inside(root, candidate) {
 
 /** A running host for one sandbox installation. */
 export class SandboxHost {
-  constructor({ child, exited, connection, socketPath, scratch }) {
+  constructor({ child, exited, connection, socketPath, scratch, binary }) {
+    this.binary = binary;
     this.child = child;
     this.exited = exited;
     this.connection = connection;
@@ -228,7 +233,10 @@ export class SandboxHost {
 
   /** Stop the host: running calls are cancelled and its private files removed. */
   async close() {
+    // Waiting for the host to go must keep this process alive.
+    this.child.ref?.();
     this.connection.close();
+    this.child.stdin.end();
     if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill("SIGTERM");
     await this.exited;
     await rm(this.scratch, { recursive: true, force: true });
@@ -267,16 +275,18 @@ function createHandle(host, scope, info, params) {
       return (await call("validateWorkdir", { workdir })).workdir;
     },
     /**
-     * What OpenClaw spawns for a command: the exec helper, which asks the host
-     * to run it and passes its output through as it arrives. Killing it (a
-     * timeout, an abort) closes its connection, and the host kills the remote
-     * command. Standard input is closed: commands do not read it later.
+     * What OpenClaw spawns for a command: `occ-driver-host relay`, which asks
+     * the serving host to run it and passes its output through as it arrives,
+     * exiting with its status. Killing it (a timeout, an abort) closes its
+     * connection, and the host kills the remote command. Standard input is
+     * closed: commands do not read it later.
      */
     async buildExecSpec({ command, workdir, env }) {
       const request = { scope, command, ...(workdir ? { workdir } : {}), env: env ?? {} };
       return {
-        argv: [process.execPath, EXEC_PROXY, host.socketPath, Buffer.from(JSON.stringify(request)).toString("base64")],
-        env: process.env,
+        argv: [host.binary, "relay", "--socket", host.socketPath],
+        // The command and its environment stay out of the process list.
+        env: { ...process.env, OCC_RELAY_PARAMS: Buffer.from(JSON.stringify(request)).toString("base64") },
         stdinMode: "pipe-closed",
       };
     },

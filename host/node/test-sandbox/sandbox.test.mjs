@@ -6,7 +6,7 @@
 //     node --test host/node/test-sandbox/sandbox.test.mjs
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import test from "node:test";
 
 import { SandboxError, startSandboxHost } from "../sandbox.mjs";
@@ -122,5 +122,32 @@ test("runShellCommand with stdin, failures and an abort signal", async () => {
     await assert.rejects(pending, (e) => e.code === "cancelled" || e.name === "AbortError");
   } finally {
     await f.close();
+  }
+});
+
+test("a client that exits without closing takes its host with it", async () => {
+  const local = localWorkspace();
+  try {
+    const script = `
+      const { startSandboxHost } = await import(${JSON.stringify(new URL("../sandbox.mjs", import.meta.url).href)});
+      const h = await startSandboxHost({ installation: JSON.parse(process.argv[1]), hostBinary: ${JSON.stringify(hostBinary)} });
+      await h.call("validateConfiguration", {});
+      console.log(h.pid);`;
+    const doc = installation({ ssh: sshBlock(host, "/tmp/unused"), localWorkspaces: [local.base] });
+    const pid = Number(execFileSync(process.execPath, ["--input-type=module", "-e", script, JSON.stringify(doc)], { encoding: "utf8" }).trim());
+    assert.ok(pid > 0);
+    // The host saw its stdin close; wait for it to be gone.
+    const gone = () => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    for (let i = 0; i < 200 && !gone(); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(gone(), `host ${pid} outlived its client`);
+  } finally {
+    local.cleanup();
   }
 });
