@@ -116,9 +116,14 @@ pub(crate) fn revision() -> Revision {
 /// Compares `actual` with `tests/golden/<name>`. With `UPDATE_GOLDEN=1` the file is
 /// rewritten instead, for review in the diff.
 pub(crate) fn golden(name: &str, actual: &str) {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "golden", name]
-        .iter()
-        .collect();
+    let path: PathBuf = [
+        &std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+        "tests",
+        "golden",
+        name,
+    ]
+    .iter()
+    .collect();
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, actual).unwrap();
         return;

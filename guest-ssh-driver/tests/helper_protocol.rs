@@ -15,7 +15,10 @@ use guest_ssh_driver::operation::{
 use guest_ssh_driver::unit::OWNERSHIP_LINE;
 
 fn helper() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../helper/helper.js");
+    let path = format!(
+        "{}/../helper/helper.js",
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(path).unwrap()
 }
 

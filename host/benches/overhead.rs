@@ -55,10 +55,11 @@ fn show(name: &str, d: Duration, native: Duration) {
 }
 
 fn main() {
-    let component = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into()))
-        .join("wasm32-wasip2/release/guest_ssh_driver.wasm");
+    let component =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into()))
+            .join("wasm32-wasip2/release/guest_ssh_driver.wasm");
     assert!(
         component.exists(),
         "{} missing: run `cargo guest` first",

@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use occ_driver_host::capability::ssh_exec::config::render_ssh_config;
+use occ_driver_host::capability::ssh_exec::config::{ClientFiles, render_ssh_config};
 use occ_driver_host::capability::ssh_exec::live::LiveSsh;
 use occ_driver_host::capability::ssh_exec::{
-    ExecBackend, ExecBounds, ExecPolicy, ExecRequest, HostGrant, SshGrant,
+    Credential, ExecBackend, ExecBounds, ExecPolicy, ExecRequest, HostGrant, HostKeys, SshGrant,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -41,8 +41,19 @@ fn main() {
         .expect("a host in hosts.json")
         .to_string();
     let grant = SshGrant {
-        identity_file: PathBuf::from(rig_var(&env, "OCC_RIG_IDENTITY")),
-        known_hosts_file: PathBuf::from(rig_var(&env, "OCC_RIG_KNOWN_HOSTS")),
+        identity: Some(Credential::File(PathBuf::from(rig_var(
+            &env,
+            "OCC_RIG_IDENTITY",
+        )))),
+        certificate: None,
+        known_hosts: Some(Credential::File(PathBuf::from(rig_var(
+            &env,
+            "OCC_RIG_KNOWN_HOSTS",
+        )))),
+        host_keys: HostKeys {
+            strict: true,
+            update: false,
+        },
         connect_timeout: Duration::from_secs(5),
         hosts: BTreeMap::from([(
             "bench".to_string(),
@@ -59,7 +70,8 @@ fn main() {
         bounds: ExecBounds::default(),
     };
     let config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(config.path(), render_ssh_config(&grant)).unwrap();
+    let files = ClientFiles::materialize(&grant, std::path::Path::new("/nonexistent")).unwrap();
+    std::fs::write(config.path(), render_ssh_config(&grant, &files)).unwrap();
     let rounds = 30;
 
     let fresh: Vec<Duration> = (0..rounds)
@@ -94,6 +106,8 @@ fn main() {
             timeout: Duration::from_secs(30),
             on_line: &|_| {},
             cancel: &cancel,
+            stdin_stream: None,
+            output: None,
         })
     };
     let first = Instant::now();

@@ -81,19 +81,7 @@ impl Installation {
         path: &Path,
         component: Option<&Path>,
     ) -> Result<Installation, LoadError> {
-        let err = |message: String| LoadError::Installation {
-            path: path.to_path_buf(),
-            message,
-        };
-        let size = std::fs::metadata(path)
-            .map_err(|e| err(format!("cannot read: {e}")))?
-            .len();
-        if size > MAX_DOCUMENT_BYTES {
-            return Err(err(format!(
-                "{size} bytes is larger than the {MAX_DOCUMENT_BYTES}-byte limit of an installation document"
-            )));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let text = read_text(path)?;
         Installation::parse_with_component(path, &text, component)
     }
 
@@ -207,8 +195,36 @@ impl Installation {
     }
 }
 
+/// The text of an installation document, within the size bound.
+pub(crate) fn read_text(path: &Path) -> Result<String, LoadError> {
+    let err = |message: String| LoadError::Installation {
+        path: path.to_path_buf(),
+        message,
+    };
+    let size = std::fs::metadata(path)
+        .map_err(|e| err(format!("cannot read: {e}")))?
+        .len();
+    if size > MAX_DOCUMENT_BYTES {
+        return Err(err(format!(
+            "{size} bytes is larger than the {MAX_DOCUMENT_BYTES}-byte limit of an installation document"
+        )));
+    }
+    std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))
+}
+
+/// Read and parse an installation document (YAML, with the bounds described
+/// in the module documentation) as JSON, for callers that must see which
+/// selections it holds before opening one.
+pub fn read_document(path: &Path) -> Result<Value, LoadError> {
+    let text = read_text(path)?;
+    parse_yaml(&text).map_err(|e| LoadError::Installation {
+        path: path.to_path_buf(),
+        message: format!("not valid YAML: {e}"),
+    })
+}
+
 /// YAML to JSON with the bounds described in the module documentation.
-fn parse_yaml(text: &str) -> Result<Value, String> {
+pub(crate) fn parse_yaml(text: &str) -> Result<Value, String> {
     use serde_saphyr::options::DuplicateKeyPolicy;
     let mut budget = serde_saphyr::Budget::default();
     budget.max_documents = 1;

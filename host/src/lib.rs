@@ -6,12 +6,16 @@
 //! Where things live:
 //! - [`runtime`]: the engine, the precompiled-component cache, the per-call
 //!   store and its bounds. It knows no capability.
-//! - [`capability`]: one module per capability (`ssh_exec`, `hooks`, `log`):
-//!   its grant from the installation, its per-call state, its linker wiring and
-//!   host functions. The SSH grant is [`capability::ssh_exec::SshGrant`].
+//! - [`capability`]: one module per capability (`ssh_exec`, `local_workspace`,
+//!   `hooks`, `log`): its grant from the installation, its per-call state, its
+//!   linker wiring and host functions. The SSH grant is
+//!   [`capability::ssh_exec::SshGrant`].
 //! - [`world`]: one module per world; the SSH Compute Driver's is
-//!   [`world::ssh_compute_driver`], whose [`Driver`] a controller calls.
-//! - [`rpc`]: JSON-RPC 2.0 for controllers in other languages.
+//!   [`world::ssh_compute_driver`], whose [`Driver`] a controller calls, and
+//!   OpenClaw's SSH sandbox backend is [`world::ssh_sandbox_backend`], whose
+//!   [`SandboxBackend`] OpenClaw (through the Node client) calls.
+//! - [`rpc`]: JSON-RPC 2.0 for controllers in other languages, one
+//!   [`rpc::Service`] per world.
 //! - [`audit`] and [`installation`]: the audit log sink and the Installation
 //!   document.
 //!
@@ -49,4 +53,5 @@ pub use error::{CallError, FailureKind, LoadError};
 pub use installation::Installation;
 pub use runtime::{ComponentCache, Limits, Runtime};
 pub use world::ssh_compute_driver::{CallOptions, Driver, DriverOptions, Method, present};
+pub use world::ssh_sandbox_backend::{BackendOptions, SandboxBackend, SandboxCallOptions};
 pub use world::{Progress, ProgressSink};

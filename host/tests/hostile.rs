@@ -35,7 +35,9 @@ fn component(name: &str) -> PathBuf {
 
 /// SHA-256 of the fault guest's helper, as an operator would pin it.
 fn fault_helper_sha() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/guests/fault-guest/helper.js");
+    let path =
+        Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("../tests/guests/fault-guest/helper.js");
     let bytes = std::fs::read(path).unwrap();
     Sha256::digest(&bytes)
         .iter()

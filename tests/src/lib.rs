@@ -45,9 +45,12 @@ pub fn component(name: &str) -> PathBuf {
     path
 }
 
-/// The repository root.
+/// The repository root. Read from cargo's run-time `CARGO_MANIFEST_DIR`, not
+/// the compile-time one: clones at different paths share one target directory,
+/// and cargo does not rebuild a test because its clone moved, so a baked-in
+/// path would read another clone's files.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
         .to_path_buf()
@@ -89,6 +92,10 @@ pub fn run_host(args: &[&str]) -> Output {
         .output()
         .expect("run occ-driver-host")
 }
+
+/// OpenClaw's SSH sandbox backend through the host binary: installations and a
+/// JSON-RPC client of `serve`.
+pub mod sandbox;
 
 /// The test-host rig, as `tests/rig/up.sh` described it.
 pub mod rig {

@@ -86,6 +86,8 @@ async fn the_operation_bound_counts_from_the_command_not_the_connection() {
                     timeout: Duration::from_secs(60),
                     on_line,
                     cancel,
+                    stdin_stream: None,
+                    output: None,
                 })
                 .await;
             (result, started.elapsed())

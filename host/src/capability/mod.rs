@@ -14,8 +14,12 @@
 //!   names what was refused.
 //!
 //! Capabilities write to the audit log ([`crate::audit`]); they know no world.
+//! One capability may run through another's state for the same call:
+//! `local_workspace` streams a seed through the call's `ssh_exec` state, so
+//! the exec grant, its bounds and its audit records apply to uploads too.
 
 pub mod hooks;
+pub mod local_workspace;
 pub mod log;
 pub mod ssh_exec;
 

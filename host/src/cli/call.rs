@@ -1,27 +1,38 @@
-//! `call`: one contract method, its JSON result on stdout.
+//! `call`: one method, its JSON result on stdout.
 
 use std::io::IsTerminal;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use occ_driver_host::capability::ssh_exec::{OutputSink, OutputStream};
+use occ_driver_host::world::ssh_sandbox_backend::SandboxCallOptions;
 use occ_driver_host::{CallOptions, Method, present};
 use serde_json::Value;
 
 use super::progress::ProgressLine;
-use super::{Setup, report_error, report_load_error};
+use super::{Opened, Setup, report_error, report_load_error};
 
 /// Arguments of `call`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Params are OCC's own JSON shapes (AgentRevision, Namespace, Agent, ComputeRevisionContext).\n\
-Revision methods take {\"revision\": {...}, \"context\"?: {...}, \"binding\": {\"namespace\": {...}, \"agent\": {...}}}:\n\
-a one-shot call has no earlier bindAgent, so it passes the binding with the revision."
+    after_help = "Compute drivers: the OCC contract's methods (preflight, ensureNamespace, bindAgent,\n\
+prepareRevision, activateRevision, ...) with OCC's own JSON shapes. Revision methods take\n\
+{\"revision\": {...}, \"context\"?: {...}, \"binding\": {\"namespace\": {...}, \"agent\": {...}}}:\n\
+a one-shot call has no earlier bindAgent, so it passes the binding with the revision.\n\n\
+Sandbox backends: validateConfiguration, preflight, describeRuntime, ensureRuntime,\n\
+removeRuntime, recreateRuntime, validateWorkdir, exec, runShellCommand, resolvePath,\n\
+readFile, writeFile, createFileExclusive, mkdirp, remove, rename, stat, readDirectory,\n\
+edit, applyPatch, readMedia; every method but the first two takes\n\
+{\"scope\": {\"workspaceDir\", \"sessionKey\"?, \"agentId\"?, \"scopeKey\"?, \"agentWorkspaceDir\"?}}.\n\
+An exec's output streams to this process's stdout and stderr before the JSON result."
 )]
 pub(crate) struct CallArgs {
-    /// The contract method, as OCC names it.
-    method: Method,
+    /// The method, as the component's world names it.
+    #[arg(value_parser = known_method)]
+    method: String,
     /// The installation YAML [default: $OCC_CONFIG_PATH].
     #[arg(long, short = 'i', env = "OCC_CONFIG_PATH")]
     installation: PathBuf,
@@ -34,6 +45,20 @@ pub(crate) struct CallArgs {
     /// Print only the JSON result (no progress), also on a terminal.
     #[arg(long)]
     json: bool,
+}
+
+/// A method of some world this host serves: anything else is a usage error,
+/// before any file is read.
+fn known_method(name: &str) -> Result<String, String> {
+    use occ_driver_host::world::ssh_sandbox_backend::Method as SandboxMethod;
+    if Method::from_name(name).is_some() || SandboxMethod::from_name(name).is_some() {
+        return Ok(name.to_string());
+    }
+    Err(format!(
+        "unknown method; compute drivers: {}; sandbox backends: {}",
+        Method::names(),
+        SandboxMethod::names()
+    ))
 }
 
 fn read_params(arg: &str) -> Result<Value> {
@@ -53,31 +78,73 @@ fn read_params(arg: &str) -> Result<Value> {
     Ok(v)
 }
 
+/// A command's output, passed through to this process's own streams.
+fn passthrough() -> OutputSink {
+    Arc::new(|stream, chunk| {
+        Box::pin(async move {
+            let _ = match stream {
+                OutputStream::Stdout => std::io::stdout()
+                    .write_all(&chunk)
+                    .and_then(|()| std::io::stdout().flush()),
+                OutputStream::Stderr => std::io::stderr()
+                    .write_all(&chunk)
+                    .and_then(|()| std::io::stderr().flush()),
+            };
+        })
+    })
+}
+
 pub(crate) fn run(setup: &Setup, args: CallArgs) -> Result<ExitCode> {
     let params = read_params(&args.params)?;
-    let driver = match setup.open(&args.installation, args.audit_log.clone(), false) {
+    let tokio = tokio::runtime::Runtime::new()?;
+    // Open inside the runtime: the SSH capability starts its idle reaper there.
+    let opened = match tokio
+        .block_on(async { setup.open_any(&args.installation, args.audit_log.clone(), false) })
+    {
         Ok(d) => d,
         Err(e) => return report_load_error(e, args.json),
     };
     let progress = ProgressLine::new(!args.json && std::io::stderr().is_terminal());
     let sink = progress.clone();
-    let options = CallOptions {
-        progress: Arc::new(move |p| sink.show(p)),
-        ..CallOptions::default()
-    };
-    let tokio = tokio::runtime::Runtime::new()?;
-    let method = args.method;
-    let result = tokio.block_on(async {
-        let cancel = options.cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.cancel();
-            }
-        });
-        driver.call_json(method, &params, options).await
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let interrupt = cancel.clone();
+    tokio.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            interrupt.cancel();
+        }
     });
+    let result = match &opened {
+        Opened::Compute(driver) => {
+            let Some(method) = Method::from_name(&args.method) else {
+                bail!(
+                    "unknown method {:?} for a compute driver; one of: {}",
+                    args.method,
+                    Method::names()
+                );
+            };
+            let options = CallOptions {
+                progress: Arc::new(move |p| sink.show(p)),
+                cancel,
+                ..CallOptions::default()
+            };
+            let result = tokio.block_on(driver.call_json(method, &params, options));
+            present(method, &params, result)
+        }
+        Opened::Sandbox(backend) => {
+            let options = SandboxCallOptions {
+                id: None,
+                cancel,
+                output: Some(passthrough()),
+            };
+            tokio.block_on(backend.call_json(&args.method, &params, options))
+        }
+    };
     progress.finish();
-    match present(method, &params, result) {
+    // Close the connections (and remove what the host wrote for them) before
+    // reporting.
+    drop(opened);
+    drop(tokio);
+    match result {
         Ok(v) => {
             println!("{}", serde_json::to_string_pretty(&v)?);
             Ok(match v.get("failure").and_then(Value::as_str) {

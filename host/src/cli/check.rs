@@ -6,10 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use occ_driver_host::capability::ssh_exec::ExecPolicy;
+use occ_driver_host::world::ssh_sandbox_backend::{SandboxBackend, SandboxCallOptions};
 use occ_driver_host::{CallOptions, Method};
 use serde_json::json;
 
-use super::{Setup, report_error, report_load_error};
+use super::{Opened, Setup, report_error, report_load_error};
 
 /// Arguments of `check`.
 #[derive(clap::Args)]
@@ -23,8 +24,9 @@ pub(crate) struct CheckArgs {
 }
 
 pub(crate) fn run(setup: &Setup, args: CheckArgs) -> Result<ExitCode> {
-    let driver = match setup.open(&args.installation, None, false) {
-        Ok(d) => d,
+    let driver = match setup.open_any(&args.installation, None, false) {
+        Ok(Opened::Compute(d)) => d,
+        Ok(Opened::Sandbox(backend)) => return check_sandbox(&backend, args.json),
         Err(e) => return report_load_error(e, args.json),
     };
     let tokio = tokio::runtime::Runtime::new()?;
@@ -35,8 +37,12 @@ pub(crate) fn run(setup: &Setup, args: CheckArgs) -> Result<ExitCode> {
     ));
     let inst = driver.installation();
     let helper = driver.helper().map(|(_, sha)| sha);
-    let ExecPolicy::NodeHelper { approved } = &driver.ssh().grant().policy;
-    let pinned = helper.as_ref().is_some_and(|h| approved.contains(h));
+    let pinned = match &driver.ssh().grant().policy {
+        ExecPolicy::NodeHelper { approved } => {
+            helper.as_ref().is_some_and(|h| approved.contains(h))
+        }
+        ExecPolicy::PinnedScripts { .. } => false,
+    };
     // The line an operator adds once the helper is audited.
     let pin_line = helper
         .as_ref()
@@ -85,5 +91,65 @@ pub(crate) fn run(setup: &Setup, args: CheckArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => Ok(report_error(&e, args.json)),
+    }
+}
+
+/// `check` of a sandbox backend: its configuration, and which of the scripts
+/// it ships the installation approves (with the lines to add for the others).
+fn check_sandbox(backend: &SandboxBackend, json_out: bool) -> Result<ExitCode> {
+    let tokio = tokio::runtime::Runtime::new()?;
+    let result = tokio.block_on(backend.call_json(
+        "validateConfiguration",
+        &json!({}),
+        SandboxCallOptions::default(),
+    ));
+    let inst = backend.installation();
+    let scripts = backend.scripts();
+    let missing: Vec<String> = scripts
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(s, _)| format!("{}: \"{}\"", s.name, s.sha256))
+        .collect();
+    match result {
+        Ok(v) => {
+            if json_out {
+                println!(
+                    "{}",
+                    json!({
+                        "installation": inst.path, "component": inst.component,
+                        "target": backend.target_label(),
+                        "scripts": scripts.iter().map(|(s, ok)| json!({"name": s.name, "sha256": s.sha256, "approved": ok})).collect::<Vec<_>>(),
+                        "warnings": v["warnings"],
+                    })
+                );
+            } else {
+                println!("{}: ok", inst.path.display());
+                println!(
+                    "  sandbox backend {} on {} from {}",
+                    inst.id,
+                    backend.target_label(),
+                    inst.component.display()
+                );
+                for w in v["warnings"].as_array().into_iter().flatten() {
+                    println!(
+                        "  warning {}: {}",
+                        w["code"].as_str().unwrap_or(""),
+                        w["message"].as_str().unwrap_or("")
+                    );
+                }
+                for (s, ok) in &scripts {
+                    let state = if *ok { "approved" } else { "NOT approved" };
+                    println!("  script {} {}: {state}", s.name, s.sha256);
+                }
+                if !missing.is_empty() {
+                    println!(
+                        "  The backend can run nothing unapproved. After auditing guest-ssh-sandbox/scripts/, add under drivers.sandbox:"
+                    );
+                    println!("    approvedScripts: {{{}}}", missing.join(", "));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Ok(report_error(&e, json_out)),
     }
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use occ_driver_host::world;
 use occ_driver_host::world::ssh_compute_driver::helper_of;
+use occ_driver_host::world::ssh_sandbox_backend::scripts_of;
 use serde_json::{Value, json};
 
 use super::{EXIT_LOCAL, Setup};
@@ -27,12 +28,14 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
     let refused: Vec<&String> = c.imports.iter().filter(|i| !granted(i)).collect();
     let loadable = world.is_some() && refused.is_empty();
     let helper = helper_of(&c);
+    let scripts = scripts_of(&c);
     if args.json {
         let v = json!({
             "component": c.path,
             "sha256": c.sha256,
             "size": c.size,
             "helper": helper.as_ref().map(|(bytes, sha)| json!({"sha256": sha, "size": bytes.len()})),
+            "scripts": scripts.iter().map(|s| json!({"name": s.name, "sha256": s.sha256, "size": s.size, "interpreter": s.interpreter})).collect::<Vec<_>>(),
             "world": world.map(|w| Value::from(w.name)).unwrap_or(Value::Null),
             "loadable": loadable,
             "imports": c.imports.iter().map(|i| json!({"name": i, "granted": granted(i)})).collect::<Vec<_>>(),
@@ -50,7 +53,17 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
                 "helper     sha256 {sha} ({} bytes; approve it with drivers.compute.approvedHelpers)",
                 bytes.len()
             ),
-            None => println!("helper     none (no occ:helper section)"),
+            None if scripts.is_empty() => println!("helper     none (no occ:helper section)"),
+            None => {}
+        }
+        for s in &scripts {
+            println!(
+                "script     {} sha256 {} ({} bytes, {}; approve it with drivers.sandbox.approvedScripts)",
+                s.name,
+                s.sha256,
+                s.size,
+                s.interpreter.unwrap_or("no interpreter line: never runs")
+            );
         }
         match world {
             Some(w) => println!("world      {}", w.name),

@@ -5,6 +5,7 @@ mod call;
 mod check;
 mod inspect;
 mod progress;
+mod relay;
 mod schema;
 mod serve;
 
@@ -15,6 +16,11 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use occ_driver_host::capability::ssh_exec::SshMode;
+use occ_driver_host::world::ssh_sandbox_backend::installation::SandboxInstallation;
+use occ_driver_host::world::ssh_sandbox_backend::{
+    self as sandbox, BackendOptions, SandboxBackend,
+};
+use occ_driver_host::world::{self, ssh_compute_driver};
 use occ_driver_host::{
     CallError, ComponentCache, Driver, DriverOptions, Installation, Limits, LoadError, Runtime,
 };
@@ -42,6 +48,11 @@ Examples:
 
   # Serve the contract over JSON-RPC 2.0 on stdio (for a controller).
   occ-driver-host serve --installation inst.yaml
+
+  # OpenClaw's SSH sandbox backend: the world is the component's.
+  occ-driver-host call ensureRuntime -i sandbox.yaml \\
+      --params '{\"scope\": {\"workspaceDir\": \"~/.openclaw/workspace\", \"sessionKey\": \"agent:main:main\"}}'
+  occ-driver-host serve -i sandbox.yaml --listen /run/occ/sandbox.sock
 
 Exit status: 0 success; 1 the host could not load the driver or read input;
 2 usage; 75 the driver failed and a retry may succeed; 65 the driver refused
@@ -94,6 +105,8 @@ enum Command {
     Call(call::CallArgs),
     /// Serve the contract as JSON-RPC 2.0 (newline-delimited) on stdio or a Unix socket.
     Serve(serve::ServeArgs),
+    /// Run one sandbox exec through a serving host's socket, as if it were the command.
+    Relay(relay::RelayArgs),
 }
 
 impl Cli {
@@ -115,6 +128,14 @@ pub(crate) fn init_tracing(verbose: u8) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+}
+
+/// A component opened for its world.
+pub(crate) enum Opened {
+    /// An SSH Compute Driver.
+    Compute(Driver),
+    /// OpenClaw's SSH sandbox backend.
+    Sandbox(SandboxBackend),
 }
 
 /// What every command that opens a driver shares.
@@ -156,6 +177,112 @@ impl Setup {
         self.cache.as_ref()
     }
 
+    /// Open the installation's component for the world its exports name: the
+    /// command line's component, or the one the document's only selection
+    /// (`drivers.compute` or `drivers.sandbox`) names.
+    pub(crate) fn open_any(
+        &self,
+        installation: &Path,
+        audit_log: Option<PathBuf>,
+        require_bind: bool,
+    ) -> Result<Opened, LoadError> {
+        let doc = occ_driver_host::installation::read_document(installation)?;
+        let selected = |kind: &str| doc.pointer(&format!("/drivers/{kind}")).is_some();
+        let err = |message: String| LoadError::Installation {
+            path: installation.to_path_buf(),
+            message,
+        };
+        let component = match &self.component {
+            Some(c) => c.clone(),
+            None => {
+                let kind = match (selected("compute"), selected("sandbox")) {
+                    (true, false) => "compute",
+                    (false, true) => "sandbox",
+                    (true, true) => {
+                        return Err(err(
+                            "selects both drivers.compute and drivers.sandbox; name the component to load with --component".into(),
+                        ));
+                    }
+                    (false, false) => {
+                        return Err(err(
+                            "drivers.compute or drivers.sandbox: missing; select a compute driver or a sandbox backend".into(),
+                        ));
+                    }
+                };
+                match doc
+                    .pointer(&format!("/drivers/{kind}/component"))
+                    .and_then(|c| c.as_str())
+                {
+                    // Loading reports the missing key in the selection's own words.
+                    None if kind == "compute" => {
+                        return self
+                            .open(installation, audit_log, require_bind)
+                            .map(Opened::Compute);
+                    }
+                    None => {
+                        return Err(err(
+                            "drivers.sandbox.component: missing; name the sandbox component (.wasm) here or with --component".into(),
+                        ));
+                    }
+                    Some(c) => {
+                        let c = PathBuf::from(c);
+                        if c.is_relative() {
+                            installation.parent().unwrap_or(Path::new(".")).join(c)
+                        } else {
+                            c
+                        }
+                    }
+                }
+            }
+        };
+        let bytes = std::fs::read(&component).map_err(|source| LoadError::ReadComponent {
+            path: component.clone(),
+            source,
+        })?;
+        let exports =
+            occ_driver_host::runtime::component::export_names(&bytes).map_err(|message| {
+                LoadError::InvalidComponent {
+                    path: component.clone(),
+                    message,
+                }
+            })?;
+        match world::identify(exports.iter().map(String::as_str)) {
+            Some(w) if w.name == sandbox::WORLD.name => {
+                if !selected("sandbox") {
+                    return Err(err(format!(
+                        "drivers.sandbox: missing; {} is a sandbox backend ({})",
+                        component.display(),
+                        w.name
+                    )));
+                }
+                let inst =
+                    SandboxInstallation::from_document(installation, &doc, Some(&component))?;
+                SandboxBackend::open(
+                    self.runtime.clone(),
+                    inst,
+                    &BackendOptions {
+                        cache: self.cache.clone(),
+                        audit_log,
+                        ssh: self.ssh.clone(),
+                    },
+                )
+                .map(Opened::Sandbox)
+            }
+            Some(w) if w.name == ssh_compute_driver::WORLD.name => self
+                .open(installation, audit_log, require_bind)
+                .map(Opened::Compute),
+            _ => Err(LoadError::MissingExport {
+                path: component,
+                expected: world::WORLDS
+                    .iter()
+                    .map(|w| w.export)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                found: exports,
+            }),
+        }
+    }
+
     /// Read the installation and open its driver. `require_bind`: revision calls
     /// use only bindings bindAgent accepted (a long-running serve).
     pub(crate) fn open(
@@ -180,6 +307,10 @@ impl Setup {
 }
 
 pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
+    // A relay loads nothing: it only speaks to a host that does.
+    if let Command::Relay(args) = cli.command {
+        return relay::run(args);
+    }
     let ctx = Setup::new(&cli)?;
     match cli.command {
         Command::Inspect(args) => inspect::run(&ctx, args),
@@ -187,6 +318,7 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
         Command::Schema(args) => schema::run(&ctx, args),
         Command::Call(args) => call::run(&ctx, args),
         Command::Serve(args) => serve::run(&ctx, args),
+        Command::Relay(_) => unreachable!("handled above"),
     }
 }
 

@@ -9,6 +9,8 @@
 //!   second after that (a helper reports a dozen steps per operation; more is
 //!   a runaway);
 //! - a request whose id is already running is refused;
+//! - a command's output (`$/output`) waits for room rather than being dropped:
+//!   a controller that stops reading slows the remote command down;
 //! - finished calls are reaped as the connection goes, and a hook request the
 //!   host stopped waiting for (timeout, cancellation) is forgotten.
 
@@ -26,10 +28,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::envelope::{self, Incoming, code};
 use super::framing::{Frame, MAX_MESSAGE, MessageCodec};
+use super::service::{Request, Service};
 use crate::capability::hooks::{HookAnswer, HookFuture, HookRefusal, HookRequest, LifecycleHooks};
+use crate::capability::ssh_exec::{OutputSink, OutputStream};
 use crate::error::{CallError, FailureKind};
 use crate::world::Progress;
-use crate::world::ssh_compute_driver::{CallOptions, Driver, Method, present};
 
 /// Messages waiting to be written to the peer.
 pub const OUTBOUND_QUEUE: usize = 1024;
@@ -70,7 +73,7 @@ type Waiter = oneshot::Sender<Result<Value, Value>>;
 
 /// One connection's shared state.
 struct Connection {
-    driver: Arc<Driver>,
+    service: Arc<dyn Service>,
     out: mpsc::Sender<String>,
     running: Mutex<HashMap<String, CancellationToken>>,
     pending: Mutex<HashMap<String, Waiter>>,
@@ -155,7 +158,7 @@ impl LifecycleHooks for RpcHooks {
 
 /// Serve one connection until the peer closes it.
 pub async fn serve_connection<R, W>(
-    driver: Arc<Driver>,
+    service: Arc<dyn Service>,
     reader: R,
     mut writer: W,
 ) -> std::io::Result<()>
@@ -173,7 +176,7 @@ where
         }
     });
     let conn = Arc::new(Connection {
-        driver,
+        service,
         out: tx,
         running: Mutex::new(HashMap::new()),
         pending: Mutex::new(HashMap::new()),
@@ -251,24 +254,9 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
         }
         Incoming::Request { id, method, params } => (id, method, params),
     };
-    let Some(m) = Method::from_name(&method) else {
-        conn.send(envelope::error(
-            &id,
-            code::METHOD_NOT_FOUND,
-            &format!("unknown method {method:?}; one of: {}", Method::names()),
-            None,
-        ))
-        .await;
-        return;
-    };
-    if !params.is_object() {
-        conn.send(envelope::error(
-            &id,
-            code::INVALID_PARAMS,
-            &format!("{method}: params must be an object: {}", m.params_shape()),
-            None,
-        ))
-        .await;
+    if let Err((rpc_code, message)) = conn.service.accept(&method, &params) {
+        conn.send(envelope::error(&id, rpc_code, &message, None))
+            .await;
         return;
     }
     let token = CancellationToken::new();
@@ -296,11 +284,34 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
         let progress_conn = conn.clone();
         let progress_id = id.clone();
         let bucket = Mutex::new(Bucket::new());
-        let options = CallOptions {
-            id: Some(match &id {
+        let output_conn = Arc::downgrade(&conn);
+        let output_id = id.clone();
+        let output: OutputSink = Arc::new(move |stream, chunk| {
+            let conn = output_conn.clone();
+            let id = output_id.clone();
+            Box::pin(async move {
+                use base64::Engine;
+                // The end of a stream needs no message: the answer follows.
+                if chunk.is_empty() {
+                    return;
+                }
+                let Some(conn) = conn.upgrade() else { return };
+                let stream = match stream {
+                    OutputStream::Stdout => "stdout",
+                    OutputStream::Stderr => "stderr",
+                };
+                let data = base64::engine::general_purpose::STANDARD.encode(chunk);
+                conn.send(envelope::notification("$/output", json!({"id": id, "stream": stream, "data": data})))
+                    .await;
+            })
+        });
+        let request = Request {
+            id: match &id {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
-            }),
+            },
+            method,
+            params,
             hooks: Arc::new(RpcHooks(conn.clone())),
             cancel: token,
             progress: Arc::new(move |p: &Progress| {
@@ -312,8 +323,9 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
                     json!({"id": progress_id, "host": p.host, "step": p.step, "message": p.message}),
                 ));
             }),
+            output,
         };
-        let result = present(m, &params, conn.driver.call_json(m, &params, options).await);
+        let result = conn.service.call(request).await;
         lock(&conn.running).remove(&id_key(&id));
         match result {
             Ok(v) => conn.send(envelope::result(&id, v)).await,

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::connection::serve_connection;
+use super::service::Service;
 use crate::audit::current_uid;
-use crate::world::ssh_compute_driver::Driver;
 
 /// Serve JSON-RPC on this process's stdin and stdout until stdin closes.
-pub async fn serve_stdio(driver: Arc<Driver>) -> std::io::Result<()> {
-    serve_connection(driver, tokio::io::stdin(), tokio::io::stdout()).await
+pub async fn serve_stdio(service: Arc<dyn Service>) -> std::io::Result<()> {
+    serve_connection(service, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
 /// Bind a Unix socket at `path` that no other user can ever connect to. An
@@ -51,8 +51,18 @@ pub fn bind_private(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
 
 /// Serve JSON-RPC on a Unix socket at `path`, one task per connection, until
 /// the process is stopped.
-pub async fn serve_unix(driver: Arc<Driver>, path: &Path) -> std::io::Result<()> {
+pub async fn serve_unix(service: Arc<dyn Service>, path: &Path) -> std::io::Result<()> {
     let listener = bind_private(path)?;
+    serve_listener(service, listener, path).await
+}
+
+/// Serve JSON-RPC on a socket [`bind_private`] bound at `path`, one task per
+/// connection, until the process is stopped.
+pub async fn serve_listener(
+    service: Arc<dyn Service>,
+    listener: tokio::net::UnixListener,
+    path: &Path,
+) -> std::io::Result<()> {
     tracing::info!(socket = %path.display(), "serving JSON-RPC");
     let uid = current_uid();
     let mut connections = tokio::task::JoinSet::new();
@@ -85,10 +95,10 @@ pub async fn serve_unix(driver: Arc<Driver>, path: &Path) -> std::io::Result<()>
                 continue;
             }
         }
-        let driver = driver.clone();
+        let service = service.clone();
         connections.spawn(async move {
             let (r, w) = stream.into_split();
-            if let Err(e) = serve_connection(driver, r, w).await {
+            if let Err(e) = serve_connection(service, r, w).await {
                 tracing::warn!("connection ended: {e}");
             }
         });

@@ -4,8 +4,10 @@
 //! - [`framing`]: one message per line, bounded in size;
 //! - [`envelope`]: what a line is (request, notification, response) and the
 //!   answers the host writes;
-//! - `connection`: dispatch of requests to the driver, hooks back to the
-//!   controller, cancellation and progress;
+//! - [`service`]: what a connection serves, one world's methods behind one
+//!   trait (the compute driver's and the sandbox backend's);
+//! - `connection`: dispatch of requests to the service, hooks back to the
+//!   controller, cancellation, progress and command output;
 //! - `listen`: stdio and the private Unix socket.
 //!
 //! Requests are the contract methods by their OCC names, with OCC's JSON shapes
@@ -17,7 +19,10 @@
 //! for that phase. `$/cancelRequest {"id"}` cancels a running call: its ssh client
 //! is killed and the call answers with error code -32800 and `failure:
 //! "retryable"`. While a call runs, each progress step of its remote helper is
-//! sent as a `$/progress {"id", "host", "step", "message"}` notification.
+//! sent as a `$/progress {"id", "host", "step", "message"}` notification. A
+//! sandbox `exec` sends its command's output as `$/output {"id", "stream":
+//! "stdout" | "stderr", "data": <base64>}` notifications as it arrives, before
+//! the answer.
 //!
 //! A malformed message gets a JSON-RPC error and the server keeps serving.
 
@@ -25,7 +30,9 @@ mod connection;
 pub mod envelope;
 pub mod framing;
 mod listen;
+pub mod service;
 
 pub use connection::{OUTBOUND_QUEUE, serve_connection};
 pub use framing::MAX_MESSAGE;
-pub use listen::{bind_private, serve_stdio, serve_unix};
+pub use listen::{bind_private, serve_listener, serve_stdio, serve_unix};
+pub use service::{Request, Service};

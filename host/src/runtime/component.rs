@@ -136,6 +136,27 @@ fn deserialize(engine: &Engine, artifact: &Path, bytes: &[u8]) -> Option<Compone
     }
 }
 
+/// The names a component file exports at its top level, read without
+/// compiling it (to tell which world it is for).
+pub fn export_names(bytes: &[u8]) -> Result<Vec<String>, String> {
+    use wasmparser::{Parser, Payload};
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload.map_err(|e| format!("{e}"))? {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) if depth > 0 => depth -= 1,
+            Payload::ComponentExportSection(reader) if depth == 0 => {
+                for export in reader {
+                    names.push(export.map_err(|e| format!("{e}"))?.name.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(names)
+}
+
 /// Custom sections named `occ:*` in the component or any core module nested in
 /// it. A driver ships what the host must see before running it (its helper)
 /// there, where the host can read it without executing the guest.

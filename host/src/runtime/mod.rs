@@ -153,6 +153,19 @@ impl Runtime {
         self.limits
     }
 
+    /// The same engine with another wall-clock bound per call, for a world
+    /// whose calls wait on long remote commands. Only per-call bounds can
+    /// differ: the engine's pooling allocator is shared.
+    pub fn with_wall(&self, wall: Duration) -> Runtime {
+        Runtime {
+            engine: self.engine.clone(),
+            limits: Limits {
+                wall,
+                ..self.limits
+            },
+        }
+    }
+
     /// Read a component, compile it or load it from `cache`, and report what it
     /// imports and exports. Nothing is checked against any grant yet.
     pub fn compile(

@@ -7,6 +7,7 @@
 //! exports. Adding a kind of driver is a new module here and its WIT.
 
 pub mod ssh_compute_driver;
+pub mod ssh_sandbox_backend;
 
 use std::sync::Arc;
 
@@ -26,7 +27,8 @@ pub struct Progress {
 /// Receives the progress of a running call.
 pub type ProgressSink = Arc<dyn Fn(&Progress) + Send + Sync>;
 
-/// What the host knows about a world before loading anything.
+/// What the host knows about a world before loading anything; a world is
+/// picked by the interface a component exports ([`identify`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorldInfo {
     /// The world's WIT name, e.g. `occ:compute/ssh-compute-driver@0.1.0`.
@@ -55,7 +57,7 @@ impl WorldInfo {
 }
 
 /// Every world this host serves.
-pub const WORLDS: &[&WorldInfo] = &[&ssh_compute_driver::WORLD];
+pub const WORLDS: &[&WorldInfo] = &[&ssh_compute_driver::WORLD, &ssh_sandbox_backend::WORLD];
 
 /// The world a component with these exports targets, if any.
 pub fn identify<'a>(exports: impl IntoIterator<Item = &'a str>) -> Option<&'static WorldInfo> {

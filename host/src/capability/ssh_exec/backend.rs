@@ -5,11 +5,33 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::AsyncRead;
 use tokio_util::sync::CancellationToken;
 
 use super::grant::HostGrant;
+
+/// Which output stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Receives a running exec's output as it arrives, chunk by chunk; an empty
+/// chunk marks the end of its stream. The exec waits for each returned
+/// future: a caller that stops reading slows the remote command down instead
+/// of filling this process's memory.
+pub type OutputSink =
+    Arc<dyn Fn(OutputStream, Vec<u8>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// Standard input streamed after [`ExecRequest::stdin`], for input too large to
+/// hold (a workspace archive).
+pub type InputStream<'a> = Pin<Box<dyn AsyncRead + Send + 'a>>;
 
 /// One exec, after the grant check.
 pub struct ExecRequest<'a> {
@@ -28,6 +50,12 @@ pub struct ExecRequest<'a> {
     pub on_line: &'a (dyn Fn(&str) + Send + Sync),
     /// The call's cancellation.
     pub cancel: &'a CancellationToken,
+    /// More standard input, streamed after `stdin`.
+    pub stdin_stream: Option<InputStream<'a>>,
+    /// With a sink, stdout and stderr stream to it, and the result keeps only
+    /// the end of each (the grant's stderr tail): output is not bounded, it is
+    /// passed on. Without one, stdout is collected up to the grant's cap.
+    pub output: Option<&'a OutputSink>,
 }
 
 /// What a finished remote command produced.

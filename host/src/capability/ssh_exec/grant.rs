@@ -70,7 +70,8 @@ pub struct HostGrant {
     /// Login user.
     pub user: String,
     /// The Node.js executable on that host: `hosts.<alias>.nodePath`, else
-    /// `runtime.nodePath`. The only program the driver may run there.
+    /// `runtime.nodePath`. The only program the driver may run there (empty
+    /// where the policy runs no Node.js helper).
     pub node_path: String,
 }
 
@@ -86,15 +87,60 @@ pub enum ExecPolicy {
         /// SHA-256 (lowercase hex) of every approved helper.
         approved: Vec<String>,
     },
+    /// Only `[<interpreter>, "-c", <script>, <name>, <args...>]` where the
+    /// installation approves `name` with the script's SHA-256
+    /// (`drivers.sandbox.approvedScripts`) and the interpreter is what the
+    /// script's first line names (`#!/bin/sh`: `/bin/sh`; `#!/usr/bin/env
+    /// python3`: `python3`). The arguments and stdin are data, bounded by
+    /// [`ExecBounds`]. An empty map approves nothing.
+    PinnedScripts {
+        /// Script name to SHA-256 (lowercase hex).
+        approved: BTreeMap<String, String>,
+    },
+}
+
+/// A credential file ssh reads: a local file the installation names, or inline
+/// text the host writes to a private file of its own (mode 0600, removed with
+/// the connection's control directory) so that ssh can read it.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// An existing local file.
+    File(PathBuf),
+    /// Inline contents, never shown in logs or errors.
+    Inline(String),
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credential::File(p) => f.debug_tuple("File").field(p).finish(),
+            Credential::Inline(text) => write!(f, "Inline(<{} bytes>)", text.len()),
+        }
+    }
+}
+
+/// How host keys are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostKeys {
+    /// `StrictHostKeyChecking yes` (else `no`).
+    pub strict: bool,
+    /// `UpdateHostKeys yes` (else `no`).
+    pub update: bool,
 }
 
 /// What the installation grants a driver: the trusted SSH inputs and bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SshGrant {
-    /// `configuration.ssh.identityFile`.
-    pub identity_file: PathBuf,
-    /// `configuration.ssh.knownHostsFile`.
-    pub known_hosts_file: PathBuf,
+    /// The identity (`configuration.ssh.identityFile`); none leaves ssh its
+    /// default identity files.
+    pub identity: Option<Credential>,
+    /// A certificate for the identity.
+    pub certificate: Option<Credential>,
+    /// The known hosts (`configuration.ssh.knownHostsFile`); none leaves ssh
+    /// its default file, or `/dev/null` when host keys are not checked.
+    pub known_hosts: Option<Credential>,
+    /// Host key checking.
+    pub host_keys: HostKeys,
     /// `configuration.ssh.connectTimeoutSeconds` (default 10).
     pub connect_timeout: Duration,
     /// `configuration.hosts`, by alias.
@@ -136,8 +182,13 @@ impl SshGrant {
     /// A grant of nothing: no host, no helper.
     pub fn none() -> SshGrant {
         SshGrant {
-            identity_file: PathBuf::new(),
-            known_hosts_file: PathBuf::new(),
+            identity: None,
+            certificate: None,
+            known_hosts: None,
+            host_keys: HostKeys {
+                strict: true,
+                update: false,
+            },
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT),
             hosts: BTreeMap::new(),
             policy: ExecPolicy::NodeHelper {
@@ -226,8 +277,13 @@ impl SshGrant {
             );
         }
         Ok(SshGrant {
-            identity_file,
-            known_hosts_file,
+            identity: Some(Credential::File(identity_file)),
+            certificate: None,
+            known_hosts: Some(Credential::File(known_hosts_file)),
+            host_keys: HostKeys {
+                strict: true,
+                update: false,
+            },
             connect_timeout: Duration::from_secs(connect_timeout),
             hosts,
             policy: ExecPolicy::NodeHelper {
@@ -243,10 +299,17 @@ impl SshGrant {
     /// other users (whoever can add a line there can impersonate a host).
     pub fn verify_local_files(&self) -> Result<(), String> {
         use std::os::unix::fs::PermissionsExt;
-        for (what, path) in [
-            ("ssh.identityFile", &self.identity_file),
-            ("ssh.knownHostsFile", &self.known_hosts_file),
-        ] {
+        let files = [
+            ("ssh.identityFile", &self.identity),
+            ("ssh.certificateFile", &self.certificate),
+            ("ssh.knownHostsFile", &self.known_hosts),
+        ];
+        // Inline credentials are the host's own files, written 0600.
+        let files = files.into_iter().filter_map(|(what, c)| match c {
+            Some(Credential::File(path)) => Some((what, path)),
+            _ => None,
+        });
+        for (what, path) in files {
             let meta =
                 std::fs::metadata(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
             if !meta.is_file() {
@@ -368,8 +431,10 @@ mod tests {
     fn reads_the_grant_from_the_spec_example() {
         let g = SshGrant::from_configuration(&cfg(), &[]).unwrap();
         assert_eq!(
-            g.identity_file,
-            PathBuf::from("/etc/openclaw/ssh/id_ed25519")
+            g.identity,
+            Some(Credential::File(PathBuf::from(
+                "/etc/openclaw/ssh/id_ed25519"
+            )))
         );
         assert_eq!(g.connect_timeout, Duration::from_secs(10));
         assert_eq!(
@@ -391,8 +456,10 @@ mod tests {
     /// refuses, it says exactly what the driver says.
     #[test]
     fn the_grant_agrees_with_the_driver_on_its_own_fixtures() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../guest-ssh-driver/tests/fixtures");
+        let dir = std::path::Path::new(
+            &std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+        )
+        .join("../guest-ssh-driver/tests/fixtures");
         let cases: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap())
                 .unwrap();

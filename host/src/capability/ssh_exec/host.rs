@@ -7,10 +7,19 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::SshExecState;
-use super::backend::{ExecError, ExecOutput, ExecRequest};
+use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream};
 use super::bindings::occ::compute::ssh_exec as wit;
 use super::grant::{ExecPolicy, HostGrant};
 use crate::runtime::cache::sha256_hex;
+
+/// The program a pinned script runs with, from its first line.
+pub fn interpreter_of(script: &str) -> Option<&'static str> {
+    match script.lines().next()? {
+        "#!/bin/sh" => Some("/bin/sh"),
+        "#!/usr/bin/env python3" => Some("python3"),
+        _ => None,
+    }
+}
 
 /// Arguments longer than this are recorded as their length and SHA-256 only.
 const AUDIT_ARG_BYTES: usize = 256;
@@ -53,7 +62,19 @@ impl SshExecState {
                 bounds.max_stdin_bytes
             )));
         }
+        // An argument cannot carry NUL to the remote shell; one that tries is
+        // not an argument this host sends.
+        if argv.iter().any(|a| a.contains('\0')) {
+            return Err(ExecError::Refused("an argument holds NUL".into()));
+        }
         Ok(())
+    }
+
+    /// Whether this exec's output streams to the call's sink.
+    fn streams(&self, argv: &[String]) -> bool {
+        self.output
+            .as_ref()
+            .is_some_and(|select| select(argv).is_some())
     }
 
     /// What may run on `host`, per the grant's [`ExecPolicy`].
@@ -104,7 +125,69 @@ impl SshExecState {
                 }
                 Ok(())
             }
+            ExecPolicy::PinnedScripts { approved } => {
+                let [program, flag, script, name, ..] = argv else {
+                    return Err(ExecError::Refused(format!(
+                        "on {alias} only [<interpreter>, \"-c\", <approved script>, <its name>, <args...>] may run, not {}",
+                        describe_argv(argv)
+                    )));
+                };
+                if flag != "-c" {
+                    return Err(ExecError::Refused(format!(
+                        "on {alias} a script runs as <interpreter> -c <script>, not with {:?}",
+                        crate::runtime::escape_control(&flag.chars().take(64).collect::<String>())
+                    )));
+                }
+                let name_shown =
+                    crate::runtime::escape_control(&name.chars().take(64).collect::<String>());
+                let sha = sha256_hex(script.as_bytes());
+                match approved.get(name.as_str()) {
+                    None if approved.is_empty() => {
+                        return Err(ExecError::Refused(format!(
+                            "no script is approved for this backend; after auditing the scripts the component ships \
+                             (`occ-driver-host inspect` shows each SHA-256), approve them under drivers.sandbox in the \
+                             installation: approvedScripts: {{{name_shown}: \"{sha}\", ...}}"
+                        )));
+                    }
+                    None => {
+                        return Err(ExecError::Refused(format!(
+                            "script {name_shown:?} is not approved (the installation approves {})",
+                            approved.keys().cloned().collect::<Vec<_>>().join(", ")
+                        )));
+                    }
+                    Some(pinned) if *pinned != sha => {
+                        return Err(ExecError::Refused(format!(
+                            "script {name_shown:?} has SHA-256 {sha}, not the approved {pinned}; audit it and \
+                             update drivers.sandbox.approvedScripts, or run the approved one"
+                        )));
+                    }
+                    Some(_) => {}
+                }
+                match interpreter_of(script) {
+                    Some(expected) if expected == program => Ok(()),
+                    Some(expected) => Err(ExecError::Refused(format!(
+                        "script {name_shown:?} runs with {expected}, the interpreter its first line names, not {}",
+                        describe_argv(argv)
+                    ))),
+                    None => Err(ExecError::Refused(format!(
+                        "script {name_shown:?} does not name #!/bin/sh or #!/usr/bin/env python3 on its first line"
+                    ))),
+                }
+            }
         }
+    }
+
+    /// Run an exec whose stdin is `stdin` followed by everything `stream`
+    /// yields (an archive too large to hold), after the same checks and with the
+    /// same records as any exec.
+    pub async fn exec_streamed(
+        &mut self,
+        alias: &str,
+        argv: &[String],
+        stream: InputStream<'_>,
+        timeout: Duration,
+    ) -> Result<ExecOutput, ExecError> {
+        self.run(alias, argv, &[], Some(stream), timeout).await
     }
 
     async fn run(
@@ -112,6 +195,7 @@ impl SshExecState {
         alias: &str,
         argv: &[String],
         stdin: &[u8],
+        stream: Option<InputStream<'_>>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
         let checked = self.check_request(argv, stdin).and_then(|()| {
@@ -121,7 +205,11 @@ impl SshExecState {
                 .hosts
                 .get(alias)
                 .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
-            self.check_policy(alias, host, argv, stdin)
+            self.check_policy(alias, host, argv, stdin)?;
+            match &self.narrowing {
+                Some(narrow) => narrow(argv, stdin).map_err(ExecError::Refused),
+                None => Ok(()),
+            }
         });
         if let Err(refusal) = checked {
             // Recorded without the arguments themselves: a refused request may be
@@ -149,10 +237,12 @@ impl SshExecState {
                     "argv": audited_argv(argv),
                     "stdinLength": stdin.len(),
                     "stdinSha256": sha256_hex(stdin),
+                    "stdinStreamed": stream.is_some(),
+                    "outputStreamed": self.streams(argv),
                 }),
             )
             .map_err(|e| ExecError::Refused(e.to_string()))?;
-        let result = self.effect(alias, argv, stdin, timeout).await;
+        let result = self.effect(alias, argv, stdin, stream, timeout).await;
         let outcome = match &result {
             Ok(out) => json!({"exitStatus": out.exit_status, "stdoutLength": out.stdout.len()}),
             Err(e) => json!({"error": e.code(), "message": e.to_string()}),
@@ -168,6 +258,7 @@ impl SshExecState {
         alias: &str,
         argv: &[String],
         stdin: &[u8],
+        stream: Option<InputStream<'_>>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
         if self.scope.cancel.is_cancelled() {
@@ -181,6 +272,7 @@ impl SshExecState {
             .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
         let lines = self.lines.clone();
         let on_line = move |line: &str| lines(alias, line);
+        let sink = self.output.as_ref().and_then(|select| select(argv));
         self.exec
             .backend
             .exec(ExecRequest {
@@ -191,6 +283,8 @@ impl SshExecState {
                 timeout,
                 on_line: &on_line,
                 cancel: &self.scope.cancel,
+                stdin_stream: stream,
+                output: sink.as_ref(),
             })
             .await
     }
@@ -234,7 +328,7 @@ impl wit::Host for SshExecState {
         timeout_ms: u32,
     ) -> Result<wit::ExecOutput, wit::ExecError> {
         let timeout = Duration::from_millis(timeout_ms.into());
-        self.run(&host, &argv, &stdin, timeout)
+        self.run(&host, &argv, &stdin, None, timeout)
             .await
             .map(|out| wit::ExecOutput {
                 exit_status: out.exit_status,

@@ -17,7 +17,9 @@
 //! - Control sockets live in a per-user directory (0700); each process uses a
 //!   subdirectory named after its pid and start time, and at start the
 //!   subdirectories of processes that are gone are cleaned, their masters asked
-//!   to exit first.
+//!   to exit first. Inline credentials of the grant are written there too
+//!   (0600), so they exist only while this process serves, and a process killed
+//!   without cleaning up has them removed by the next one.
 //!
 //! Cancelling or timing out an exec closes its channel: the remote side sees its
 //! session close.
@@ -32,8 +34,8 @@ use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
-use super::backend::{ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRequest};
-use super::config::render_ssh_config;
+use super::backend::{ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRequest, OutputStream};
+use super::config::{ClientFiles, render_ssh_config};
 use super::grant::{HostGrant, SshGrant};
 
 type ConnectResult = Result<Arc<Session>, ExecError>;
@@ -56,6 +58,7 @@ pub struct LiveSsh {
     grant: SshGrant,
     control_dir: PathBuf,
     config_file: PathBuf,
+    files: ClientFiles,
     conns: Arc<Mutex<HashMap<String, Conn>>>,
 }
 
@@ -164,12 +167,24 @@ impl LiveSsh {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&control_dir)?;
-        let config_file = control_dir.join("ssh_config");
-        std::fs::write(&config_file, render_ssh_config(&grant))?;
+        let prepared = ClientFiles::materialize(&grant, &control_dir).and_then(|files| {
+            let config_file = control_dir.join("ssh_config");
+            std::fs::write(&config_file, render_ssh_config(&grant, &files))?;
+            Ok((files, config_file))
+        });
+        let (files, config_file) = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                // Whatever was written (inline credentials) goes with the directory.
+                let _ = std::fs::remove_dir_all(&control_dir);
+                return Err(e);
+            }
+        };
         let live = LiveSsh {
             grant,
             control_dir,
             config_file,
+            files,
             conns: Arc::new(Mutex::new(HashMap::new())),
         };
         live.start_idle_reaper();
@@ -179,6 +194,11 @@ impl LiveSsh {
     /// The grant this backend serves.
     pub fn grant(&self) -> &SshGrant {
         &self.grant
+    }
+
+    /// Where ssh reads the credentials (inline ones in the private directory).
+    pub fn files(&self) -> &ClientFiles {
+        &self.files
     }
 
     /// Close masters idle longer than the grant allows. Only runs inside a
@@ -288,15 +308,29 @@ impl LiveSsh {
         builder
             .user(host.user.clone())
             .port(host.port)
-            .keyfile(&self.grant.identity_file)
-            .known_hosts_check(KnownHosts::Strict)
-            .user_known_hosts_file(&self.grant.known_hosts_file)
+            .known_hosts_check(if self.grant.host_keys.strict {
+                KnownHosts::Strict
+            } else {
+                KnownHosts::Accept
+            })
             .connect_timeout(self.grant.connect_timeout)
             .config_file(&self.config_file)
             .control_directory(&self.control_dir)
             .control_persist(ControlPersist::IdleFor(
                 NonZeroUsize::new(idle_secs).expect("at least 1"),
             ));
+        if let Some(identity) = &self.files.identity {
+            builder.keyfile(identity);
+        }
+        match &self.files.known_hosts {
+            Some(known_hosts) => {
+                builder.user_known_hosts_file(known_hosts);
+            }
+            None if !self.grant.host_keys.strict => {
+                builder.user_known_hosts_file("/dev/null");
+            }
+            None => {}
+        }
         let conns = self.conns.clone();
         let alias = alias.to_string();
         let host = host.clone();
@@ -353,15 +387,38 @@ impl LiveSsh {
             .take()
             .ok_or_else(|| ExecError::Io("no stderr".into()))?;
         let input = req.stdin;
+        let stream = req.stdin_stream;
         let feed = async move {
             // A remote command may exit without reading all of its input; that
             // is its business, so a broken pipe here is not an error.
             let _ = child_stdin.write_all(input).await;
+            if let Some(mut stream) = stream {
+                let _ = tokio::io::copy(&mut stream, &mut child_stdin).await;
+            }
             let _ = child_stdin.shutdown().await;
         };
         let cap = bounds.stdout_cap;
         let on_line = req.on_line;
+        let sink = req.output;
+        let tail_max = bounds.stderr_tail;
         let read_out = async move {
+            if let Some(sink) = sink {
+                // Passed on as it arrives; only the end is kept for the result.
+                let mut tail = Vec::new();
+                let mut buf = vec![0u8; 16 << 10];
+                loop {
+                    let n = child_stdout
+                        .read(&mut buf)
+                        .await
+                        .map_err(|e| ExecError::Io(e.to_string()))?;
+                    if n == 0 {
+                        sink(OutputStream::Stdout, Vec::new()).await;
+                        return Ok(tail);
+                    }
+                    sink(OutputStream::Stdout, buf[..n].to_vec()).await;
+                    keep_tail(&mut tail, &buf[..n], tail_max);
+                }
+            }
             // The cap applies as bytes arrive, whether or not they end a line.
             let mut out: Vec<u8> = Vec::new();
             let mut line_start = 0;
@@ -386,18 +443,22 @@ impl LiveSsh {
             }
             Ok(out)
         };
-        let tail_max = bounds.stderr_tail;
         let read_err = async move {
             let mut tail = Vec::new();
             let mut buf = [0u8; 8192];
             loop {
                 match child_stderr.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        tail.extend_from_slice(&buf[..n]);
-                        if tail.len() > tail_max {
-                            tail.drain(..tail.len() - tail_max);
+                    Ok(0) | Err(_) => {
+                        if let Some(sink) = sink {
+                            sink(OutputStream::Stderr, Vec::new()).await;
                         }
+                        break;
+                    }
+                    Ok(n) => {
+                        if let Some(sink) = sink {
+                            sink(OutputStream::Stderr, buf[..n].to_vec()).await;
+                        }
+                        keep_tail(&mut tail, &buf[..n], tail_max);
                     }
                 }
             }
@@ -418,6 +479,14 @@ impl LiveSsh {
             stdout,
             stderr_tail,
         })
+    }
+}
+
+/// Append `bytes` to `tail`, keeping its last `max` bytes.
+fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8], max: usize) {
+    tail.extend_from_slice(bytes);
+    if tail.len() > max {
+        tail.drain(..tail.len() - max);
     }
 }
 

@@ -25,8 +25,11 @@ use std::sync::Arc;
 
 use wasmtime::component::{HasData, Linker};
 
-pub use backend::{ExecBackend, ExecError, ExecOutput, ExecRequest};
-pub use grant::{ExecBounds, ExecPolicy, GrantError, HostGrant, SshGrant};
+pub use backend::{
+    ExecBackend, ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, OutputStream,
+};
+pub use grant::{Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshGrant};
+pub use host::interpreter_of;
 
 use super::Scope;
 
@@ -108,17 +111,47 @@ impl SshExec {
 /// Receives each complete stdout line of a running exec, with its host alias.
 pub type LineSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
+/// Chooses, per exec, where its output streams: a sink for the execs whose
+/// output is the caller's, none for the others (they collect theirs).
+pub type OutputSelector = Arc<dyn Fn(&[String]) -> Option<OutputSink> + Send + Sync>;
+
+/// A world's narrowing of what one call may run, beyond the grant: the argument
+/// vector and stdin (already allowed by the grant) are refused with the
+/// returned reason.
+pub type Narrowing = Arc<dyn Fn(&[String], &[u8]) -> Result<(), String> + Send + Sync>;
+
 /// The capability's state for one call.
 pub struct SshExecState {
     exec: Arc<SshExec>,
     scope: Scope,
     lines: LineSink,
+    narrowing: Option<Narrowing>,
+    output: Option<OutputSelector>,
 }
 
 impl SshExecState {
     /// State for one call of `scope`, with stdout lines going to `lines`.
     pub fn new(exec: Arc<SshExec>, scope: Scope, lines: LineSink) -> SshExecState {
-        SshExecState { exec, scope, lines }
+        SshExecState {
+            exec,
+            scope,
+            lines,
+            narrowing: None,
+            output: None,
+        }
+    }
+
+    /// Refuse, in this call, what `narrowing` refuses (checked after the grant).
+    pub fn with_narrowing(mut self, narrowing: Narrowing) -> SshExecState {
+        self.narrowing = Some(narrowing);
+        self
+    }
+
+    /// Stream the output of this call's execs where `select` says (see
+    /// [`ExecRequest::output`]); the others collect theirs.
+    pub fn with_output(mut self, select: OutputSelector) -> SshExecState {
+        self.output = Some(select);
+        self
     }
 }
 

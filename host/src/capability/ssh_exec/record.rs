@@ -161,6 +161,12 @@ impl<B> Recording<B> {
 impl<B: ExecBackend> ExecBackend for Recording<B> {
     fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
         Box::pin(async move {
+            if req.stdin_stream.is_some() {
+                return Err(ExecError::Refused(
+                    "a recording holds each exec's stdin hash; streamed input cannot be recorded"
+                        .into(),
+                ));
+            }
             let host = req.alias.to_string();
             let argv = req.argv.to_vec();
             let stdin_sha256 = sha256_hex(req.stdin);
@@ -247,6 +253,13 @@ impl Replay {
 
 impl ExecBackend for Replay {
     fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
+        if req.stdin_stream.is_some() {
+            return Box::pin(async {
+                Err(ExecError::Refused(
+                    "a replay answers by stdin hash; streamed input cannot be replayed".into(),
+                ))
+            });
+        }
         let answer = self.answer(req.alias, req.argv, req.stdin);
         if let Ok(out) = &answer {
             for line in String::from_utf8_lossy(&out.stdout).lines() {

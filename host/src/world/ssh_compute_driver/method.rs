@@ -142,7 +142,10 @@ mod tests {
 
     #[test]
     fn the_node_client_lists_the_same_methods() {
-        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/node/methods.json");
+        let file = format!(
+            "{}/node/methods.json",
+            std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")
+        );
         let node: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
         let node: Vec<&str> = node["methods"]

@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+# occ sandbox: run one command in a sandbox, and make sure it ends.
+#
+# Sent by the sandbox component and run by the host as
+#   python3 -c <this text> exec <mode> <nonce> <workspace-root> <runtime-id>
+#           <mount> <workdir> <timeout-ms> <header-bytes>
+# with stdin starting with a JSON header of <header-bytes> bytes,
+# {"command", "env", "args"}, followed by the command's own stdin. The command
+# and its environment travel on stdin, not in the argument vector, so that
+# other users of the target cannot read them in the process list. The host runs
+# this script only when its SHA-256 is approved in the installation, and only
+# in a call that asked for exactly this command (it reads the header).
+#
+# <mode> is `exec` (`/bin/sh -c <command>`) or `shell` (`/bin/sh -c <command>
+# occ-sandbox-shell <args...>`). The command runs in <workdir> below the mount,
+# reached without following any symbolic link, in a session of its own, with
+# this process's stdin; its stdout and stderr pass through this script to the
+# caller as they are written, and end when the command ends (a process it left
+# in the background keeps running, but no longer holds the caller's streams).
+#
+# It ends when the command ends (exit status passed on; 128+n for signal n), or:
+# - the time limit passes: the command's process group, and any process that
+#   carries this run's marker in its environment, get SIGTERM, then SIGKILL;
+#   the report line below says so and the exit status is 124;
+# - the SSH channel closes (the caller cancelled, the host timed out): stdout
+#   or stderr reports an error or hang-up, and the processes are killed the
+#   same way.
+# Reports of this script itself (never of the command) are one stderr line
+# `occ-sandbox-exec <nonce> <json>`, exit 124 (time limit) or 125 (it could not
+# start the command).
+# Python 3.6 or later; standard library only.
+
+import errno
+import json
+import os
+import re
+import select
+import signal
+import stat
+import sys
+import time
+
+NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+GRACE_SECONDS = 2.0
+MARKER = "OCC_SANDBOX_EXEC_ID"
+
+
+class SetupError(Exception):
+    def __init__(self, code, message):
+        Exception.__init__(self, message)
+        self.code = code
+        self.message = message
+
+
+def report(nonce, payload, status):
+    sys.stderr.write("occ-sandbox-exec %s %s\n" % (nonce, json.dumps(payload)))
+    sys.stderr.flush()
+    os._exit(status)
+
+
+# The same descriptor walk as workspace.py: each script is sent alone, so each
+# carries the few lines it needs.
+def open_workdir(root, runtime, mount, rel):
+    if mount not in ("workspace", "agent"):
+        raise SetupError("invalid-path", "unknown mount %r" % mount)
+    parts = [] if rel == "" else rel.split("/")
+    for part in [runtime, mount] + parts:
+        if part in ("", ".", "..") or "/" in part or "\0" in part:
+            raise SetupError("invalid-path", "invalid path component %r" % part)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            raise SetupError("no-runtime", "no workspace root %s" % root)
+        raise
+    walked = []
+    for index, part in enumerate([runtime, mount] + parts):
+        walked.append(part)
+        try:
+            nxt = os.open(part, NOFOLLOW_DIR, dir_fd=fd)
+        except OSError as e:
+            where = "/".join(walked)
+            if e.errno == errno.ENOENT:
+                code = "no-runtime" if index == 0 else "not-found"
+                raise SetupError(code, "%s: no such directory" % where)
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                try:
+                    link = stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+                except OSError:
+                    link = False
+                if link:
+                    raise SetupError("symlink", "%s: is a symbolic link; the sandbox never follows one" % where)
+                raise SetupError("not-a-directory", "%s: not a directory" % where)
+            raise
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
+def env_for(extra, marker):
+    env = dict(os.environ)
+    for name, value in extra.items():
+        if not re.match(r"[A-Za-z_][A-Za-z0-9_]*\Z", name):
+            raise SetupError("invalid-command", "invalid environment variable name %r" % name)
+        if "\0" in value:
+            raise SetupError("invalid-command", "environment variable %s holds NUL" % name)
+        env[name] = value
+    env[MARKER] = marker
+    return env
+
+
+def marked_pids(marker):
+    """Processes (of this user) whose environment carries the run's marker: they
+    left the process group, but not the run."""
+    needle = ("%s=%s" % (MARKER, marker)).encode()
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    me = os.getpid()
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def kill_run(child, marker):
+    """SIGTERM to the group and the marked processes, SIGKILL to what is left
+    after the grace period; wait for the command itself."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        targets = set(marked_pids(marker))
+        try:
+            os.killpg(child, sig)
+        except OSError:
+            pass
+        for pid in targets:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        if sig == signal.SIGKILL:
+            break
+        deadline = time.monotonic() + GRACE_SECONDS
+        while time.monotonic() < deadline:
+            if reap(child) is not None and not marked_pids(marker) and not group_alive(child):
+                return
+            time.sleep(0.05)
+    # After SIGKILL the command goes at once; reap it.
+    try:
+        os.waitpid(child, 0)
+    except OSError:
+        pass
+
+
+def group_alive(pgid):
+    """Whether a process of the group still runs (zombies waiting for their
+    reaper do not count)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        names = None
+    if names is None:
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except OSError:
+            return False
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # After the command name: state, ppid, pgrp.
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+REAPED = {}
+
+
+def reap(pid):
+    """The command's wait status once it has ended, else None."""
+    if pid in REAPED:
+        return REAPED[pid]
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return REAPED.get(pid)
+    if done == 0:
+        return None
+    REAPED[pid] = status
+    return status
+
+
+def exit_code(status):
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def read_header(size):
+    """Exactly `size` bytes of stdin, unbuffered: the rest is the command's."""
+    data = b""
+    while len(data) < size:
+        chunk = os.read(0, size - len(data))
+        if not chunk:
+            raise SetupError("invalid-command", "stdin ended inside the %d-byte header" % size)
+        data += chunk
+    header = json.loads(data.decode("utf-8"))
+    if not isinstance(header, dict) or not isinstance(header.get("command"), str):
+        raise SetupError("invalid-command", "the header names no command")
+    return header["command"], header.get("env", {}), header.get("args", [])
+
+
+def main(argv):
+    if len(argv) != 8:
+        report(argv[1] if len(argv) > 1 else "-", {"error": "invalid-command", "message": "exec takes 8 arguments"}, 125)
+    mode, nonce, root, runtime, mount, rel, timeout_ms, header_bytes = argv
+    try:
+        if mode not in ("exec", "shell"):
+            raise SetupError("invalid-command", "unknown mode %r" % mode)
+        command, extra, args = read_header(int(header_bytes))
+        if "\0" in command:
+            raise SetupError("invalid-command", "the command holds NUL")
+        if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
+            raise SetupError("invalid-command", "the environment must map names to strings")
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise SetupError("invalid-command", "the arguments must be strings")
+        timeout = int(timeout_ms) / 1000.0
+        fd = open_workdir(root, runtime, mount, rel)
+        try:
+            os.fchdir(fd)
+        finally:
+            os.close(fd)
+        marker = os.urandom(16).hex()
+        env = env_for(extra, marker)
+    except SetupError as e:
+        report(nonce, {"error": e.code, "message": e.message}, 125)
+    except (OSError, ValueError) as e:
+        report(nonce, {"error": "remote", "message": str(e)}, 125)
+
+    argv = ["/bin/sh", "-c", command] if mode == "exec" else ["/bin/sh", "-c", command, "occ-sandbox-shell"] + args
+    # The command writes into pipes of this script, which passes the bytes on:
+    # when the command ends, its output ends with it, even if something it
+    # left in the background still holds the pipes.
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        child = os.fork()
+    except OSError as e:
+        report(nonce, {"error": "remote", "message": "fork: %s" % e}, 125)
+    if child == 0:
+        try:
+            os.setsid()
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    os.close(out_w)
+    os.close(err_w)
+    run(child, marker, nonce, timeout, int(timeout_ms), {out_r: 1, err_r: 2})
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def run(child, marker, nonce, timeout, timeout_ms, pipes):
+    """Pass the command's output on until it ends, its time passes or nobody
+    listens any more."""
+    watch = select.poll()
+    for fd in pipes:
+        watch.register(fd, select.POLLIN)
+    # Registered with no events: poll still reports an error or hang-up on
+    # them, which is how a closed SSH channel shows.
+    watch.register(1, 0)
+    watch.register(2, 0)
+    pidfd = None
+    if hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(child)
+            watch.register(pidfd, select.POLLIN)
+        except OSError:
+            pidfd = None
+
+    def gone():
+        # Nobody is listening any more: end the run, quietly.
+        kill_run(child, marker)
+        os._exit(129)
+
+    def drain(fd, block):
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return False
+        if not data:
+            watch.unregister(fd)
+            del pipes[fd]
+            return False
+        try:
+            write_all(pipes[fd], data)
+        except BrokenPipeError:
+            gone()
+        return True
+
+    deadline = time.monotonic() + timeout
+    while True:
+        status = reap(child)
+        if status is not None:
+            # What the command wrote before it ended is in the pipes: pass it
+            # on, without waiting for anything it left behind.
+            for fd in list(pipes):
+                os.set_blocking(fd, False)
+                while fd in pipes and drain(fd, False):
+                    pass
+            os._exit(exit_code(status))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            kill_run(child, marker)
+            report(nonce, {"timedOut": True, "timeoutMs": timeout_ms}, 124)
+        wait_ms = int(min(left, 0.5 if pidfd is None else left) * 1000) + 1
+        for fd, events in watch.poll(wait_ms):
+            if fd in (1, 2) and events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+                gone()
+            if fd in pipes and events & (select.POLLIN | select.POLLHUP):
+                drain(fd, True)
+
+
+if __name__ == "__main__":
+    # sys.argv[0] is "-c" and sys.argv[1] the script's name ("exec").
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    main(sys.argv[2:])

@@ -1,0 +1,813 @@
+#!/usr/bin/env python3
+# occ sandbox: every change the backend makes to a remote workspace.
+#
+# Sent by the sandbox component and run by the host as
+#   python3 -c <this text> workspace <op> <workspace-root> <runtime-id> [args...]
+# with the operation's data (a file's bytes, a tar stream) on stdin. The host
+# runs it only when its SHA-256 is approved in the installation.
+#
+# Layout: <workspace-root>/<runtime-id>/{workspace,agent}. The workspace root is
+# the operator's (configured, followed as it is). Below it every directory is
+# opened relative to its parent's descriptor with O_NOFOLLOW, and a symbolic
+# link met on the way is resolved by this script, component by component, from
+# the directory it sits in: one that stays inside the mount is followed (as
+# OpenClaw follows it), one that leads outside is refused. A link swapped in
+# while an operation runs is met the same way, or not at all: what was opened
+# stays open. A regular file with more than one link is refused for reading and
+# writing: its other name may be outside. Writes replace the entry (a
+# temporary file beside it, then a rename), so a link swapped in at the last
+# moment is replaced, not followed.
+#
+# Output: a JSON object on stdout (raw bytes for `read`), exit 0. A refusal or
+# failure: one JSON line {"error", "message", "path"} on stderr, exit 1.
+# Python 3.6 or later; standard library only.
+
+import errno
+import json
+import os
+import stat
+import sys
+
+NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+MOUNTS = ("workspace", "agent")
+CHUNK = 1 << 16
+
+
+class Refusal(Exception):
+    def __init__(self, code, message, path=None):
+        Exception.__init__(self, message)
+        self.code = code
+        self.message = message
+        self.path = path
+
+
+ERRNO_CODES = {
+    errno.ENOENT: "not-found",
+    errno.EEXIST: "exists",
+    errno.ENOTDIR: "not-a-directory",
+    errno.EISDIR: "is-a-directory",
+    errno.ENOTEMPTY: "not-empty",
+    errno.ELOOP: "symlink",
+    errno.EFBIG: "too-large",
+}
+
+
+def token():
+    return os.urandom(8).hex()
+
+
+# --- names and walking ----------------------------------------------------------
+
+
+def check_name(name, path):
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        raise Refusal("invalid-path", "invalid path component %r" % name, path)
+
+
+def split(rel):
+    """A relative path as components; the empty string is the mount root."""
+    if rel == "":
+        return []
+    parts = rel.split("/")
+    for part in parts:
+        check_name(part, rel)
+    return parts
+
+
+def refuse_link(dirfd, name, path):
+    """After ELOOP or ENOTDIR opening `name`: say what is in the way."""
+    try:
+        st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except OSError:
+        raise Refusal("not-found", "%s: no such directory" % path, path)
+    if stat.S_ISLNK(st.st_mode):
+        raise Refusal("symlink", "%s: is a symbolic link; the sandbox never follows one" % path, path)
+    raise Refusal("not-a-directory", "%s: not a directory" % path, path)
+
+
+def open_dir(dirfd, name, path, create=False):
+    try:
+        return os.open(name, NOFOLLOW_DIR, dir_fd=dirfd)
+    except OSError as e:
+        if e.errno == errno.ENOENT and create:
+            try:
+                os.mkdir(name, 0o777, dir_fd=dirfd)
+            except OSError as m:
+                if m.errno != errno.EEXIST:
+                    raise
+            return open_dir(dirfd, name, path, False)
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            refuse_link(dirfd, name, path)
+        if e.errno == errno.ENOENT:
+            raise Refusal("not-found", "%s: no such directory" % path, path)
+        raise
+
+
+def open_root(root, create=False):
+    """The operator's workspace root, followed as configured."""
+    if create:
+        os.makedirs(root, exist_ok=True)
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            return None
+        raise
+
+
+def open_runtime(root, runtime):
+    check_name(runtime, runtime)
+    rootfd = open_root(root)
+    if rootfd is None:
+        raise Refusal("no-runtime", "no runtime root %s/%s" % (root, runtime))
+    try:
+        return os.open(runtime, NOFOLLOW_DIR, dir_fd=rootfd)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            raise Refusal("no-runtime", "no runtime root %s/%s" % (root, runtime))
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            refuse_link(rootfd, runtime, runtime)
+        raise
+    finally:
+        os.close(rootfd)
+
+
+def open_mount(root, runtime, mount):
+    if mount not in MOUNTS:
+        raise Refusal("invalid-path", "unknown mount %r" % mount)
+    runfd = open_runtime(root, runtime)
+    try:
+        return open_dir(runfd, mount, mount)
+    finally:
+        os.close(runfd)
+
+
+def walk(fd, parts, path, create=False):
+    """Open `parts` below `fd` (which is consumed) one component at a time."""
+    for part in parts:
+        try:
+            nxt = open_dir(fd, part, path, create)
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
+MAX_LINKS = 40
+
+
+def beneath(mount_abs, target):
+    """The components of an absolute link target below the mount, or None."""
+    prefix = mount_abs.rstrip("/") + "/"
+    if target.rstrip("/") == mount_abs.rstrip("/"):
+        return []
+    if not target.startswith(prefix):
+        return None
+    return [p for p in target[len(prefix):].split("/") if p]
+
+
+def resolve(root, runtime, mount, rel, create=False, follow_last=True):
+    """The directory that holds `rel` and the name of its leaf (None for the
+    mount root), following links that stay inside the mount: each component
+    is looked at where it is (lstat, then open with O_NOFOLLOW), a link's
+    target is resolved from the directory it sits in, `..` never climbs above
+    the mount, and a link that leads outside is refused. With `follow_last`
+    false the leaf is the entry itself, link or not. `create` makes missing
+    directories on the way."""
+    mount_abs = "/".join([root.rstrip("/"), runtime, mount])
+    stack = [open_mount(root, runtime, mount)]
+    todo = split(rel)
+    links = 0
+    try:
+        while todo:
+            name = todo.pop(0)
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(stack) == 1:
+                    raise Refusal("escapes-workspace", "%s: leads outside the workspace" % rel, rel)
+                os.close(stack.pop())
+                continue
+            check_name(name, rel)
+            if not todo and not follow_last:
+                return stack.pop(), name
+            st = lstat_at(stack[-1], name)
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                links += 1
+                if links > MAX_LINKS:
+                    raise Refusal("symlink", "%s: more than %d symbolic links" % (rel, MAX_LINKS), rel)
+                target = os.readlink(name, dir_fd=stack[-1])
+                if target.startswith("/"):
+                    inside = beneath(mount_abs, target)
+                    if inside is None:
+                        raise Refusal("symlink", "%s: a symbolic link leads outside the workspace; the sandbox never follows one there" % rel, rel)
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                    todo = inside + todo
+                else:
+                    todo = [p for p in target.split("/")] + todo
+                continue
+            if not todo:
+                return stack.pop(), name
+            try:
+                stack.append(open_dir(stack[-1], name, rel, create))
+            except Refusal as r:
+                if r.code != "symlink":
+                    raise
+                # Swapped for a link after it was looked at: look again.
+                todo.insert(0, name)
+        return stack.pop(), None
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def parent_of(root, runtime, mount, rel, create=False, follow_last=True):
+    """The parent directory of `rel` and its leaf name: `rel` may not be the
+    mount root."""
+    fd, leaf = resolve(root, runtime, mount, rel, create, follow_last)
+    if leaf is None:
+        os.close(fd)
+        raise Refusal("invalid-path", "the mount root itself cannot be the target", rel)
+    return fd, leaf
+
+
+def dir_of(root, runtime, mount, rel, create=False):
+    """The directory `rel`, following links that stay inside."""
+    fd, leaf = resolve(root, runtime, mount, rel, create)
+    if leaf is None:
+        return fd
+    try:
+        return open_dir(fd, leaf, rel, create)
+    finally:
+        os.close(fd)
+
+
+def lstat_at(dirfd, name):
+    try:
+        return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            return None
+        raise
+
+
+def kind_of(mode):
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return "other"
+
+
+def refuse_hardlink(st, path):
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise Refusal("hardlink", "%s: a regular file with %d links is refused; one of them may be outside the sandbox" % (path, st.st_nlink), path)
+
+
+def copy_stdin(fd):
+    src = sys.stdin.buffer
+    while True:
+        chunk = src.read(CHUNK)
+        if not chunk:
+            return
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view):]
+
+
+def temp_file(dirfd, prefix, mode=0o600):
+    while True:
+        name = "%s%s" % (prefix, token())
+        try:
+            return name, os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode, dir_fd=dirfd)
+        except OSError as e:
+            if e.errno != errno.EEXIST:
+                raise
+
+
+def unlink_quietly(dirfd, name):
+    try:
+        os.unlink(name, dir_fd=dirfd)
+    except OSError:
+        pass
+
+
+def remove_tree(dirfd, name):
+    """Remove `name` below `dirfd` and everything in it, never following a link.
+    Directories without write or search permission (a tar may restore them so)
+    are opened up first."""
+    st = lstat_at(dirfd, name)
+    if st is None:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dirfd)
+        return
+    try:
+        fd = os.open(name, NOFOLLOW_DIR, dir_fd=dirfd)
+    except PermissionError:
+        # Unreadable: it was a directory a moment ago (lstat above), so make it
+        # readable by name and open it again without following.
+        os.chmod(name, stat.S_IMODE(st.st_mode) | 0o700, dir_fd=dirfd)
+        fd = os.open(name, NOFOLLOW_DIR, dir_fd=dirfd)
+    try:
+        if st.st_mode & 0o700 != 0o700:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o700)
+        for entry in os.listdir(fd):
+            remove_tree(fd, entry)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dirfd)
+
+
+# --- the atomic no-replace rename ------------------------------------------------
+
+
+class MissingRename(Exception):
+    pass
+
+
+def rename_no_replace(src_dir, src, dst_dir, dst):
+    """Rename `src` to `dst`, failing with EEXIST (or ENOTEMPTY) if `dst` exists,
+    atomically: renameat2(RENAME_NOREPLACE) on Linux, renameatx_np(RENAME_EXCL)
+    on macOS, through the C library. There is no fallback: without the
+    primitive, MissingRename says so and nothing is renamed."""
+    try:
+        import ctypes
+    except ImportError as e:
+        raise MissingRename("python3 has no ctypes (%s)" % e)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if sys.platform.startswith("linux"):
+        call, flag, what = getattr(libc, "renameat2", None), 1, "renameat2(RENAME_NOREPLACE)"
+    elif sys.platform == "darwin":
+        call, flag, what = getattr(libc, "renameatx_np", None), 0x4, "renameatx_np(RENAME_EXCL)"
+    else:
+        raise MissingRename("%s has no atomic no-replace rename this backend knows" % sys.platform)
+    if call is None:
+        raise MissingRename("the C library has no %s" % what)
+    call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    if call(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), flag) == 0:
+        return
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EPERM, getattr(errno, "ENOTSUP", -1), getattr(errno, "EOPNOTSUPP", -1)):
+        raise MissingRename("%s failed: [Errno %d] %s" % (what, err, os.strerror(err)))
+    raise OSError(err, os.strerror(err), dst)
+
+
+# --- runtime operations --------------------------------------------------------------
+
+
+def stage_name_ok(runtime, stage):
+    prefix = runtime + ".bootstrap-"
+    tail = stage[len(prefix):]
+    return stage.startswith(prefix) and len(tail) == 32 and all(c in "0123456789abcdef" for c in tail)
+
+
+def check_stage(runtime, stage):
+    check_name(runtime, runtime)
+    if not stage_name_ok(runtime, stage):
+        raise Refusal("invalid-path", "%r is not a stage of %s" % (stage, runtime))
+
+
+def op_describe(root, runtime):
+    check_name(runtime, runtime)
+    rootfd = open_root(root)
+    if rootfd is None:
+        return {"exists": False}
+    try:
+        st = lstat_at(rootfd, runtime)
+    finally:
+        os.close(rootfd)
+    if st is None:
+        return {"exists": False}
+    return {"exists": True, "kind": "symlink" if stat.S_ISLNK(st.st_mode) else kind_of(st.st_mode)}
+
+
+def op_stage(root, runtime, stage):
+    check_stage(runtime, stage)
+    rootfd = open_root(root, create=True)
+    try:
+        os.mkdir(stage, 0o700, dir_fd=rootfd)
+    finally:
+        os.close(rootfd)
+    return {"stage": stage}
+
+
+def op_publish(root, runtime, stage):
+    """Publish a stage as the runtime root, never replacing what is there: when
+    another first use published first, adopt its workspace and drop ours."""
+    check_stage(runtime, stage)
+    rootfd = open_root(root)
+    if rootfd is None:
+        raise Refusal("not-found", "workspace root %s is gone" % root)
+    try:
+        try:
+            rename_no_replace(rootfd, stage, rootfd, runtime)
+            return {"result": "published"}
+        except MissingRename as e:
+            remove_tree(rootfd, stage)
+            raise Refusal("missing-capability",
+                          "cannot publish a new workspace at %s/%s: the target lacks an atomic no-replace directory rename "
+                          "(renameat2 with RENAME_NOREPLACE on Linux, renameatx_np with RENAME_EXCL on macOS) on this "
+                          "libc and filesystem: %s; nothing was replaced, and existing workspaces are still adopted"
+                          % (root, runtime, e))
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                remove_tree(rootfd, stage)
+                raise
+            st = lstat_at(rootfd, runtime)
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                remove_tree(rootfd, stage)
+                raise Refusal("exists", "%s/%s exists and is not a directory; it was left as it is" % (root, runtime))
+            remove_tree(rootfd, stage)
+            return {"result": "adopted"}
+    finally:
+        os.close(rootfd)
+
+
+def op_discard(root, runtime, stage):
+    check_stage(runtime, stage)
+    rootfd = open_root(root)
+    if rootfd is None:
+        return {"removed": False}
+    try:
+        found = lstat_at(rootfd, stage) is not None
+        remove_tree(rootfd, stage)
+        return {"removed": found}
+    finally:
+        os.close(rootfd)
+
+
+def op_remove_runtime(root, runtime):
+    check_name(runtime, runtime)
+    rootfd = open_root(root)
+    if rootfd is None:
+        return {"removed": False}
+    try:
+        found = lstat_at(rootfd, runtime) is not None
+        remove_tree(rootfd, runtime)
+        return {"removed": found}
+    finally:
+        os.close(rootfd)
+
+
+def member_parts(name):
+    while name.startswith("./"):
+        name = name[2:]
+    name = name.rstrip("/")
+    if name in ("", "."):
+        return []
+    if name.startswith("/"):
+        raise Refusal("invalid-path", "archive member %r is absolute" % name, name)
+    return split(name)
+
+
+def link_stays_inside(parts, target):
+    if target.startswith("/") or "\0" in target:
+        return False
+    depth = len(parts) - 1
+    for part in target.split("/"):
+        if part in ("", "."):
+            continue
+        depth = depth - 1 if part == ".." else depth + 1
+        if depth < 0:
+            return False
+    return True
+
+
+def op_unpack(root, runtime, stage, mount):
+    """Extract a tar stream from stdin into <stage>/<mount>: directories, regular
+    files (permission bits only) and symbolic links that stay inside. Anything
+    else, an absolute or `..` name, a link leaving the tree or a name that exists
+    already is refused."""
+    import tarfile
+    check_stage(runtime, stage)
+    if mount not in MOUNTS:
+        raise Refusal("invalid-path", "unknown mount %r" % mount)
+    rootfd = open_root(root)
+    if rootfd is None:
+        raise Refusal("not-found", "workspace root %s is gone" % root)
+    try:
+        stagefd = open_dir(rootfd, stage, stage)
+    finally:
+        os.close(rootfd)
+    try:
+        os.mkdir(mount, 0o700, dir_fd=stagefd)
+        top = os.open(mount, NOFOLLOW_DIR, dir_fd=stagefd)
+    finally:
+        os.close(stagefd)
+    counts = {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
+    modes = []
+    try:
+        with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as archive:
+            for member in archive:
+                parts = member_parts(member.name)
+                mode = stat.S_IMODE(member.mode) & 0o777
+                if not parts:
+                    if not member.isdir():
+                        raise Refusal("invalid-path", "the archive root is not a directory")
+                    modes.append(([], mode, member.mtime))
+                    continue
+                parent = walk(os.dup(top), parts[:-1], member.name)
+                try:
+                    leaf = parts[-1]
+                    if member.isdir():
+                        os.mkdir(leaf, 0o700, dir_fd=parent)
+                        modes.append((parts, mode, member.mtime))
+                        counts["directories"] += 1
+                    elif member.isreg():
+                        fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=parent)
+                        try:
+                            src = archive.extractfile(member)
+                            while True:
+                                chunk = src.read(CHUNK)
+                                if not chunk:
+                                    break
+                                view = memoryview(chunk)
+                                while view:
+                                    view = view[os.write(fd, view):]
+                            os.fchmod(fd, mode)
+                            os.utime(fd, (member.mtime, member.mtime))
+                        finally:
+                            os.close(fd)
+                        counts["files"] += 1
+                        counts["bytes"] += member.size
+                    elif member.issym():
+                        if not link_stays_inside(parts, member.linkname):
+                            raise Refusal("symlink", "archive link %s -> %s leaves the workspace" % (member.name, member.linkname), member.name)
+                        os.symlink(member.linkname, leaf, dir_fd=parent)
+                        counts["symlinks"] += 1
+                    else:
+                        raise Refusal("invalid-path", "archive member %s is not a directory, a regular file or a symbolic link" % member.name, member.name)
+                finally:
+                    os.close(parent)
+        # Modes last, deepest first, so that a read-only directory does not stop
+        # its own extraction.
+        for parts, mode, mtime in sorted(modes, key=lambda m: -len(m[0])):
+            fd = walk(os.dup(top), parts, "/".join(parts))
+            try:
+                os.fchmod(fd, mode)
+                os.utime(fd, (mtime, mtime))
+            finally:
+                os.close(fd)
+    finally:
+        os.close(top)
+    return counts
+
+
+# --- bridge operations -----------------------------------------------------------------
+
+
+def op_read(root, runtime, mount, rel, limit):
+    limit = int(limit)
+    # Links on the way are followed inside; the file itself must not be one
+    # (as OpenClaw opens it).
+    fd, leaf = parent_of(root, runtime, mount, rel, follow_last=False)
+    try:
+        try:
+            ffd = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=fd)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.EMLINK):
+                raise Refusal("symlink", "%s: is a symbolic link; the sandbox never follows one" % rel, rel)
+            raise
+    finally:
+        os.close(fd)
+    try:
+        st = os.fstat(ffd)
+        if stat.S_ISDIR(st.st_mode):
+            raise Refusal("is-a-directory", "%s: is a directory" % rel, rel)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refusal("invalid-path", "%s: not a regular file" % rel, rel)
+        refuse_hardlink(st, rel)
+        if st.st_size > limit:
+            raise Refusal("too-large", "%s: %d bytes exceed the read limit of %d" % (rel, st.st_size, limit), rel)
+        data = bytearray()
+        while len(data) <= limit:
+            chunk = os.read(ffd, min(CHUNK, limit + 1 - len(data)))
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > limit:
+            raise Refusal("too-large", "%s: grew past the read limit of %d bytes while read" % (rel, limit), rel)
+    finally:
+        os.close(ffd)
+    sys.stdout.buffer.write(bytes(data))
+    sys.stdout.buffer.flush()
+    return None
+
+
+def op_write(root, runtime, mount, rel, mkdir):
+    fd, leaf = parent_of(root, runtime, mount, rel, create=(mkdir == "1"), follow_last=False)
+    try:
+        st = lstat_at(fd, leaf)
+        mode = 0o600
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            # The file replaces the link (as OpenClaw's write does), which never
+            # changes what it points to; a link to outside is refused all the same.
+            target, _ = resolve(root, runtime, mount, rel)
+            os.close(target)
+        elif st is not None:
+            if stat.S_ISDIR(st.st_mode):
+                raise Refusal("is-a-directory", "%s: is a directory" % rel, rel)
+            if not stat.S_ISREG(st.st_mode):
+                raise Refusal("invalid-path", "%s: not a regular file" % rel, rel)
+            refuse_hardlink(st, rel)
+            mode = stat.S_IMODE(st.st_mode)
+        name, tfd = temp_file(fd, ".occ-write-")
+        try:
+            try:
+                copy_stdin(tfd)
+                os.fchmod(tfd, mode)
+                os.fsync(tfd)
+            finally:
+                os.close(tfd)
+            os.replace(name, leaf, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            unlink_quietly(fd, name)
+            raise
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return {"written": True}
+
+
+def op_create(root, runtime, mount, rel, mkdir):
+    # An entry of any kind at the path, a link too, means it exists.
+    fd, leaf = parent_of(root, runtime, mount, rel, create=(mkdir == "1"), follow_last=False)
+    try:
+        if lstat_at(fd, leaf) is not None:
+            return {"result": "exists"}
+        name, tfd = temp_file(fd, ".occ-create-")
+        try:
+            try:
+                copy_stdin(tfd)
+                os.fsync(tfd)
+            finally:
+                os.close(tfd)
+            try:
+                rename_no_replace(fd, name, fd, leaf)
+            except MissingRename:
+                # For a file, a hard link is an atomic no-replace publish too.
+                os.link(name, leaf, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+                unlink_quietly(fd, name)
+        except OSError as e:
+            unlink_quietly(fd, name)
+            if e.errno == errno.EEXIST:
+                return {"result": "exists"}
+            raise
+        except BaseException:
+            unlink_quietly(fd, name)
+            raise
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return {"result": "created"}
+
+
+def op_mkdirp(root, runtime, mount, rel):
+    fd = dir_of(root, runtime, mount, rel, create=True)
+    os.close(fd)
+    return {"created": True}
+
+
+def op_remove(root, runtime, mount, rel, recursive, force):
+    try:
+        # A link is removed itself, never what it points to.
+        fd, leaf = parent_of(root, runtime, mount, rel, follow_last=False)
+    except Refusal as r:
+        if r.code == "not-found" and force == "1":
+            return {"removed": False}
+        raise
+    try:
+        st = lstat_at(fd, leaf)
+        if st is None:
+            if force == "1":
+                return {"removed": False}
+            raise Refusal("not-found", "Sandbox path not found; cannot remove files: %s" % rel, rel)
+        if stat.S_ISDIR(st.st_mode):
+            if recursive == "1":
+                remove_tree(fd, leaf)
+            else:
+                os.rmdir(leaf, dir_fd=fd)
+        else:
+            # A link is removed, never followed; a hard link loses one name.
+            os.unlink(leaf, dir_fd=fd)
+    finally:
+        os.close(fd)
+    return {"removed": True}
+
+
+def op_rename(root, runtime, mount, rel, to_mount, to_rel):
+    # Entries move and are replaced as they are, links included.
+    sfd, sleaf = parent_of(root, runtime, mount, rel, follow_last=False)
+    try:
+        if lstat_at(sfd, sleaf) is None:
+            raise Refusal("not-found", "%s: no such file or directory" % rel, rel)
+        dfd, dleaf = parent_of(root, runtime, to_mount, to_rel, create=True, follow_last=False)
+        try:
+            os.rename(sleaf, dleaf, src_dir_fd=sfd, dst_dir_fd=dfd)
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
+    return {"renamed": True}
+
+
+def op_stat(root, runtime, mount, rel):
+    try:
+        fd, leaf = resolve(root, runtime, mount, rel)
+        try:
+            st = os.fstat(fd) if leaf is None else lstat_at(fd, leaf)
+        finally:
+            os.close(fd)
+    except Refusal as r:
+        if r.code == "not-found":
+            return {"exists": False}
+        raise
+    if st is None:
+        return {"exists": False}
+    refuse_hardlink(st, rel)
+    return {
+        "exists": True,
+        "kind": kind_of(st.st_mode),
+        "size": st.st_size,
+        "mtimeMs": int(st.st_mtime * 1000),
+        "mode": stat.S_IMODE(st.st_mode),
+    }
+
+
+def op_readdir(root, runtime, mount, rel):
+    fd = dir_of(root, runtime, mount, rel)
+    entries = []
+    try:
+        with os.scandir(fd) as it:
+            for entry in it:
+                name = os.fsencode(entry.name).decode("utf-8", "replace")
+                if entry.is_symlink():
+                    kind = "other"
+                elif entry.is_dir(follow_symlinks=False):
+                    kind = "directory"
+                elif entry.is_file(follow_symlinks=False):
+                    kind = "file"
+                else:
+                    kind = "other"
+                entries.append({"name": name, "kind": kind})
+    finally:
+        os.close(fd)
+    entries.sort(key=lambda e: e["name"])
+    return {"entries": entries}
+
+
+def op_workdir(root, runtime, mount, rel):
+    # A command's working directory is reached without any link at all, as
+    # OpenClaw validates it.
+    fd = walk(open_mount(root, runtime, mount), split(rel), rel)
+    os.close(fd)
+    return {"directory": True}
+
+
+OPS = {
+    "describe": (op_describe, 0),
+    "stage": (op_stage, 1),
+    "unpack": (op_unpack, 2),
+    "publish": (op_publish, 1),
+    "discard": (op_discard, 1),
+    "remove-runtime": (op_remove_runtime, 0),
+    "read": (op_read, 3),
+    "write": (op_write, 3),
+    "create": (op_create, 3),
+    "mkdirp": (op_mkdirp, 2),
+    "remove": (op_remove, 4),
+    "rename": (op_rename, 4),
+    "stat": (op_stat, 2),
+    "readdir": (op_readdir, 2),
+    "workdir": (op_workdir, 2),
+}
+
+
+def main(argv):
+    if len(argv) < 3 or argv[0] not in OPS:
+        raise Refusal("invalid-path", "usage: workspace <op> <workspace-root> <runtime-id> [args...]")
+    fn, extra = OPS[argv[0]]
+    args = argv[1:]
+    if len(args) != 2 + extra:
+        raise Refusal("invalid-path", "%s takes %d arguments, not %d" % (argv[0], 2 + extra, len(args)))
+    result = fn(*args)
+    if result is not None:
+        sys.stdout.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    # sys.argv[0] is "-c" and sys.argv[1] the script's name ("workspace").
+    try:
+        main(sys.argv[2:])
+    except Refusal as r:
+        sys.stderr.write(json.dumps({"error": r.code, "message": r.message, "path": r.path}) + "\n")
+        sys.exit(1)
+    except OSError as e:
+        code = ERRNO_CODES.get(e.errno, "remote")
+        where = e.filename if isinstance(e.filename, str) else None
+        sys.stderr.write(json.dumps({"error": code, "message": "%s: %s" % (where or "operation", e.strerror), "path": where}) + "\n")
+        sys.exit(1)

@@ -1,0 +1,736 @@
+//! The sandbox configuration: OpenClaw's `agents.defaults.sandbox` block, as
+//! JSON (`{"agents": {"defaults": {"sandbox": {...}}}}`).
+//!
+//! Parsing is closed: every object admits only OpenClaw's keys, and every error
+//! names the key path from `agents`. Keys that belong to other backends are
+//! accepted with a warning that they do not apply (`docker`, `prune`, and the
+//! browser's settings), except where ignoring them would surprise: mounts
+//! (`docker.binds`) and browser sandboxing (`browser.enabled`) are refused.
+//!
+//! Defaults are the spec's: `ssh.command` `ssh`, `ssh.workspaceRoot`
+//! `/tmp/openclaw-sandboxes`, `ssh.strictHostKeyChecking` and
+//! `ssh.updateHostKeys` true; and OpenClaw's: `scope` `agent`,
+//! `workspaceAccess` `none`, `mode` `off`.
+
+use serde_json::{Map, Value};
+
+use crate::error::Error;
+use crate::model::Warning;
+
+/// `ssh.workspaceRoot` when absent.
+pub const DEFAULT_WORKSPACE_ROOT: &str = "/tmp/openclaw-sandboxes";
+/// `ssh.command` when absent.
+pub const DEFAULT_SSH_COMMAND: &str = "ssh";
+/// The backend ids this component answers to: OpenClaw's built-in name, and the
+/// name its plugin registers (`occ-ssh`), so a configuration can select either.
+pub const BACKEND_IDS: &[&str] = &["ssh", "occ-ssh"];
+
+const ROOT: &str = "agents.defaults.sandbox";
+
+/// `mode`: which sessions OpenClaw sandboxes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Off,
+    NonMain,
+    All,
+}
+
+/// `scope`: what one remote workspace is shared by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Session,
+    Agent,
+    Shared,
+}
+
+/// `workspaceAccess`: what the sandbox sees of the Agent's own workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    None,
+    ReadOnly,
+    ReadWrite,
+}
+
+/// `ssh.target`, parsed: `user@host[:port]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub user: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}:{}", self.user, self.host, self.port)
+    }
+}
+
+/// `ssh`: where the sandbox lives and how to reach it. The host owns the
+/// credentials; the component only checks that they are well formed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ssh {
+    pub target: Target,
+    /// The target exactly as configured: OpenClaw's config label.
+    pub target_label: String,
+    pub workspace_root: String,
+    pub strict_host_key_checking: bool,
+    pub update_host_keys: bool,
+}
+
+/// The parsed and validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub mode: Mode,
+    pub backend: String,
+    pub scope: Scope,
+    pub workspace_access: Access,
+    pub ssh: Ssh,
+    /// What the configuration says that does not apply here.
+    pub warnings: Vec<Warning>,
+}
+
+const SANDBOX_KEYS: &[&str] = &[
+    "mode",
+    "backend",
+    "workspaceAccess",
+    "sessionToolsVisibility",
+    "scope",
+    "perSession",
+    "workspaceRoot",
+    "docker",
+    "ssh",
+    "browser",
+    "prune",
+];
+
+const SSH_KEYS: &[&str] = &[
+    "target",
+    "command",
+    "workspaceRoot",
+    "strictHostKeyChecking",
+    "updateHostKeys",
+    "identityFile",
+    "certificateFile",
+    "knownHostsFile",
+    "identityData",
+    "certificateData",
+    "knownHostsData",
+];
+
+/// A JSON object and the key path it sits at.
+struct Object<'a> {
+    path: String,
+    map: &'a Map<String, Value>,
+}
+
+impl<'a> Object<'a> {
+    fn at(path: String, value: Option<&'a Value>) -> Result<Object<'a>, Error> {
+        match value {
+            Some(Value::Object(map)) => Ok(Object { path, map }),
+            Some(_) => Err(Error::config(&path, "must be an object")),
+            None => Err(Error::config(&path, "required")),
+        }
+    }
+
+    fn key(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        }
+    }
+
+    /// Every key must be one of `allowed`; the first other key (sorted) fails.
+    fn closed(&self, allowed: &[&str]) -> Result<(), Error> {
+        let mut keys: Vec<&String> = self.map.keys().collect();
+        keys.sort();
+        match keys.into_iter().find(|k| !allowed.contains(&k.as_str())) {
+            Some(unknown) => Err(Error::config(
+                self.key(unknown),
+                format!("unknown key (expected one of: {})", allowed.join(", ")),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn object(&self, key: &str) -> Result<Option<Object<'a>>, Error> {
+        match self.map.get(key) {
+            None => Ok(None),
+            v => Object::at(self.key(key), v).map(Some),
+        }
+    }
+
+    fn string(&self, key: &str) -> Result<Option<&'a str>, Error> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(Error::config(self.key(key), "must be a string")),
+        }
+    }
+
+    fn boolean(&self, key: &str) -> Result<Option<bool>, Error> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(Error::config(self.key(key), "must be true or false")),
+        }
+    }
+
+    fn one_of<T: Copy>(&self, key: &str, choices: &[(&str, T)]) -> Result<Option<T>, Error> {
+        let Some(value) = self.string(key)? else {
+            return Ok(None);
+        };
+        choices
+            .iter()
+            .find(|(name, _)| *name == value)
+            .map(|(_, v)| Some(*v))
+            .ok_or_else(|| {
+                let names: Vec<String> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
+                Error::config(
+                    self.key(key),
+                    format!("must be one of {} (found {value:?})", names.join(", ")),
+                )
+            })
+    }
+}
+
+impl Config {
+    /// Parse and validate the configuration document.
+    pub fn parse(json: &str) -> Result<Config, Error> {
+        let doc: Value = serde_json::from_str(json)
+            .map_err(|e| Error::config("configuration", format!("not valid JSON: {e}")))?;
+        // Key paths start at `agents`, as OpenClaw names them.
+        let top = match &doc {
+            Value::Object(map) => Object {
+                path: String::new(),
+                map,
+            },
+            _ => return Err(Error::config("configuration", "must be an object")),
+        };
+        // The document holds OpenClaw's block and nothing else.
+        let agents = single(&top, "agents")?;
+        let defaults = single(&agents, "defaults")?;
+        let sandbox = single(&defaults, "sandbox")?;
+        sandbox.closed(SANDBOX_KEYS)?;
+        let mut warnings = Vec::new();
+
+        let mode = sandbox
+            .one_of(
+                "mode",
+                &[
+                    ("off", Mode::Off),
+                    ("non-main", Mode::NonMain),
+                    ("all", Mode::All),
+                ],
+            )?
+            .unwrap_or(Mode::Off);
+        if mode == Mode::Off {
+            warnings.push(Warning::new(
+                "sandbox-off",
+                format!(
+                    "{ROOT}.mode is \"off\": OpenClaw sandboxes no session with this configuration"
+                ),
+            ));
+        }
+        let backend = match sandbox.string("backend")? {
+            None => BACKEND_IDS[0].to_string(),
+            Some(b) => {
+                let id = b.trim().to_lowercase();
+                if !BACKEND_IDS.contains(&id.as_str()) {
+                    return Err(Error::config(
+                        sandbox.key("backend"),
+                        format!(
+                            "this component is the SSH backend (\"ssh\", or \"occ-ssh\" as a plugin); found {b:?}"
+                        ),
+                    ));
+                }
+                id
+            }
+        };
+        let legacy_per_session = sandbox.boolean("perSession")?;
+        let scope = sandbox
+            .one_of(
+                "scope",
+                &[
+                    ("session", Scope::Session),
+                    ("agent", Scope::Agent),
+                    ("shared", Scope::Shared),
+                ],
+            )?
+            .unwrap_or(match legacy_per_session {
+                Some(true) => Scope::Session,
+                Some(false) => Scope::Shared,
+                None => Scope::Agent,
+            });
+        let workspace_access = sandbox
+            .one_of(
+                "workspaceAccess",
+                &[
+                    ("none", Access::None),
+                    ("ro", Access::ReadOnly),
+                    ("rw", Access::ReadWrite),
+                ],
+            )?
+            .unwrap_or(Access::None);
+        sandbox.one_of("sessionToolsVisibility", &[("spawned", ()), ("all", ())])?;
+        sandbox.string("workspaceRoot")?;
+
+        if let Some(docker) = sandbox.object("docker")? {
+            if let Some(binds) = docker.map.get("binds")
+                && binds.as_array().is_none_or(|b| !b.is_empty())
+            {
+                return Err(Error::config(
+                    docker.key("binds"),
+                    "the ssh backend mounts nothing into the sandbox; remove the binds",
+                ));
+            }
+            if !docker.map.is_empty() {
+                warnings.push(Warning::new(
+                    "does-not-apply",
+                    format!("{}.* does not apply to the ssh backend", docker.path),
+                ));
+            }
+        }
+        if let Some(browser) = sandbox.object("browser")? {
+            if browser.boolean("enabled")? == Some(true) {
+                return Err(Error::config(
+                    browser.key("enabled"),
+                    "browser sandboxing is not supported on the ssh backend",
+                ));
+            }
+            if browser.map.keys().any(|k| k != "enabled") {
+                warnings.push(Warning::new(
+                    "does-not-apply",
+                    format!("{}.* does not apply to the ssh backend", browser.path),
+                ));
+            }
+        }
+        if sandbox.object("prune")?.is_some_and(|p| !p.map.is_empty()) {
+            warnings.push(Warning::new(
+                "does-not-apply",
+                format!(
+                    "{ROOT}.prune does not apply to the ssh backend: a remote workspace lives until it is removed or recreated"
+                ),
+            ));
+        }
+
+        let ssh = Object::at(sandbox.key("ssh"), sandbox.map.get("ssh"))?;
+        let ssh = parse_ssh(&ssh)?;
+        Ok(Config {
+            mode,
+            backend,
+            scope,
+            workspace_access,
+            ssh,
+            warnings,
+        })
+    }
+}
+
+/// `parent.<key>`, which must be the only key of `parent`.
+fn single<'a>(parent: &Object<'a>, key: &str) -> Result<Object<'a>, Error> {
+    parent.closed(&[key])?;
+    Object::at(parent.key(key), parent.map.get(key))
+}
+
+fn parse_ssh(ssh: &Object<'_>) -> Result<Ssh, Error> {
+    ssh.closed(SSH_KEYS)?;
+    let target_label = ssh
+        .string("target")?
+        .ok_or_else(|| Error::config(ssh.key("target"), "required: user@host[:port]"))?;
+    let target = parse_target(target_label).map_err(|why| Error::config(ssh.key("target"), why))?;
+    if let Some(command) = ssh.string("command")?
+        && !command.trim().is_empty()
+        && command.trim() != DEFAULT_SSH_COMMAND
+    {
+        return Err(Error::config(
+            ssh.key("command"),
+            format!(
+                "the host runs one multiplexed OpenSSH client, `ssh` from its PATH; only \"ssh\" is supported (found {command:?})"
+            ),
+        ));
+    }
+    let workspace_root = match ssh.string("workspaceRoot")? {
+        None => DEFAULT_WORKSPACE_ROOT.to_string(),
+        Some(root) => normalize_remote_root(root)
+            .map_err(|why| Error::config(ssh.key("workspaceRoot"), why))?,
+    };
+    for key in ["identityFile", "certificateFile", "knownHostsFile"] {
+        if let Some(path) = ssh.string(key)? {
+            check_local_path(path).map_err(|why| Error::config(ssh.key(key), why))?;
+        }
+    }
+    for key in ["identityData", "certificateData", "knownHostsData"] {
+        check_secret_input(ssh, key)?;
+    }
+    Ok(Ssh {
+        target,
+        target_label: target_label.trim().to_string(),
+        workspace_root,
+        strict_host_key_checking: ssh.boolean("strictHostKeyChecking")?.unwrap_or(true),
+        update_host_keys: ssh.boolean("updateHostKeys")?.unwrap_or(true),
+    })
+}
+
+/// `user@host[:port]`. The user is required (the host logs in as a named user,
+/// never as whoever runs it); the host is an IPv4 address, a bracketed IPv6
+/// address or a DNS name; neither may start with `-`, so neither can be read as
+/// an ssh option.
+pub fn parse_target(raw: &str) -> Result<Target, String> {
+    let text = raw.trim();
+    let text = text.strip_prefix("ssh ").map(str::trim).unwrap_or(text);
+    let (user, rest) = text
+        .split_once('@')
+        .ok_or_else(|| format!("{raw:?} is not user@host[:port] (the user is required)"))?;
+    if user.is_empty()
+        || user.len() > 32
+        || user.starts_with('-')
+        || !user
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        return Err(format!(
+            "user {user:?} must be 1 to 32 of A-Z a-z 0-9 _ . - and not start with -"
+        ));
+    }
+    let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
+        let (addr, after) = inner
+            .split_once(']')
+            .ok_or_else(|| format!("{rest:?}: an IPv6 address needs its closing ]"))?;
+        if addr.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!("{addr:?} is not an IPv6 address"));
+        }
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| format!("{rest:?}: expected :port after ]"))?,
+            ),
+        };
+        (addr.to_string(), port)
+    } else {
+        match rest.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (rest.to_string(), None),
+        }
+    };
+    if !host.contains(':') && host.parse::<std::net::Ipv4Addr>().is_err() && !is_dns_name(&host) {
+        return Err(format!("host {host:?} is not an IP address or a DNS name"));
+    }
+    let port = match port {
+        None => 22,
+        // Digits only: `+22` and ` 22` parse in some languages, not here.
+        Some(p) => Some(p)
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u16>().ok())
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("port {p:?} must be an integer from 1 to 65535"))?,
+    };
+    Ok(Target {
+        user: user.to_string(),
+        host,
+        port,
+    })
+}
+
+fn is_dns_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// OpenClaw's normalisation (backslashes become `/`, trailing `/` dropped),
+/// then: absolute, and no empty, `.` or `..` component, no control character.
+pub fn normalize_remote_root(raw: &str) -> Result<String, String> {
+    let posix = raw.trim().replace('\\', "/");
+    if !posix.starts_with('/') {
+        return Err(format!("must be an absolute POSIX path (found {raw:?})"));
+    }
+    if posix.chars().any(char::is_control) {
+        return Err("must not contain control characters".into());
+    }
+    let trimmed = posix.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Ok("/".into());
+    }
+    if trimmed[1..]
+        .split('/')
+        .any(|part| part.is_empty() || part == "." || part == "..")
+    {
+        return Err(format!(
+            "must be a normalized path (no `//`, `.` or `..`; found {raw:?})"
+        ));
+    }
+    Ok(trimmed.to_string())
+}
+
+/// A local file the host reads (`~` is the host's home): nonempty, without line
+/// breaks or double quotes (it is written into an ssh_config line).
+fn check_local_path(path: &str) -> Result<(), String> {
+    if path.trim().is_empty() {
+        return Err("must be a nonempty path".into());
+    }
+    if path
+        .chars()
+        .any(|c| c == '\r' || c == '\n' || c == '"' || c == '\0')
+    {
+        return Err("must not contain line breaks, NUL or double quotes".into());
+    }
+    Ok(())
+}
+
+/// An inline string (the host writes it to a private file) or a SecretRef
+/// `{"source": "env", "provider": "default", "id": "NAME"}` the host resolves.
+fn check_secret_input(ssh: &Object<'_>, key: &str) -> Result<(), Error> {
+    match ssh.map.get(key) {
+        None | Some(Value::String(_)) => Ok(()),
+        Some(Value::Object(_)) => {
+            let r = Object::at(ssh.key(key), ssh.map.get(key))?;
+            r.closed(&["source", "provider", "id"])?;
+            r.one_of("source", &[("env", ()), ("file", ()), ("exec", ())])?
+                .ok_or_else(|| Error::config(r.key("source"), "required"))?;
+            match r.string("id")? {
+                Some(id) if !id.is_empty() => Ok(()),
+                _ => Err(Error::config(r.key("id"), "required: a nonempty string")),
+            }
+        }
+        Some(_) => Err(Error::config(
+            ssh.key(key),
+            "must be a string or a SecretRef {source, provider, id}",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc(sandbox: Value) -> String {
+        json!({"agents": {"defaults": {"sandbox": sandbox}}}).to_string()
+    }
+
+    /// The spec's example block, verbatim.
+    pub(crate) fn spec_example() -> Value {
+        json!({
+            "mode": "all",
+            "backend": "ssh",
+            "scope": "session",
+            "workspaceAccess": "rw",
+            "ssh": {
+                "target": "user@gateway-host:22",
+                "workspaceRoot": "/tmp/openclaw-sandboxes",
+                "strictHostKeyChecking": true,
+                "updateHostKeys": true,
+                "identityFile": "~/.ssh/id_ed25519",
+                "certificateFile": "~/.ssh/id_ed25519-cert.pub",
+                "knownHostsFile": "~/.ssh/known_hosts"
+            }
+        })
+    }
+
+    #[test]
+    fn reads_the_spec_example() {
+        let c = Config::parse(&doc(spec_example())).unwrap();
+        assert_eq!(c.mode, Mode::All);
+        assert_eq!(c.scope, Scope::Session);
+        assert_eq!(c.workspace_access, Access::ReadWrite);
+        assert_eq!(
+            c.ssh.target,
+            Target {
+                user: "user".into(),
+                host: "gateway-host".into(),
+                port: 22
+            }
+        );
+        assert_eq!(c.ssh.target_label, "user@gateway-host:22");
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn applies_the_spec_defaults() {
+        let c = Config::parse(&doc(json!({"ssh": {"target": "me@10.0.0.1"}}))).unwrap();
+        assert_eq!(c.ssh.workspace_root, DEFAULT_WORKSPACE_ROOT);
+        assert!(c.ssh.strict_host_key_checking);
+        assert!(c.ssh.update_host_keys);
+        assert_eq!(c.ssh.target.port, 22);
+        // OpenClaw's own defaults.
+        assert_eq!(c.scope, Scope::Agent);
+        assert_eq!(c.workspace_access, Access::None);
+        assert_eq!(c.mode, Mode::Off);
+        assert_eq!(c.backend, "ssh");
+        // `command: "ssh"` (and an empty one) is the default.
+        for command in ["ssh", " ssh ", ""] {
+            let c = Config::parse(&doc(json!({"ssh": {"target": "me@h", "command": command}})));
+            assert!(c.is_ok(), "{command:?}");
+        }
+        // The legacy switch still selects a scope.
+        let c =
+            Config::parse(&doc(json!({"perSession": true, "ssh": {"target": "me@h"}}))).unwrap();
+        assert_eq!(c.scope, Scope::Session);
+    }
+
+    #[test]
+    fn refusals_name_the_key_path() {
+        let cases: &[(Value, &str)] = &[
+            (
+                json!({"ssh": {"target": "me@h"}, "bogus": 1}),
+                "agents.defaults.sandbox.bogus: unknown key",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "port": 22}}),
+                "agents.defaults.sandbox.ssh.port: unknown key",
+            ),
+            (json!({}), "agents.defaults.sandbox.ssh: required"),
+            (
+                json!({"ssh": {}}),
+                "agents.defaults.sandbox.ssh.target: required",
+            ),
+            (
+                json!({"ssh": {"target": "gateway-host:22"}}),
+                "agents.defaults.sandbox.ssh.target: \"gateway-host:22\" is not user@host[:port]",
+            ),
+            (
+                json!({"ssh": {"target": "-oProxyCommand=x@h"}}),
+                "agents.defaults.sandbox.ssh.target: user",
+            ),
+            (
+                json!({"ssh": {"target": "me@-oProxyCommand=x"}}),
+                "agents.defaults.sandbox.ssh.target: host",
+            ),
+            (
+                json!({"ssh": {"target": "me@h:0"}}),
+                "agents.defaults.sandbox.ssh.target: port",
+            ),
+            (
+                json!({"ssh": {"target": "me@h:99999"}}),
+                "agents.defaults.sandbox.ssh.target: port",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "workspaceRoot": "relative/dir"}}),
+                "agents.defaults.sandbox.ssh.workspaceRoot: must be an absolute POSIX path",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "workspaceRoot": "/tmp/../etc"}}),
+                "agents.defaults.sandbox.ssh.workspaceRoot: must be a normalized path",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "command": "/opt/bin/myssh"}}),
+                "agents.defaults.sandbox.ssh.command: the host runs one multiplexed",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "identityFile": "a\"b"}}),
+                "agents.defaults.sandbox.ssh.identityFile: must not contain",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "strictHostKeyChecking": "yes"}}),
+                "agents.defaults.sandbox.ssh.strictHostKeyChecking: must be true or false",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "identityData": {"source": "vault", "id": "x"}}}),
+                "agents.defaults.sandbox.ssh.identityData.source: must be one of",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "identityData": 3}}),
+                "agents.defaults.sandbox.ssh.identityData: must be a string or a SecretRef",
+            ),
+            (
+                json!({"backend": "docker", "ssh": {"target": "me@h"}}),
+                "agents.defaults.sandbox.backend: this component is the SSH backend",
+            ),
+            (
+                json!({"scope": "global", "ssh": {"target": "me@h"}}),
+                "agents.defaults.sandbox.scope: must be one of",
+            ),
+            (
+                json!({"workspaceAccess": "write", "ssh": {"target": "me@h"}}),
+                "agents.defaults.sandbox.workspaceAccess: must be one of",
+            ),
+            (
+                json!({"browser": {"enabled": true}, "ssh": {"target": "me@h"}}),
+                "agents.defaults.sandbox.browser.enabled: browser sandboxing is not supported on the ssh backend",
+            ),
+            (
+                json!({"docker": {"binds": ["/a:/b"]}, "ssh": {"target": "me@h"}}),
+                "agents.defaults.sandbox.docker.binds: the ssh backend mounts nothing",
+            ),
+        ];
+        for (sandbox, expected) in cases {
+            let err = Config::parse(&doc(sandbox.clone())).unwrap_err();
+            assert!(
+                err.to_string().starts_with(expected),
+                "{sandbox}: expected {expected:?}, got {err}"
+            );
+            assert_eq!(err.code(), "invalid-configuration");
+        }
+        let err =
+            Config::parse(r#"{"agents": {"defaults": {"sandbox": {}}, "list": []}}"#).unwrap_err();
+        assert!(
+            err.to_string().starts_with("agents.list: unknown key"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn docker_settings_do_not_apply_and_say_so() {
+        let c = Config::parse(&doc(json!({
+            "docker": {"image": "x", "env": {"LANG": "C.UTF-8"}},
+            "browser": {"enabled": false, "image": "y"},
+            "prune": {"idleHours": 1},
+            "ssh": {"target": "me@h"}
+        })))
+        .unwrap();
+        let text: Vec<String> = c.warnings.iter().map(|w| w.message.clone()).collect();
+        assert!(
+            text.iter()
+                .any(|m| m.contains("agents.defaults.sandbox.docker.* does not apply"))
+        );
+        assert!(
+            text.iter()
+                .any(|m| m.contains("agents.defaults.sandbox.browser.* does not apply"))
+        );
+        assert!(text.iter().any(|m| m.contains("prune does not apply")));
+    }
+
+    #[test]
+    fn targets() {
+        let ok = [
+            ("root@10.201.31.2", ("root", "10.201.31.2", 22)),
+            ("u@host.example:2222", ("u", "host.example", 2222)),
+            ("ssh u@h", ("u", "h", 22)),
+            ("u@[::1]:2200", ("u", "::1", 2200)),
+            ("u@[fe80::1]", ("u", "fe80::1", 22)),
+        ];
+        for (raw, (user, host, port)) in ok {
+            let t = parse_target(raw).unwrap();
+            assert_eq!(
+                (t.user.as_str(), t.host.as_str(), t.port),
+                (user, host, port),
+                "{raw}"
+            );
+        }
+        for bad in [
+            "h",
+            "@h",
+            "u@",
+            "u@h:",
+            "u@h:+22",
+            "u@h:22x",
+            "u@h b",
+            "u b@h",
+            "u@[::1",
+            "u@[nonsense]:22",
+            "u@h@i",
+            "u@-h",
+        ] {
+            assert!(parse_target(bad).is_err(), "{bad}");
+        }
+    }
+}

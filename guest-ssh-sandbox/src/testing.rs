@@ -1,0 +1,150 @@
+//! A local target for the native tests: the real remote scripts, run by the
+//! local `python3` and `/bin/sh` against a temporary directory, and the local
+//! `tar` standing in for the host's archive stream. Nothing is simulated but
+//! the SSH hop.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::backend::Effects;
+use crate::error::ExecError;
+use crate::model::{ExecOutput, Level, Root, WorkspaceSummary};
+
+pub(crate) struct LocalTarget {
+    pub(crate) roots: HashMap<&'static str, PathBuf>,
+    /// The script and operation of every exec, in order (`workspace stat`).
+    pub(crate) calls: Vec<String>,
+    pub(crate) logs: Vec<String>,
+    /// Runs right before the workspace script's `publish`.
+    pub(crate) before_publish: Option<Box<dyn FnMut()>>,
+    counter: u64,
+}
+
+fn root_key(root: Root) -> &'static str {
+    match root {
+        Root::Workspace => "workspace",
+        Root::Agent => "agent",
+    }
+}
+
+impl LocalTarget {
+    pub(crate) fn new(workspace: &Path) -> LocalTarget {
+        LocalTarget {
+            roots: HashMap::from([("workspace", workspace.to_path_buf())]),
+            calls: Vec::new(),
+            logs: Vec::new(),
+            before_publish: None,
+            counter: 0,
+        }
+    }
+
+    fn run(
+        &mut self,
+        argv: &[String],
+        stdin: &mut dyn FnMut(&mut std::process::ChildStdin),
+    ) -> Result<ExecOutput, ExecError> {
+        self.calls.push(format!(
+            "{} {}",
+            argv[3],
+            argv.get(4).map(String::as_str).unwrap_or("")
+        ));
+        if argv.get(3).map(String::as_str) == Some("workspace")
+            && argv.get(4).map(String::as_str) == Some("publish")
+            && let Some(hook) = self.before_publish.as_mut()
+        {
+            hook();
+        }
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| ExecError::Io(e.to_string()))?;
+        let mut input = child.stdin.take().unwrap();
+        stdin(&mut input);
+        drop(input);
+        let out = child
+            .wait_with_output()
+            .map_err(|e| ExecError::Io(e.to_string()))?;
+        Ok(ExecOutput {
+            exit_status: out.status.code(),
+            stdout: out.stdout,
+            stderr_tail: out.stderr,
+        })
+    }
+}
+
+impl Effects for LocalTarget {
+    fn exec(
+        &mut self,
+        argv: &[String],
+        stdin: &[u8],
+        _timeout_ms: u32,
+    ) -> Result<ExecOutput, ExecError> {
+        self.run(argv, &mut |input| {
+            let _ = input.write_all(stdin);
+        })
+    }
+
+    fn summary(&mut self, root: Root) -> Result<WorkspaceSummary, ExecError> {
+        let dir = self
+            .roots
+            .get(root_key(root))
+            .ok_or_else(|| ExecError::NotGranted(root_key(root).into()))?;
+        let mut s = WorkspaceSummary::default();
+        let mut stack = vec![dir.clone()];
+        while let Some(d) = stack.pop() {
+            s.directories += 1;
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                let t = e.file_type().unwrap();
+                if t.is_symlink() {
+                    s.symlinks += 1;
+                } else if t.is_dir() {
+                    stack.push(e.path());
+                } else {
+                    s.files += 1;
+                    s.bytes += e.metadata().unwrap().len();
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    fn upload(
+        &mut self,
+        root: Root,
+        argv: &[String],
+        _timeout_ms: u32,
+    ) -> Result<ExecOutput, ExecError> {
+        let dir = self
+            .roots
+            .get(root_key(root))
+            .cloned()
+            .ok_or_else(|| ExecError::NotGranted(root_key(root).into()))?;
+        let tar = Command::new("tar")
+            .arg("-C")
+            .arg(&dir)
+            .args(["-cf", "-", "."])
+            .output()
+            .map_err(|e| ExecError::Local(e.to_string()))?;
+        self.run(argv, &mut |input| {
+            let _ = input.write_all(&tar.stdout);
+        })
+    }
+
+    fn random_hex(&mut self) -> String {
+        self.counter += 1;
+        format!(
+            "{:032x}",
+            u128::from(self.counter) | (u128::from(std::process::id()) << 64)
+        )
+    }
+
+    fn log(&mut self, _level: Level, message: &str) {
+        self.logs.push(message.to_string());
+    }
+}

@@ -1,0 +1,105 @@
+// An OpenClaw plugin that registers the `occ-ssh` sandbox backend: OpenClaw's
+// SSH backend, run as a sandboxed WebAssembly component by occ-driver-host.
+//
+// Select it with agents.defaults.sandbox.backend: "occ-ssh" and the usual
+// agents.defaults.sandbox.ssh block; load it with plugins.load.paths and give
+// it the component and the scripts you approved:
+//
+//   plugins: {
+//     load: { paths: ["/opt/occ/host/node/openclaw-plugin"] },
+//     entries: { "occ-sandbox-ssh": { config: {
+//       component: "/opt/occ/guest_ssh_sandbox.wasm",
+//       approvedScripts: { preflight: "<sha256>", workspace: "<sha256>", exec: "<sha256>" },
+//     } } },
+//   }
+//
+// One host process serves every handle of the same sandbox configuration; it
+// is stopped when the plugin is disabled or the gateway stops.
+
+import os from "node:os";
+import path from "node:path";
+
+import { registerSandboxBackend } from "openclaw/plugin-sdk/sandbox";
+
+import { BACKEND_ID, startSandboxHost } from "../sandbox.mjs";
+
+const PLUGIN_ID = "occ-sandbox-ssh";
+
+/** The Installation document for OpenClaw's resolved sandbox config `cfg`. */
+export function installationFor(cfg, pluginConfig) {
+  const ssh = Object.fromEntries(
+    Object.entries(cfg?.ssh ?? {}).filter(([, v]) => v !== undefined && v !== null && v !== ""),
+  );
+  const stateDir = process.env.OPENCLAW_STATE_DIR || path.join(os.homedir(), ".openclaw");
+  const block = { ssh };
+  for (const key of ["mode", "scope", "workspaceAccess"]) if (cfg?.[key] !== undefined) block[key] = cfg[key];
+  block.backend = BACKEND_ID;
+  return {
+    drivers: {
+      sandbox: {
+        component: pluginConfig.component,
+        approvedScripts: pluginConfig.approvedScripts ?? {},
+        localWorkspaces: pluginConfig.localWorkspaces ?? [stateDir],
+        configuration: { agents: { defaults: { sandbox: block } } },
+      },
+    },
+  };
+}
+
+export default {
+  id: PLUGIN_ID,
+  name: "OCC SSH sandbox (WebAssembly)",
+  description: "OpenClaw's SSH sandbox backend as a sandboxed WebAssembly component.",
+  register(api) {
+    if (api.registrationMode && api.registrationMode !== "full") return;
+    const pluginConfig = api.pluginConfig ?? {};
+    if (!pluginConfig.component) {
+      api.logger?.warn?.(`${PLUGIN_ID}: no component configured; the ${BACKEND_ID} backend is not registered`);
+      return;
+    }
+    const hosts = new Map();
+    const hostFor = (cfg) => {
+      const installation = installationFor(cfg, pluginConfig);
+      const key = JSON.stringify(installation);
+      if (!hosts.has(key)) {
+        const started = startSandboxHost({
+          installation,
+          hostBinary: pluginConfig.hostBinary,
+          auditLog: pluginConfig.auditLog,
+          onStderr: (chunk) => api.logger?.warn?.(`${PLUGIN_ID}: ${chunk.trim()}`),
+        });
+        // A host that failed to start is not kept: the next use tries again.
+        started.catch(() => hosts.delete(key));
+        hosts.set(key, started);
+      }
+      return hosts.get(key);
+    };
+    const localRoot = () => (pluginConfig.localWorkspaces ?? [process.env.OPENCLAW_STATE_DIR || path.join(os.homedir(), ".openclaw")])[0];
+    // A registry entry names its scope key (OpenClaw stores it as sessionKey).
+    const scopeOf = (entry) => ({ scopeKey: entry.sessionKey, workspaceDir: localRoot() });
+    const managerFor = async (config) => (await hostFor(config?.agents?.defaults?.sandbox ?? {})).manager(scopeOf);
+    const closeAll = async () => {
+      const all = [...hosts.values()];
+      hosts.clear();
+      await Promise.allSettled(all.map(async (h) => (await h).close()));
+    };
+    const unregister = registerSandboxBackend(BACKEND_ID, {
+      factory: async (params) => (await hostFor(params.cfg)).createHandle(params),
+      manager: {
+        describeRuntime: async (p) => (await managerFor(p.config)).describeRuntime(p),
+        removeRuntime: async (p) => (await managerFor(p.config)).removeRuntime(p),
+      },
+    });
+    api.lifecycle?.registerRuntimeLifecycle?.({
+      id: `${PLUGIN_ID}-cleanup`,
+      cleanup: ({ reason, sessionKey, runId }) => {
+        if (sessionKey !== undefined || runId !== undefined) return;
+        if (reason === "disable" || reason === "restart") {
+          unregister();
+          void closeAll();
+        }
+      },
+    });
+    api.registerService?.({ id: `${PLUGIN_ID}-hosts`, start() {}, stop: closeAll });
+  },
+};

@@ -1,0 +1,373 @@
+// OpenClaw's SSH sandbox backend, served by a WebAssembly component: this module
+// spawns `occ-driver-host serve` on a private Unix socket and gives OpenClaw the
+// shapes it expects from a sandbox backend: a factory whose handle has
+// OpenClaw's fields (runtimeId, workdir, buildExecSpec, runShellCommand,
+// createFsBridge, ...) and a manager (describeRuntime, removeRuntime). Node
+// built-ins only.
+//
+//   const host = await startSandboxHost({ installation, component });
+//   const handle = await host.createHandle({ scopeKey, workspaceDir });
+//   const bridge = handle.createFsBridge({ sandbox: {} });
+//   await bridge.writeFile({ filePath: "notes.md", data: "hi" });
+//   await host.close();
+
+import { spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { createInterface } from "node:readline";
+
+/** A failed sandbox call: the backend's verdict, or the host's. */
+export class SandboxError extends Error {
+  constructor(message, { failure, code, rpcCode } = {}) {
+    super(message);
+    this.name = "SandboxError";
+    /** "retryable" or "permanent". */
+    this.failure = failure ?? "retryable";
+    /** The backend's code: not-found, escapes-workspace, symlink, ... */
+    this.code = code ?? "sandbox-error";
+    this.rpcCode = rpcCode ?? null;
+  }
+}
+
+/** The backend id this client registers under (see openclaw-plugin/). */
+export const BACKEND_ID = "occ-ssh";
+
+const b64 = (data) => Buffer.from(typeof data === "string" ? data : data ?? []).toString("base64");
+
+/** One JSON-RPC connection to the host's socket. */
+export class Connection {
+  constructor(socket) {
+    this.socket = socket;
+    this.pending = new Map();
+    this.nextId = 1;
+    this.closed = null;
+    // Referenced only while a call is pending (see call()).
+    socket.unref();
+    createInterface({ input: socket }).on("line", (line) => this.#receive(line));
+    const fail = (error) => {
+      this.closed = error;
+      for (const { reject } of this.pending.values()) reject(error);
+      this.pending.clear();
+    };
+    socket.on("error", (e) => fail(new SandboxError(`occ-driver-host socket: ${e.message}`, { code: "host-exited" })));
+    socket.on("close", () => fail(new SandboxError("occ-driver-host closed the connection", { code: "host-exited" })));
+  }
+
+  static open(socketPath) {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(socketPath);
+      socket.once("connect", () => resolve(new Connection(socket)));
+      socket.once("error", reject);
+    });
+  }
+
+  #receive(line) {
+    let message;
+    try {
+      message = JSON.parse(line);
+    } catch {
+      return;
+    }
+    if (message.method === "$/output") {
+      const waiter = this.pending.get(message.params?.id);
+      waiter?.onOutput?.(message.params.stream, Buffer.from(message.params.data, "base64"));
+      return;
+    }
+    if (message.method) return;
+    const waiter = this.pending.get(message.id);
+    if (!waiter) return;
+    this.pending.delete(message.id);
+    if (message.error) {
+      const data = message.error.data ?? {};
+      waiter.reject(new SandboxError(message.error.message, { failure: data.failure, code: data.code, rpcCode: message.error.code }));
+    } else {
+      waiter.resolve(message.result);
+    }
+  }
+
+  /** Call `method`; `signal` cancels it (the host kills the remote command). */
+  call(method, params, { signal, onOutput } = {}) {
+    if (this.closed) return Promise.reject(this.closed);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) {
+        const error = new Error("Aborted");
+        error.name = "AbortError";
+        reject(error);
+        return;
+      }
+      const onAbort = () => this.socket.write(JSON.stringify({ jsonrpc: "2.0", method: "$/cancelRequest", params: { id } }) + "\n");
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const done = (f) => (value) => {
+        signal?.removeEventListener("abort", onAbort);
+        if (this.pending.size === 0) this.socket.unref();
+        f(value);
+      };
+      this.socket.ref();
+      this.pending.set(id, { resolve: done(resolve), reject: done(reject), onOutput });
+      this.socket.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
+    });
+  }
+
+  close() {
+    this.socket.end();
+  }
+}
+
+/**
+ * Start a host for a sandbox installation: `installation` is a file path or the
+ * Installation document as an object (`drivers.sandbox`).
+ */
+export async function startSandboxHost(options) {
+  const { installation, component, onStderr } = options ?? {};
+  if (typeof installation !== "string" && (typeof installation !== "object" || installation === null)) {
+    throw new TypeError("startSandboxHost: installation must be a file path or an Installation object");
+  }
+  const binary = options.hostBinary ?? process.env.OCC_DRIVER_HOST ?? "occ-driver-host";
+  // Private: it holds the socket and may hold the installation (credentials).
+  const scratch = await mkdtemp(path.join(tmpdir(), "occ-sandbox-"));
+  let installationPath = installation;
+  if (typeof installation === "object") {
+    installationPath = path.join(scratch, "installation.yaml");
+    await writeFile(installationPath, JSON.stringify(installation), { mode: 0o600 });
+  }
+  const socketPath = path.join(scratch, "host.sock");
+  // The host ends when this process does: it keeps a pipe to the host's stdin.
+  const args = ["serve", "--installation", installationPath, "--listen", socketPath, "--until-stdin-closes"];
+  if (component) args.push("--component", component);
+  if (options.auditLog) args.push("--audit-log", options.auditLog);
+  if (options.preflight) args.push("--preflight");
+  const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe"], env: options.env ?? process.env });
+  child.stdin.on("error", () => {});
+  let stderrTail = "";
+  child.stderr.setEncoding("utf8");
+  child.stderr.on("data", (chunk) => {
+    stderrTail = (stderrTail + chunk).slice(-4096);
+    onStderr?.(chunk);
+  });
+  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  // The host says when its socket accepts connections.
+  const ready = new Promise((resolve, reject) => {
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      if (line.startsWith("listening ")) resolve();
+    });
+    exited.then(({ code, signal }) =>
+      reject(new SandboxError(`occ-driver-host exited (${signal ?? code})${stderrTail ? ": " + stderrTail.trim() : ""}`, { code: "host-exited", failure: "permanent" })),
+    );
+    child.on("error", (e) => reject(new SandboxError(`cannot start ${binary}: ${e.message}`, { code: "host-missing", failure: "permanent" })));
+  });
+  try {
+    await ready;
+  } catch (error) {
+    await rm(scratch, { recursive: true, force: true });
+    throw error;
+  }
+  const connection = await Connection.open(socketPath);
+  // From here the host keeps this process alive only while a call is pending.
+  for (const handle of [child, child.stdin, child.stdout, child.stderr]) handle.unref?.();
+  return new SandboxHost({ child, exited, connection, socketPath, scratch, binary });
+}
+
+/** Normalize a remote (POSIX) path, keeping a leading "/". */
+function normalizeRemote(p) {
+  return path.posix.normalize(p).replace(/\/+$/, "") || "/";
+}
+
+function inside(root, candidate) {
+  return candidate === root || candidate.startsWith(root.endsWith("/") ? root : `${root}/`);
+}
+
+/** A running host for one sandbox installation. */
+export class SandboxHost {
+  constructor({ child, exited, connection, socketPath, scratch, binary }) {
+    this.binary = binary;
+    this.child = child;
+    this.exited = exited;
+    this.connection = connection;
+    this.socketPath = socketPath;
+    this.scratch = scratch;
+  }
+
+  /** The host's process id. */
+  get pid() {
+    return this.child.pid;
+  }
+
+  /** One call of the sandbox world. */
+  call(method, params, options) {
+    return this.connection.call(method, params ?? {}, options);
+  }
+
+  /**
+   * OpenClaw's backend factory: a handle for the scope of `params`
+   * (`scopeKey`, `sessionKey`, `workspaceDir`, `agentWorkspaceDir`). Nothing
+   * happens on the target until the first operation, which seeds the
+   * workspace if it does not exist.
+   */
+  async createHandle(params) {
+    const scope = {
+      workspaceDir: params.workspaceDir,
+      ...(params.scopeKey ? { scopeKey: params.scopeKey } : {}),
+      ...(params.sessionKey ? { sessionKey: params.sessionKey } : {}),
+      ...(params.agentId ? { agentId: params.agentId } : {}),
+      ...(params.agentWorkspaceDir ? { agentWorkspaceDir: params.agentWorkspaceDir } : {}),
+    };
+    const info = await this.call("describeRuntime", { scope });
+    return createHandle(this, scope, info, params);
+  }
+
+  /** OpenClaw's backend manager. `scopeOf(entry)` gives the scope of a registry entry. */
+  manager(scopeOf) {
+    return {
+      describeRuntime: async ({ entry }) => {
+        const info = await this.call("describeRuntime", { scope: scopeOf(entry) });
+        return { running: info.running, actualConfigLabel: info.configLabel, configLabelMatch: entry?.image === info.configLabel };
+      },
+      removeRuntime: async ({ entry }) => {
+        await this.call("removeRuntime", { scope: scopeOf(entry) });
+      },
+    };
+  }
+
+  /** Stop the host: running calls are cancelled and its private files removed. */
+  async close() {
+    // Waiting for the host to go must keep this process alive.
+    this.child.ref?.();
+    this.connection.close();
+    this.child.stdin.end();
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill("SIGTERM");
+    await this.exited;
+    await rm(this.scratch, { recursive: true, force: true });
+  }
+}
+
+function createHandle(host, scope, info, params) {
+  const call = (method, p, options) => host.call(method, { scope, ...p }, options);
+  const mounts = [
+    { containerRoot: info.workdir, hostRoot: path.resolve(scope.workspaceDir), writable: true },
+    ...(info.agentWorkdir && scope.agentWorkspaceDir ? [{ containerRoot: info.agentWorkdir, hostRoot: path.resolve(scope.agentWorkspaceDir), writable: false }] : []),
+  ];
+  const runShellCommand = async ({ script, args, stdin, allowFailure, signal }) => {
+    const result = await call(
+      "runShellCommand",
+      { script, args: args ?? [], allowFailure: Boolean(allowFailure), ...(stdin !== undefined ? { stdin: b64(stdin) } : {}) },
+      { signal },
+    );
+    return { code: result.code, stdout: Buffer.from(result.stdout, "base64"), stderr: Buffer.from(result.stderr, "base64") };
+  };
+  return {
+    id: BACKEND_ID,
+    runtimeId: info.runtimeId,
+    runtimeLabel: info.runtimeId,
+    workdir: info.workdir,
+    env: {},
+    configLabel: info.configLabel,
+    configLabelKind: "Target",
+    workdirValidation: "backend",
+    workdirRoots: [info.workdir, ...(info.agentWorkdir ? [info.agentWorkdir] : [])],
+    remoteWorkspaceDir: info.workdir,
+    remoteAgentWorkspaceDir: info.agentWorkdir ?? info.workdir,
+    // No browser: OpenClaw refuses browser sandboxing on this backend.
+    capabilities: {},
+    async validateWorkdir(workdir) {
+      return (await call("validateWorkdir", { workdir })).workdir;
+    },
+    /**
+     * What OpenClaw spawns for a command: `occ-driver-host relay`, which asks
+     * the serving host to run it and passes its output through as it arrives,
+     * exiting with its status. Killing it (a timeout, an abort) closes its
+     * connection, and the host kills the remote command. Standard input is
+     * closed: commands do not read it later.
+     */
+    async buildExecSpec({ command, workdir, env }) {
+      const request = { scope, command, ...(workdir ? { workdir } : {}), env: env ?? {} };
+      return {
+        argv: [host.binary, "relay", "--socket", host.socketPath],
+        // The command and its environment stay out of the process list.
+        env: { ...process.env, OCC_RELAY_PARAMS: Buffer.from(JSON.stringify(request)).toString("base64") },
+        stdinMode: "pipe-closed",
+      };
+    },
+    async finalizeExec() {},
+    runShellCommand,
+    runRemoteShellScript: runShellCommand,
+    createFsBridge() {
+      return createFsBridge(call, mounts);
+    },
+    /** Seed now (otherwise the first operation does). */
+    ensureRuntime: () => call("ensureRuntime", {}),
+    /** The scope the host acts on. */
+    scope,
+    params,
+  };
+}
+
+function createFsBridge(call, mounts) {
+  const file = ({ filePath, cwd }) => ({ filePath, ...(cwd ? { cwd } : {}) });
+  const resolveContainer = (filePath, cwd) => {
+    const base = (() => {
+      if (!cwd) return mounts[0].containerRoot;
+      if (!cwd.startsWith("/")) return path.posix.join(mounts[0].containerRoot, cwd);
+      const c = normalizeRemote(cwd);
+      const byContainer = mounts.find((m) => inside(m.containerRoot, c));
+      if (byContainer) return c;
+      const byHost = mounts.find((m) => inside(m.hostRoot, path.resolve(cwd)));
+      if (byHost) return path.posix.join(byHost.containerRoot, path.relative(byHost.hostRoot, path.resolve(cwd)).split(path.sep).join("/"));
+      return null;
+    })();
+    if (filePath.startsWith("/")) {
+      const c = normalizeRemote(filePath);
+      if (mounts.some((m) => inside(m.containerRoot, c))) return c;
+      const local = path.resolve(filePath);
+      const byHost = mounts.find((m) => inside(m.hostRoot, local));
+      if (byHost) return path.posix.join(byHost.containerRoot, path.relative(byHost.hostRoot, local).split(path.sep).join("/"));
+      return null;
+    }
+    return base === null ? null : normalizeRemote(path.posix.join(base, filePath));
+  };
+  return {
+    pathMappings: mounts.map((m) => ({ hostRoot: m.hostRoot, containerRoot: m.containerRoot })),
+    /**
+     * OpenClaw's synchronous mapping onto the mounts (the same rules the
+     * component applies; it checks again on every operation).
+     */
+    resolvePath({ filePath, cwd }) {
+      const containerPath = resolveContainer(filePath, cwd);
+      const mount = containerPath && [...mounts].sort((a, b) => b.containerRoot.length - a.containerRoot.length).find((m) => inside(m.containerRoot, containerPath));
+      if (!mount) throw new SandboxError(`Sandbox path escapes allowed mounts; cannot access: ${filePath}`, { code: "escapes-workspace", failure: "permanent" });
+      const relativePath = path.posix.relative(mount.containerRoot, containerPath);
+      return { hostPath: path.join(mount.hostRoot, relativePath), relativePath, containerPath };
+    },
+    async readFile({ filePath, cwd, signal, maxBytes }) {
+      const r = await call("readFile", { ...file({ filePath, cwd }), ...(maxBytes !== undefined ? { maxBytes } : {}) }, { signal });
+      return Buffer.from(r.data, "base64");
+    },
+    async writeFile({ filePath, cwd, data, encoding, mkdir, signal }) {
+      const bytes = typeof data === "string" ? Buffer.from(data, encoding ?? "utf8") : data;
+      await call("writeFile", { ...file({ filePath, cwd }), data: b64(bytes), mkdir: mkdir !== false }, { signal });
+    },
+    async createFileExclusive({ filePath, cwd, data, encoding, mkdir, signal }) {
+      const bytes = typeof data === "string" ? Buffer.from(data, encoding ?? "utf8") : data;
+      return call("createFileExclusive", { ...file({ filePath, cwd }), data: b64(bytes), mkdir: mkdir !== false }, { signal });
+    },
+    async mkdirp({ filePath, cwd, signal }) {
+      await call("mkdirp", file({ filePath, cwd }), { signal });
+    },
+    async remove({ filePath, cwd, recursive, force, signal }) {
+      await call("remove", { ...file({ filePath, cwd }), recursive: Boolean(recursive), force: force !== false }, { signal });
+    },
+    async rename({ from, to, cwd, signal }) {
+      await call("rename", { from, to, ...(cwd ? { cwd } : {}) }, { signal });
+    },
+    async stat({ filePath, cwd, signal }) {
+      const s = await call("stat", file({ filePath, cwd }), { signal });
+      return s === null ? null : { type: s.type, size: s.size, mtimeMs: s.mtimeMs };
+    },
+    async readDirectory({ filePath, cwd, signal }) {
+      const entries = await call("readDirectory", file({ filePath, cwd }), { signal });
+      return entries.map((e) => ({ name: e.name, isDirectory: e.isDirectory }));
+    },
+  };
+}

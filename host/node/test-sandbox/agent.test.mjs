@@ -1,0 +1,122 @@
+// Real OpenClaw runs a real agent turn with the component as its sandbox:
+// `openclaw agent --local` (2026.9.6, Node 24) loads the plugin from
+// plugins.load.paths, selects agents.defaults.sandbox.backend "occ-ssh", and
+// its coding tools (write, exec, edit, read) run on a rig host through the
+// host and the component. The model is a scripted OpenAI-compatible endpoint
+// in this test that asks for one tool per turn; what the tools returned comes
+// back to it, and the test reads the remote workspace over SSH.
+//
+//   OCC_RIG=/run/occ-rig-sandbox OCC_DRIVER_HOST=.../occ-driver-host \
+//     $NODE24 --test host/node/test-sandbox/agent.test.mjs
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import test from "node:test";
+import { fileURLToPath } from "node:url";
+
+import { approvedScripts, component, hostBinary, rig, sh, unique } from "./rig.mjs";
+
+const host = rig.hosts[0];
+const plugin = join(dirname(fileURLToPath(import.meta.url)), "../openclaw-plugin");
+
+/** A chat-completions endpoint that answers each request with the next step. */
+function scriptedModel(steps) {
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => (body += d));
+    req.on("end", () => {
+      const request = body ? JSON.parse(body) : {};
+      requests.push(request);
+      const step = steps[Math.min(requests.length - 1, steps.length - 1)];
+      const id = `call_${requests.length}`;
+      const delta = step.tool
+        ? { role: "assistant", tool_calls: [{ index: 0, id, type: "function", function: { name: step.tool, arguments: JSON.stringify(step.args) } }] }
+        : { role: "assistant", content: step.text };
+      const chunk = (d, finish) => ({ id, object: "chat.completion.chunk", created: 0, model: request.model, choices: [{ index: 0, delta: d, finish_reason: finish }] });
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(`data: ${JSON.stringify(chunk(delta, null))}\n\n`);
+      res.write(`data: ${JSON.stringify({ ...chunk({}, step.tool ? "tool_calls" : "stop"), usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } })}\n\n`);
+      res.end("data: [DONE]\n\n");
+    });
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({ server, requests, port: server.address().port })));
+}
+
+/** The tool results the model saw, in order. */
+function toolResults(requests) {
+  const last = requests.at(-1);
+  return (last?.messages ?? []).filter((m) => m.role === "tool").map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
+}
+
+test("an OpenClaw agent turn runs its tools in the component's sandbox", { timeout: 300_000 }, async () => {
+  const base = mkdtempSync(join(tmpdir(), "occ-agent-"));
+  const workspaceRoot = `/tmp/${unique("occ-sbx-agent")}`;
+  const model = await scriptedModel([
+    { tool: "write", args: { path: "agent-note.txt", content: "written by an agent turn\n" } },
+    { tool: "exec", args: { command: "cat agent-note.txt seed.txt; uname -n" } },
+    { tool: "edit", args: { path: "agent-note.txt", oldText: "an agent turn", newText: "an edited agent turn" } },
+    { tool: "read", args: { path: "agent-note.txt" } },
+    { text: "done" },
+  ]);
+  try {
+    for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
+    writeFileSync(join(base, "workspace/seed.txt"), "seeded from the agent workspace\n");
+    const config = {
+      plugins: {
+        load: { paths: [plugin] },
+        entries: { "occ-sandbox-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base] } } },
+      },
+      models: {
+        mode: "merge",
+        providers: {
+          scripted: {
+            baseUrl: `http://127.0.0.1:${model.port}/v1`,
+            apiKey: "scripted",
+            api: "openai-completions",
+            models: [{ id: "steps", name: "Scripted steps", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }],
+          },
+        },
+      },
+      tools: { profile: "coding" },
+      agents: {
+        defaults: {
+          workspace: join(base, "workspace"),
+          model: { primary: "scripted/steps" },
+          sandbox: {
+            mode: "all",
+            backend: "occ-ssh",
+            scope: "session",
+            workspaceAccess: "rw",
+            ssh: { target: `root@${host.address}:22`, workspaceRoot, identityFile: rig.identity, knownHostsFile: rig.knownHosts, updateHostKeys: false },
+          },
+        },
+      },
+    };
+    writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
+    const env = { ...process.env, HOME: join(base, "home"), OPENCLAW_STATE_DIR: join(base, "state"), OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json") };
+    const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", "write a note and show it", "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    agent.stderr.on("data", (d) => (stderr += d));
+    agent.stdout.resume();
+    const code = await new Promise((resolve) => agent.on("exit", resolve));
+    assert.equal(code, 0, stderr);
+    const results = toolResults(model.requests);
+    assert.equal(results.length, 4, JSON.stringify(results));
+    const workdirPattern = new RegExp(`${workspaceRoot}/openclaw-ssh-workspace-[0-9a-f]{32}/workspace/agent-note.txt`);
+    assert.match(results[0], workdirPattern, "write went to the remote workspace");
+    // exec ran on the rig host, in the seeded workspace.
+    assert.equal(results[1].trimEnd(), `written by an agent turn\nseeded from the agent workspace\n${host.name}`);
+    assert.match(results[2], /Successfully replaced 1 block/);
+    assert.match(results[3], /written by an edited agent turn/);
+    assert.equal(sh(host, `cat ${workspaceRoot}/*/workspace/agent-note.txt`), "written by an edited agent turn");
+  } finally {
+    model.server.close();
+    sh(host, `rm -rf ${workspaceRoot}`);
+    rmSync(base, { recursive: true, force: true });
+  }
+});

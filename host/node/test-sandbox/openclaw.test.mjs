@@ -1,0 +1,210 @@
+// The component's backend beside OpenClaw's own, through OpenClaw itself
+// (openclaw 2026.9.6 as installed on the rig; Node 24):
+// - the plugin registers `occ-ssh` in OpenClaw's own backend registry, and
+//   OpenClaw's own remote filesystem bridge runs over our handle;
+// - a differential run: one sequence of operations through OpenClaw's SSH
+//   backend and through ours, on the same host, for the same scope: the same
+//   results and the same remote workspaces.
+//
+//   OCC_RIG=/run/occ-rig-sandbox OCC_DRIVER_HOST=.../occ-driver-host \
+//     $NODE24 --test host/node/test-sandbox/openclaw.test.mjs
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import test from "node:test";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+import { hostBinary, installation, localWorkspace, remoteTree, rig, sh, sshBlock, unique, approvedScripts, component } from "./rig.mjs";
+
+const host = rig.hosts[0];
+const openclawDir = dirname(dirname(rig.openclaw));
+const sdk = await import(pathToFileURL(join(openclawDir, "dist/plugin-sdk/sandbox.js")).href);
+
+/**
+ * The plugin, loaded as OpenClaw's plugin loader would find it: from a
+ * directory where `openclaw` resolves (a copy of host/node with a
+ * node_modules/openclaw link).
+ */
+async function loadPlugin() {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const dir = mkdtempSync(join(tmpdir(), "occ-plugin-"));
+  for (const f of ["sandbox.mjs", "openclaw-plugin"]) cpSync(join(here, "..", f), join(dir, f), { recursive: true });
+  mkdirSync(join(dir, "node_modules"));
+  symlinkSync(openclawDir, join(dir, "node_modules/openclaw"));
+  const plugin = (await import(pathToFileURL(join(dir, "openclaw-plugin/index.mjs")).href)).default;
+  return { plugin, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A fake plugin API with what register() uses; it runs the cleanups it was given. */
+function pluginApi(pluginConfig) {
+  const services = [];
+  return {
+    api: {
+      registrationMode: "full",
+      pluginConfig,
+      logger: { warn: () => {}, info: () => {} },
+      lifecycle: { registerRuntimeLifecycle: () => {} },
+      registerService: (s) => services.push(s),
+    },
+    stop: () => Promise.all(services.map((s) => s.stop())),
+  };
+}
+
+/** OpenClaw's resolved sandbox config, as a factory receives it. */
+function openclawCfg(backend, ssh) {
+  return {
+    mode: "all",
+    backend,
+    scope: "session",
+    workspaceAccess: "rw",
+    docker: { env: {}, binds: [] },
+    browser: { enabled: false },
+    ssh: { command: "ssh", ...ssh },
+  };
+}
+
+function params(local, sessionKey, cfg) {
+  const scopeKey = `${sessionKey}:workspace:${createHash("sha256").update(local.workspace).digest("hex").slice(0, 32)}`;
+  return { sessionKey, scopeKey, workspaceDir: local.workspace, agentWorkspaceDir: local.workspace, cfg };
+}
+
+function bridgeContext(local, handle) {
+  return {
+    workspaceDir: local.workspace,
+    agentWorkspaceDir: local.workspace,
+    workspaceAccess: "rw",
+    containerName: handle.runtimeId,
+    containerWorkdir: handle.workdir,
+    docker: { binds: [] },
+    backend: { runShellCommand: (p) => handle.runShellCommand(p) },
+  };
+}
+
+/** Run what a handle's buildExecSpec returns, as OpenClaw does; then finalize. */
+async function exec(handle, command) {
+  const spec = await handle.buildExecSpec({ command, env: {}, usePty: false });
+  const child = spawn(spec.argv[0], spec.argv.slice(1), { env: spec.env, cwd: spec.cwd, stdio: ["pipe", "pipe", "pipe"] });
+  child.stdin.end();
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  child.stderr.on("data", (d) => (stderr += d));
+  const code = await new Promise((resolve) => child.on("exit", resolve));
+  await handle.finalizeExec?.({ status: code === 0 ? "completed" : "failed", exitCode: code, timedOut: false, token: spec.finalizeToken });
+  return { code, stdout, stderr };
+}
+
+/** One sequence of operations; what each returned (errors as "error"). */
+async function sequence(handle, local) {
+  const bridge = handle.createFsBridge({ sandbox: bridgeContext(local, handle) });
+  const out = [];
+  const step = async (name, f) => {
+    try {
+      const v = await f();
+      out.push([name, v === undefined ? null : v]);
+    } catch (e) {
+      out.push([name, "error"]);
+    }
+  };
+  await step("read README", async () => (await bridge.readFile({ filePath: "README.md" })).toString());
+  await step("write notes/a", () => bridge.writeFile({ filePath: "notes/a.txt", data: "alpha\n", mkdir: true }));
+  await step("create notes/b", () => bridge.createFileExclusive({ filePath: "notes/b.txt", data: "beta\n", mkdir: true }));
+  await step("create notes/b again", () => bridge.createFileExclusive({ filePath: "notes/b.txt", data: "again\n", mkdir: true }));
+  await step("mkdirp deep/er", () => bridge.mkdirp({ filePath: "deep/er" }));
+  await step("rename a", () => bridge.rename({ from: "notes/a.txt", to: "deep/er/a2.txt" }));
+  await step("stat a2", async () => {
+    const s = await bridge.stat({ filePath: "deep/er/a2.txt" });
+    return s && [s.type, s.size];
+  });
+  await step("stat missing", () => bridge.stat({ filePath: "nope.txt" }));
+  await step("list", async () => (await bridge.readDirectory({ filePath: "." })).map((e) => `${e.name}:${e.isDirectory}`).sort());
+  await step("remove notes/b", () => bridge.remove({ filePath: "notes/b.txt" }));
+  await step("read /etc/passwd", async () => (await bridge.readFile({ filePath: "/etc/passwd" })).length);
+  await step("read ../escape", async () => (await bridge.readFile({ filePath: "../escape" })).length);
+  await step("read a link", async () => (await bridge.readFile({ filePath: "src/readme" })).toString());
+  await step("stat a link", async () => {
+    const s = await bridge.stat({ filePath: "src/readme" });
+    return s && [s.type, s.size];
+  });
+  await step("write onto a link", () => bridge.writeFile({ filePath: "src/readme", data: "through the link\n" }));
+  await step("exec", () => exec(handle, "echo hi; ls; echo err >&2; exit 2"));
+  await step("shell", async () => (await handle.runShellCommand({ script: 'wc -c < "$1"', args: [`${handle.workdir}/deep/er/a2.txt`] })).stdout.toString().trim());
+  return out;
+}
+
+test("the plugin registers occ-ssh in OpenClaw's registry, and OpenClaw's own bridge runs over our handle", async () => {
+  const local = localWorkspace();
+  const workspaceRoot = `/tmp/${unique("occ-sbx-plugin")}`;
+  const { plugin, cleanup } = await loadPlugin();
+  const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [local.base] });
+  try {
+    assert.equal(plugin.id, "occ-sandbox-ssh");
+    plugin.register(api);
+    const factory = sdk.requireSandboxBackendFactory("occ-ssh");
+    const cfg = openclawCfg("occ-ssh", sshBlock(host, workspaceRoot));
+    const p = params(local, unique("agent:main"), cfg);
+    const handle = await factory(p);
+    assert.equal(handle.id, "occ-ssh");
+    // The same runtime id OpenClaw computes for the scope.
+    const builtin = await sdk.getSandboxBackendFactory("ssh")({ ...p, cfg: openclawCfg("ssh", sshBlock(host, workspaceRoot)) });
+    assert.equal(handle.runtimeId, builtin.runtimeId);
+    // OpenClaw's own remote-shell filesystem bridge (its Python, its path
+    // rules) over our handle: our exec script runs its scripts.
+    const theirs = sdk.createRemoteShellSandboxFsBridge({
+      sandbox: bridgeContext(local, handle),
+      runtime: { remoteWorkspaceDir: handle.workdir, remoteAgentWorkspaceDir: handle.workdir, runRemoteShellScript: (x) => handle.runShellCommand(x) },
+    });
+    await handle.ensureRuntime();
+    await theirs.writeFile({ filePath: "through-openclaw.txt", data: "written by OpenClaw's bridge\n" });
+    assert.equal((await theirs.readFile({ filePath: "through-openclaw.txt" })).toString(), "written by OpenClaw's bridge\n");
+    assert.equal(sh(host, `cat ${handle.workdir}/through-openclaw.txt`), "written by OpenClaw's bridge");
+    await assert.rejects(theirs.readFile({ filePath: "/etc/passwd" }), /escapes allowed mounts/);
+    // OpenClaw's manager lookup finds ours; describe and remove work.
+    const manager = sdk.getSandboxBackendManager("occ-ssh");
+    const entry = { sessionKey: p.scopeKey, containerName: handle.runtimeId, image: handle.configLabel };
+    assert.deepEqual(await manager.describeRuntime({ entry, config: { agents: { defaults: { sandbox: cfg } } } }), {
+      running: true,
+      actualConfigLabel: handle.configLabel,
+      configLabelMatch: true,
+    });
+    await manager.removeRuntime({ entry, config: { agents: { defaults: { sandbox: cfg } } } });
+    assert.equal(sh(host, `[ -e ${handle.workdir} ] && echo present || echo gone`), "gone");
+  } finally {
+    await stop();
+    sh(host, `rm -rf ${workspaceRoot}`);
+    cleanup();
+    local.cleanup();
+  }
+});
+
+test("differential: OpenClaw's SSH backend and ours, one sequence, the same results and workspaces", async () => {
+  const local = localWorkspace();
+  const theirsRoot = `/tmp/${unique("occ-diff-openclaw")}`;
+  const oursRoot = `/tmp/${unique("occ-diff-ours")}`;
+  const { startSandboxHost } = await import("../sandbox.mjs");
+  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
+  try {
+    const session = unique("agent:main");
+    const theirHandle = await sdk.getSandboxBackendFactory("ssh")(params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot))));
+    const p = params(local, session, null);
+    const ourHandle = await ours.createHandle(p);
+    assert.equal(ourHandle.runtimeId, theirHandle.runtimeId, "the same runtime id for the same scope");
+    const theirs = await sequence(theirHandle, local);
+    const mine = await sequence(ourHandle, local);
+    assert.deepEqual(mine, theirs);
+    const tree = (dir) => remoteTree(host, dir);
+    assert.equal(tree(ourHandle.workdir), tree(theirHandle.workdir));
+    assert.equal(
+      sh(host, `stat -c %a ${oursRoot}/${ourHandle.runtimeId}`),
+      sh(host, `stat -c %a ${theirsRoot}/${theirHandle.runtimeId}`),
+    );
+  } finally {
+    await ours.close();
+    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
+    local.cleanup();
+  }
+});

@@ -1,0 +1,98 @@
+// What the sandbox tests share: the rig ($OCC_RIG/env, two hosts), the built
+// host and component, an installation for a target, and commands on a host to
+// look at it as an operator would.
+
+import { execFileSync } from "node:child_process";
+import { createHash, randomUUID } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../..");
+const target = process.env.CARGO_TARGET_DIR ?? join(repo, "target");
+export const hostBinary = process.env.OCC_DRIVER_HOST ?? join(target, "release/occ-driver-host");
+export const component = join(target, "wasm32-wasip2/release/guest_ssh_sandbox.wasm");
+
+const rigDir = process.env.OCC_RIG ?? "/run/occ-rig";
+const env = Object.fromEntries(
+  readFileSync(join(rigDir, "env"), "utf8")
+    .split("\n")
+    .filter((l) => l.includes("="))
+    .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+);
+export const rig = {
+  identity: env.OCC_RIG_IDENTITY,
+  knownHosts: env.OCC_RIG_KNOWN_HOSTS,
+  openclaw: env.OCC_RIG_OPENCLAW,
+  hosts: JSON.parse(readFileSync(env.OCC_RIG_HOSTS_JSON, "utf8")),
+};
+
+/** SHA-256 of each script in the repository: what an operator approves. */
+export function approvedScripts() {
+  const sha = (f) => createHash("sha256").update(readFileSync(join(repo, "guest-ssh-sandbox/scripts", f))).digest("hex");
+  return { preflight: sha("preflight.sh"), workspace: sha("workspace.py"), exec: sha("exec.py") };
+}
+
+export const unique = (prefix) => `${prefix}-${process.pid}-${randomUUID().slice(0, 8)}`;
+
+/** A local workspace with a few files, under a private directory. */
+export function localWorkspace() {
+  const base = mkdtempSync(join(tmpdir(), "occ-sbx-node-"));
+  const workspace = join(base, "workspace");
+  mkdirSync(join(workspace, "src"), { recursive: true });
+  writeFileSync(join(workspace, "README.md"), "hello from the local workspace\n");
+  writeFileSync(join(workspace, "src/main.rs"), "fn main() {\n    old();\n}\n");
+  symlinkSync("../README.md", join(workspace, "src/readme"));
+  return { base, workspace, cleanup: () => rmSync(base, { recursive: true, force: true }) };
+}
+
+/** OpenClaw's ssh block for a host of the rig. */
+export function sshBlock(host, workspaceRoot, extra = {}) {
+  return {
+    target: `root@${host.address}:${host.port ?? 22}`,
+    workspaceRoot,
+    identityFile: rig.identity,
+    knownHostsFile: rig.knownHosts,
+    strictHostKeyChecking: true,
+    // The rig's known_hosts is shared; nothing may rewrite it.
+    updateHostKeys: false,
+    ...extra,
+  };
+}
+
+/** The Installation document for the sandbox component. */
+export function installation({ ssh, localWorkspaces, sandbox = {} }) {
+  return {
+    drivers: {
+      sandbox: {
+        component,
+        approvedScripts: approvedScripts(),
+        localWorkspaces,
+        configuration: {
+          agents: { defaults: { sandbox: { mode: "all", backend: "ssh", scope: "session", workspaceAccess: "rw", ...sandbox, ssh } } },
+        },
+      },
+    },
+  };
+}
+
+/** Run a shell command on a rig host; its stdout. */
+export function sh(host, script) {
+  return execFileSync(
+    "ssh",
+    ["-F", "none", "-i", rig.identity, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", `UserKnownHostsFile=${rig.knownHosts}`, "-o", "LogLevel=ERROR", `root@${host.address}`, script],
+    { encoding: "utf8" },
+  ).trim();
+}
+
+/** A listing of a remote tree: relative path, type, mode and a hash of the contents. */
+export function remoteTree(host, dir) {
+  return sh(
+    host,
+    `cd ${dir} && find . -mindepth 1 | LC_ALL=C sort | while read -r p; do ` +
+      `if [ -L "$p" ]; then echo "$p link $(readlink "$p")"; ` +
+      `elif [ -d "$p" ]; then echo "$p dir $(stat -c %a "$p")"; ` +
+      `else echo "$p file $(stat -c %a "$p") $(sha256sum < "$p" | cut -c1-16)"; fi; done`,
+  );
+}

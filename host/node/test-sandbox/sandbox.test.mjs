@@ -1,0 +1,153 @@
+// The Node client of the sandbox backend against the real host binary, the
+// real component and a real test host: OpenClaw's handle and bridge shapes,
+// exec as OpenClaw runs it (spawning the handle's argv), cancellation.
+//
+//   OCC_RIG=/run/occ-rig-sandbox OCC_DRIVER_HOST=.../occ-driver-host \
+//     node --test host/node/test-sandbox/sandbox.test.mjs
+
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import test from "node:test";
+
+import { SandboxError, startSandboxHost } from "../sandbox.mjs";
+import { hostBinary, installation, localWorkspace, remoteTree, rig, sh, sshBlock, unique } from "./rig.mjs";
+
+const host = rig.hosts[0];
+
+async function fixture() {
+  const local = localWorkspace();
+  const workspaceRoot = `/tmp/${unique("occ-sbx-node")}`;
+  const sandboxHost = await startSandboxHost({
+    installation: installation({ ssh: sshBlock(host, workspaceRoot), localWorkspaces: [local.base] }),
+    hostBinary,
+  });
+  const handle = await sandboxHost.createHandle({ sessionKey: unique("agent:main"), workspaceDir: local.workspace });
+  return {
+    local,
+    workspaceRoot,
+    sandboxHost,
+    handle,
+    bridge: handle.createFsBridge({ sandbox: {} }),
+    async close() {
+      await sandboxHost.close();
+      sh(host, `rm -rf ${workspaceRoot}`);
+      local.cleanup();
+    },
+  };
+}
+
+/** Spawn what buildExecSpec returns, as OpenClaw's process supervisor does. */
+function run(spec, { onStdout } = {}) {
+  const child = spawn(spec.argv[0], spec.argv.slice(1), { env: spec.env, stdio: [spec.stdinMode === "pipe-closed" ? "ignore" : "pipe", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => {
+    stdout += d;
+    onStdout?.(d.toString(), child);
+  });
+  child.stderr.on("data", (d) => (stderr += d));
+  return { child, done: new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal, stdout, stderr }))) };
+}
+
+test("the handle has OpenClaw's shape and the bridge works on the target", async () => {
+  const f = await fixture();
+  try {
+    const { handle, bridge } = f;
+    assert.equal(handle.id, "occ-ssh");
+    assert.match(handle.runtimeId, /^openclaw-ssh-workspace-[0-9a-f]{32}$/);
+    assert.equal(handle.workdir, `${f.workspaceRoot}/${handle.runtimeId}/workspace`);
+    assert.equal(handle.workdirValidation, "backend");
+    assert.equal(handle.configLabelKind, "Target");
+    assert.equal(handle.capabilities.browser, undefined, "no browser on this backend");
+    // The first operation seeds the workspace.
+    assert.equal((await bridge.readFile({ filePath: "README.md" })).toString(), "hello from the local workspace\n");
+    await bridge.writeFile({ filePath: "dir/new.txt", data: "new\n" });
+    assert.equal(await bridge.createFileExclusive({ filePath: "dir/new.txt", data: "again" }), "exists");
+    assert.deepEqual(await bridge.stat({ filePath: "dir/new.txt" }).then((s) => [s.type, s.size]), ["file", 4]);
+    assert.equal(await bridge.stat({ filePath: "nope" }), null);
+    await bridge.rename({ from: "dir/new.txt", to: "moved.txt" });
+    const names = (await bridge.readDirectory({ filePath: "." })).map((e) => `${e.name}:${e.isDirectory}`);
+    assert.deepEqual(names, ["README.md:false", "dir:true", "moved.txt:false", "src:true"]);
+    await bridge.remove({ filePath: "dir", recursive: true });
+    // resolvePath agrees with what the component does, synchronously.
+    const r = bridge.resolvePath({ filePath: "src/../moved.txt" });
+    assert.deepEqual(r, { hostPath: `${f.local.workspace}/moved.txt`, relativePath: "moved.txt", containerPath: `${handle.workdir}/moved.txt` });
+    assert.throws(() => bridge.resolvePath({ filePath: "../../etc/passwd" }), /Sandbox path escapes allowed mounts/);
+    await assert.rejects(bridge.readFile({ filePath: "/etc/passwd" }), (e) => e instanceof SandboxError && e.code === "escapes-workspace");
+    assert.equal(await handle.validateWorkdir("/etc"), null);
+    assert.equal(await handle.validateWorkdir("src"), `${handle.workdir}/src`);
+    // The remote tree is what the bridge made of it.
+    assert.equal(
+      remoteTree(host, handle.workdir).split("\n").map((l) => l.split(" ").slice(0, 2).join(" ")).join("\n"),
+      "./README.md file\n./moved.txt file\n./src dir\n./src/main.rs file\n./src/readme link",
+    );
+  } finally {
+    await f.close();
+  }
+});
+
+test("exec as OpenClaw runs it: streamed output, exit code, env; a kill ends the remote command", async () => {
+  const f = await fixture();
+  try {
+    const spec = await f.handle.buildExecSpec({ command: 'echo "$GREETING"; echo oops >&2; pwd; exit 3', workdir: "src", env: { GREETING: "it's ok" } });
+    assert.equal(spec.stdinMode, "pipe-closed");
+    const { code, stdout, stderr } = await run(spec).done;
+    assert.equal(code, 3);
+    assert.equal(stdout, `it's ok\n${f.handle.workdir}/src\n`);
+    assert.equal(stderr, "oops\n");
+    // OpenClaw kills the spawned process on a timeout or an abort.
+    const marker = unique("occ-node-kill");
+    const long = await f.handle.buildExecSpec({ command: `echo started; sh -c 'sleep 600; : ${marker}'` });
+    const started = run(long, { onStdout: (text, child) => text.includes("started") && child.kill("SIGTERM") });
+    const ended = await started.done;
+    assert.equal(ended.signal, "SIGTERM");
+    const pattern = `[${marker[0]}]${marker.slice(1)}`;
+    sh(host, `timeout 20 sh -c 'while pgrep -f "${pattern}" >/dev/null; do sleep 0.05; done'`);
+  } finally {
+    await f.close();
+  }
+});
+
+test("runShellCommand with stdin, failures and an abort signal", async () => {
+  const f = await fixture();
+  try {
+    const r = await f.handle.runShellCommand({ script: 'printf "%s|" "$0" "$@"; cat', args: ["a b", "c"], stdin: Buffer.from("in") });
+    assert.equal(r.code, 0);
+    assert.equal(r.stdout.toString(), "occ-sandbox-shell|a b|c|in");
+    await assert.rejects(f.handle.runShellCommand({ script: "echo boom >&2; exit 4" }), (e) => e.code === "command-failed" && e.message === "boom");
+    assert.equal((await f.handle.runShellCommand({ script: "exit 4", allowFailure: true })).code, 4);
+    const controller = new AbortController();
+    const pending = f.handle.runShellCommand({ script: "sleep 600", signal: controller.signal });
+    setImmediate(() => controller.abort());
+    await assert.rejects(pending, (e) => e.code === "cancelled" || e.name === "AbortError");
+  } finally {
+    await f.close();
+  }
+});
+
+test("a client that exits without closing takes its host with it", async () => {
+  const local = localWorkspace();
+  try {
+    const script = `
+      const { startSandboxHost } = await import(${JSON.stringify(new URL("../sandbox.mjs", import.meta.url).href)});
+      const h = await startSandboxHost({ installation: JSON.parse(process.argv[1]), hostBinary: ${JSON.stringify(hostBinary)} });
+      await h.call("validateConfiguration", {});
+      console.log(h.pid);`;
+    const doc = installation({ ssh: sshBlock(host, "/tmp/unused"), localWorkspaces: [local.base] });
+    const pid = Number(execFileSync(process.execPath, ["--input-type=module", "-e", script, JSON.stringify(doc)], { encoding: "utf8" }).trim());
+    assert.ok(pid > 0);
+    // The host saw its stdin close; wait for it to be gone.
+    const gone = () => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    for (let i = 0; i < 200 && !gone(); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(gone(), `host ${pid} outlived its client`);
+  } finally {
+    local.cleanup();
+  }
+});

@@ -1,0 +1,150 @@
+//! The `local-workspace` capability: read-only access to the local directories
+//! a sandbox seeds from, for one call at a time.
+//!
+//! - The grant ([`LocalWorkspaceGrant`]) is the installation's list of
+//!   directories under which a caller may name a workspace, and the bounds of
+//!   one seed. No directory is granted by default.
+//! - Per call, the world names the scope's workspace and (optionally) the
+//!   Agent's ([`CallRoots`]); each is granted only when its canonical path lies
+//!   inside a listed directory, checked again right before it is read.
+//! - The component never sees the files: it names a root and an approved remote
+//!   script, and the host streams the tree ([`tree`]) into that script's stdin
+//!   through the call's `ssh-exec` state, with its checks and audit records.
+//!
+//! No `wasi:filesystem` is ever linked: this interface is all a component can
+//! learn about the local file system.
+
+mod host;
+pub mod tree;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::component::{HasData, Linker};
+
+use super::Scope;
+use super::ssh_exec::SshExecState;
+
+/// The generated bindings of the `local-workspace` interface.
+pub(crate) mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        interfaces: "import occ:compute/local-workspace@0.2.0;",
+        imports: { default: async },
+        with: {
+            "occ:compute/ssh-exec": crate::capability::ssh_exec::bindings::occ::compute::ssh_exec,
+        },
+    });
+}
+
+/// What the installation grants: where local workspaces may be, and how much
+/// one seed may send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalWorkspaceGrant {
+    /// Canonical directories; a call's workspace must be one of them or below.
+    pub allowed: Vec<PathBuf>,
+    /// Bounds of one seed.
+    pub bounds: tree::Bounds,
+}
+
+impl LocalWorkspaceGrant {
+    /// A grant of the directories `allowed` (made canonical; each must exist).
+    pub fn new(allowed: &[PathBuf]) -> Result<LocalWorkspaceGrant, String> {
+        let allowed = allowed
+            .iter()
+            .map(|p| {
+                let c = p
+                    .canonicalize()
+                    .map_err(|e| format!("{}: {e}", p.display()))?;
+                if !c.is_dir() {
+                    return Err(format!("{}: not a directory", p.display()));
+                }
+                Ok(c)
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(LocalWorkspaceGrant {
+            allowed,
+            bounds: tree::Bounds {
+                // A seed is a workspace, not a disk image.
+                max_bytes: 8 << 30,
+                max_entries: 1_000_000,
+            },
+        })
+    }
+
+    /// The canonical directory of `path` if the grant covers it.
+    pub fn admit(&self, path: &Path) -> Result<PathBuf, String> {
+        let canonical = path
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if !canonical.is_dir() {
+            return Err(format!("{}: not a directory", path.display()));
+        }
+        if !self.allowed.iter().any(|a| canonical.starts_with(a)) {
+            return Err(format!(
+                "{} is outside the local workspaces the installation lists ({})",
+                canonical.display(),
+                if self.allowed.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.allowed
+                        .iter()
+                        .map(|a| a.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ));
+        }
+        Ok(canonical)
+    }
+}
+
+/// The local directories one call names (as the caller named them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallRoots {
+    /// The scope's workspace.
+    pub workspace: Option<PathBuf>,
+    /// The Agent's workspace.
+    pub agent: Option<PathBuf>,
+}
+
+/// The capability's state for one call.
+pub struct LocalWorkspaceState {
+    grant: Arc<LocalWorkspaceGrant>,
+    roots: CallRoots,
+    exec: SshExecState,
+    scope: Scope,
+}
+
+impl LocalWorkspaceState {
+    /// State for one call of `scope`: `roots` as the caller named them, and the
+    /// call's own `ssh-exec` state, through which uploads run.
+    pub fn new(
+        grant: Arc<LocalWorkspaceGrant>,
+        roots: CallRoots,
+        exec: SshExecState,
+        scope: Scope,
+    ) -> LocalWorkspaceState {
+        LocalWorkspaceState {
+            grant,
+            roots,
+            exec,
+            scope,
+        }
+    }
+}
+
+struct HasLocalWorkspace;
+
+impl HasData for HasLocalWorkspace {
+    type Data<'a> = &'a mut LocalWorkspaceState;
+}
+
+/// Link `occ:compute/local-workspace` with `get` projecting the store's data
+/// onto the call's [`LocalWorkspaceState`].
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut LocalWorkspaceState,
+) -> wasmtime::Result<()> {
+    bindings::occ::compute::local_workspace::add_to_linker::<T, HasLocalWorkspace>(linker, get)
+}

@@ -1,0 +1,90 @@
+//! `relay`: one sandbox exec through a serving host's socket, for a process
+//! that must look like the command itself (OpenClaw spawns a command and reads
+//! its output and exit status). The command's output passes through to this
+//! process's stdout and stderr as it arrives; the exit status is the
+//! command's (124 when its time limit passed). Killed, the relay closes its
+//! connection, and the serving host cancels the exec and kills the command.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Arguments of `relay`.
+#[derive(clap::Args)]
+pub(crate) struct RelayArgs {
+    /// The socket of an `occ-driver-host serve --listen` serving a sandbox backend.
+    #[arg(long, value_name = "PATH")]
+    socket: PathBuf,
+    /// The exec params ({scope, command, workdir?, env?, timeoutMs?}) as base64
+    /// JSON. In the environment rather than the argument vector, so that the
+    /// command and its environment stay out of the process list.
+    #[arg(
+        long,
+        value_name = "BASE64",
+        env = "OCC_RELAY_PARAMS",
+        hide_env_values = true
+    )]
+    params: String,
+}
+
+pub(crate) fn run(args: RelayArgs) -> Result<ExitCode> {
+    let params: Value = serde_json::from_slice(
+        &STANDARD
+            .decode(args.params.as_bytes())
+            .context("--params is not base64")?,
+    )
+    .context("--params is not JSON")?;
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    tokio.block_on(async {
+        let stream = tokio::net::UnixStream::connect(&args.socket)
+            .await
+            .with_context(|| format!("connect to {}", args.socket.display()))?;
+        let (read, mut write) = stream.into_split();
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "exec", "params": params});
+        write.write_all(format!("{request}\n").as_bytes()).await?;
+        let mut lines = BufReader::new(read).lines();
+        while let Some(line) = lines.next_line().await? {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if message["method"] == "$/output" {
+                let data = STANDARD
+                    .decode(message["params"]["data"].as_str().unwrap_or_default())
+                    .unwrap_or_default();
+                if message["params"]["stream"] == "stderr" {
+                    std::io::stderr().write_all(&data)?;
+                } else {
+                    let mut out = std::io::stdout();
+                    out.write_all(&data)?;
+                    out.flush()?;
+                }
+                continue;
+            }
+            if message["id"] != json!(1) {
+                continue;
+            }
+            if let Some(error) = message.get("error") {
+                eprintln!(
+                    "sandbox exec failed: {}",
+                    error["message"].as_str().unwrap_or("unknown error")
+                );
+                return Ok(ExitCode::from(1));
+            }
+            let result = &message["result"];
+            if result["timedOut"] == json!(true) {
+                return Ok(ExitCode::from(124));
+            }
+            let code = result["exitCode"].as_i64().unwrap_or(1);
+            return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
+        }
+        bail!("the serving host closed the connection before the exec ended")
+    })
+}

@@ -1,0 +1,575 @@
+//! The sandbox backend's installation: `drivers.sandbox` of the Installation
+//! document, and the grants the host reads from it.
+//!
+//! ```yaml
+//! drivers:
+//!   sandbox:
+//!     id: sandbox-ssh                    # optional, the default
+//!     component: /opt/occ/guest_ssh_sandbox.wasm
+//!     approvedScripts:                   # name: SHA-256, as `inspect` prints them
+//!       preflight: <sha256>
+//!       workspace: <sha256>
+//!       exec: <sha256>
+//!     localWorkspaces: [/home/me/.openclaw]   # where seeds may be read from
+//!     configuration:                     # OpenClaw's block, verbatim
+//!       agents:
+//!         defaults:
+//!           sandbox:
+//!             mode: all
+//!             backend: ssh
+//!             scope: session
+//!             workspaceAccess: rw
+//!             ssh: { target: user@gateway-host:22, identityFile: ~/.ssh/id_ed25519, ... }
+//! ```
+//!
+//! The component validates the whole configuration (unknown keys fail there,
+//! naming the key path). The host reads from it only what it grants and owns:
+//! the target, the credentials and host key options
+//! ([`sandbox_ssh_grant`]). `*Data` credentials (inline text, or a SecretRef
+//! `{source: env, provider: default, id: NAME}` resolved from the host's
+//! environment) win over `*File`, are written by the host to private files,
+//! and are replaced in the configuration the component sees
+//! ([`redacted_configuration`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::capability::ssh_exec::{
+    Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshGrant,
+};
+use crate::error::LoadError;
+
+/// Keys the host accepts under `drivers.sandbox`.
+const SANDBOX_KEYS: &[&str] = &[
+    "id",
+    "component",
+    "approvedScripts",
+    "localWorkspaces",
+    "configuration",
+];
+
+/// `drivers.sandbox.id` when absent.
+pub const DEFAULT_ID: &str = "sandbox-ssh";
+
+/// The alias the target is granted under: the component names it so.
+pub const TARGET_ALIAS: &str = "target";
+
+/// What the component sees in place of inline key material.
+pub const HELD_BY_HOST: &str = "occ-host-held";
+
+/// A parsed `drivers.sandbox` selection.
+#[derive(Debug, Clone)]
+pub struct SandboxInstallation {
+    /// Where it was read from, for messages.
+    pub path: PathBuf,
+    /// `drivers.sandbox.id`.
+    pub id: String,
+    /// The component file, resolved against the installation's directory.
+    pub component: PathBuf,
+    /// `approvedScripts`: script name to SHA-256.
+    pub approved_scripts: BTreeMap<String, String>,
+    /// `localWorkspaces`.
+    pub local_workspaces: Vec<PathBuf>,
+    /// `configuration`, as written (with any inline key material).
+    pub configuration: Value,
+}
+
+impl SandboxInstallation {
+    /// Read `drivers.sandbox` of the document at `path`; `component` (the
+    /// command line's) replaces the document's.
+    pub fn load(path: &Path, component: Option<&Path>) -> Result<SandboxInstallation, LoadError> {
+        let doc = crate::installation::read_document(path)?;
+        SandboxInstallation::from_document(path, &doc, component)
+    }
+
+    /// Parse `drivers.sandbox` of an already read document.
+    pub fn from_document(
+        path: &Path,
+        doc: &Value,
+        component_override: Option<&Path>,
+    ) -> Result<SandboxInstallation, LoadError> {
+        let err = |message: String| LoadError::Installation {
+            path: path.to_path_buf(),
+            message,
+        };
+        let sandbox = doc
+            .get("drivers")
+            .and_then(|d| d.get("sandbox"))
+            .ok_or_else(|| err("drivers.sandbox: missing; select a sandbox backend".into()))?
+            .as_object()
+            .ok_or_else(|| err("drivers.sandbox: must be a mapping".into()))?;
+        if let Some(unknown) = sandbox.keys().find(|k| !SANDBOX_KEYS.contains(&k.as_str())) {
+            return Err(err(format!(
+                "drivers.sandbox.{unknown}: unknown key (expected one of: {})",
+                SANDBOX_KEYS.join(", ")
+            )));
+        }
+        let id = match sandbox.get("id") {
+            None => DEFAULT_ID.to_string(),
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(_) => return Err(err("drivers.sandbox.id: must be a nonempty string".into())),
+        };
+        let relative = |p: &str| {
+            let p = PathBuf::from(p);
+            if p.is_relative() {
+                path.parent().unwrap_or(Path::new(".")).join(p)
+            } else {
+                p
+            }
+        };
+        let component = match (component_override, sandbox.get("component")) {
+            (Some(c), _) => c.to_path_buf(),
+            (None, Some(Value::String(s))) if !s.is_empty() => relative(s),
+            (None, Some(_)) => {
+                return Err(err("drivers.sandbox.component: must be a file path".into()));
+            }
+            (None, None) => match std::env::var_os(crate::installation::COMPONENT_ENV)
+                .filter(|v| !v.is_empty())
+            {
+                Some(c) => PathBuf::from(c),
+                None => {
+                    return Err(err(
+                        "drivers.sandbox.component: missing; name the sandbox component (.wasm) here or with --component".into(),
+                    ));
+                }
+            },
+        };
+        let approved_scripts = match sandbox.get("approvedScripts") {
+            None => BTreeMap::new(),
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(name, sha)| match sha.as_str() {
+                    Some(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) => {
+                        Ok((name.clone(), s.to_string()))
+                    }
+                    _ => Err(err(format!(
+                        "drivers.sandbox.approvedScripts.{name}: must be a SHA-256 in lowercase hex (64 characters), as `occ-driver-host inspect` prints it"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(err("drivers.sandbox.approvedScripts: must map script names to SHA-256 hashes".into())),
+        };
+        let local_workspaces = match sandbox.get("localWorkspaces") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match v.as_str() {
+                    Some(s) if !s.is_empty() => Ok(relative(&expand_home(s))),
+                    _ => Err(err(format!(
+                        "drivers.sandbox.localWorkspaces[{i}]: must be a directory path"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => {
+                return Err(err(
+                    "drivers.sandbox.localWorkspaces: must be a list of directories".into(),
+                ));
+            }
+        };
+        let configuration = match sandbox.get("configuration") {
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => return Err(err("drivers.sandbox.configuration: must be a mapping".into())),
+            None => return Err(err("drivers.sandbox.configuration: missing; put OpenClaw's agents.defaults.sandbox block here".into())),
+        };
+        Ok(SandboxInstallation {
+            path: path.to_path_buf(),
+            id,
+            component,
+            approved_scripts,
+            local_workspaces,
+            configuration,
+        })
+    }
+}
+
+/// `~` and `~/...` against `$HOME`, as OpenClaw resolves user paths.
+pub fn expand_home(path: &str) -> String {
+    let home = || std::env::var("HOME").ok().filter(|h| !h.is_empty());
+    match path.strip_prefix('~') {
+        Some("") => home().unwrap_or_else(|| path.to_string()),
+        Some(rest) if rest.starts_with('/') => {
+            home().map_or_else(|| path.to_string(), |h| format!("{h}{rest}"))
+        }
+        _ => path.to_string(),
+    }
+}
+
+/// The sandbox configuration object: `agents.defaults.sandbox`.
+fn sandbox_block(configuration: &Value) -> Option<&Map<String, Value>> {
+    configuration
+        .pointer("/agents/defaults/sandbox")?
+        .as_object()
+}
+
+const SSH: &str = "agents.defaults.sandbox.ssh";
+
+fn err(key: &str, reason: impl Into<String>) -> GrantError {
+    GrantError {
+        path: format!("{SSH}.{key}"),
+        reason: reason.into(),
+    }
+}
+
+/// Bounds of the sandbox world's execs. A file crosses the component whole
+/// (at most 8 MiB, the component's own bound), so stdin and collected stdout
+/// allow that and a little framing; the remote shell takes the whole command
+/// line as one argument, which Linux caps at 128 KiB, so the argument bound
+/// stays below it; commands run up to two hours (OpenClaw's exec default is 30
+/// minutes).
+pub fn sandbox_bounds() -> ExecBounds {
+    ExecBounds {
+        operation: Duration::from_secs(2 * 60 * 60),
+        stdout_cap: (8 << 20) + (64 << 10),
+        stderr_tail: 64 << 10,
+        max_args: 24,
+        max_argv_bytes: 112 << 10,
+        max_stdin_bytes: (8 << 20) + (64 << 10),
+        connect_backoff: Duration::from_secs(5),
+        idle_master: Duration::from_secs(300),
+    }
+}
+
+/// One credential: `<item>Data` (inline text or an env SecretRef) wins over
+/// `<item>File` (an existing local file).
+fn credential(ssh: &Map<String, Value>, item: &str) -> Result<Option<Credential>, GrantError> {
+    let data_key = format!("{item}Data");
+    let file_key = format!("{item}File");
+    match ssh.get(&data_key) {
+        None => {}
+        Some(Value::String(text)) if !text.trim().is_empty() => {
+            return Ok(Some(Credential::Inline(text.clone())));
+        }
+        Some(Value::String(_)) => return Err(err(&data_key, "must not be empty")),
+        Some(Value::Object(r)) => {
+            let source = r.get("source").and_then(Value::as_str);
+            let id = r
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|i| !i.is_empty());
+            return match (source, id) {
+                (Some("env"), Some(name)) => match std::env::var(name) {
+                    Ok(text) if !text.trim().is_empty() => Ok(Some(Credential::Inline(text))),
+                    _ => Err(err(
+                        &data_key,
+                        format!(
+                            "the SecretRef names environment variable {name}, which the host's environment does not set"
+                        ),
+                    )),
+                },
+                (Some(source), _) if source != "env" => Err(err(
+                    &data_key,
+                    format!(
+                        "SecretRef source {source:?} is resolved by OpenClaw's secrets runtime; pass the resolved text, or use source \"env\""
+                    ),
+                )),
+                _ => Err(err(&data_key, "a SecretRef needs source and id")),
+            };
+        }
+        Some(_) => return Err(err(&data_key, "must be a string or a SecretRef")),
+    }
+    match ssh.get(&file_key) {
+        None => Ok(None),
+        Some(Value::String(p)) if !p.trim().is_empty() => {
+            let path = PathBuf::from(expand_home(p.trim()));
+            let meta = std::fs::metadata(&path)
+                .map_err(|e| err(&file_key, format!("{}: {e}", path.display())))?;
+            if !meta.is_file() {
+                return Err(err(
+                    &file_key,
+                    format!("{}: not a regular file", path.display()),
+                ));
+            }
+            std::fs::File::open(&path)
+                .map_err(|e| err(&file_key, format!("{}: {e}", path.display())))?;
+            Ok(Some(Credential::File(path)))
+        }
+        Some(_) => Err(err(&file_key, "must be a path")),
+    }
+}
+
+fn flag(ssh: &Map<String, Value>, key: &str) -> Result<bool, GrantError> {
+    match ssh.get(key) {
+        None => Ok(true),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(err(key, "must be true or false")),
+    }
+}
+
+/// Read the SSH grant of the sandbox world from its configuration: the target
+/// under [`TARGET_ALIAS`], the credentials, host key options, the approved
+/// scripts and the sandbox bounds. The target follows the component's rules
+/// (a test runs both over the same cases).
+pub fn sandbox_ssh_grant(
+    configuration: &Value,
+    approved: &BTreeMap<String, String>,
+) -> Result<SshGrant, GrantError> {
+    let ssh = sandbox_block(configuration)
+        .and_then(|s| s.get("ssh"))
+        .and_then(Value::as_object)
+        .ok_or_else(|| GrantError {
+            path: SSH.into(),
+            reason: "required: the target and its credentials".into(),
+        })?;
+    let target = ssh
+        .get("target")
+        .and_then(Value::as_str)
+        .ok_or_else(|| err("target", "required: user@host[:port]"))?;
+    let (user, address, port) = parse_target(target).map_err(|why| err("target", why))?;
+    Ok(SshGrant {
+        identity: credential(ssh, "identity")?,
+        certificate: credential(ssh, "certificate")?,
+        known_hosts: credential(ssh, "knownHosts")?,
+        host_keys: HostKeys {
+            strict: flag(ssh, "strictHostKeyChecking")?,
+            update: flag(ssh, "updateHostKeys")?,
+        },
+        connect_timeout: Duration::from_secs(10),
+        hosts: BTreeMap::from([(
+            TARGET_ALIAS.to_string(),
+            HostGrant {
+                address,
+                port,
+                user,
+                node_path: String::new(),
+            },
+        )]),
+        policy: ExecPolicy::PinnedScripts {
+            approved: approved.clone(),
+        },
+        bounds: sandbox_bounds(),
+    })
+}
+
+/// `user@host[:port]` as the component reads it: the user required, the host an
+/// IPv4 address, a bracketed IPv6 address or a DNS name, neither starting with
+/// `-` (nothing an ssh client could read as an option).
+pub fn parse_target(raw: &str) -> Result<(String, String, u16), String> {
+    let text = raw.trim();
+    let text = text.strip_prefix("ssh ").map(str::trim).unwrap_or(text);
+    let (user, rest) = text
+        .split_once('@')
+        .ok_or_else(|| format!("{raw:?} is not user@host[:port] (the user is required)"))?;
+    let user_ok = !user.is_empty()
+        && user.len() <= 32
+        && !user.starts_with('-')
+        && user
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if !user_ok {
+        return Err(format!(
+            "user {user:?} must be 1 to 32 of A-Z a-z 0-9 _ . - and not start with -"
+        ));
+    }
+    let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
+        let (addr, after) = inner
+            .split_once(']')
+            .ok_or_else(|| format!("{rest:?}: an IPv6 address needs its closing ]"))?;
+        if addr.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!("{addr:?} is not an IPv6 address"));
+        }
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| format!("{rest:?}: expected :port after ]"))?,
+            ),
+        };
+        (addr.to_string(), port)
+    } else {
+        match rest.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (rest.to_string(), None),
+        }
+    };
+    let dns = !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|l| {
+            (1..=63).contains(&l.len())
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if !host.contains(':') && host.parse::<std::net::Ipv4Addr>().is_err() && !dns {
+        return Err(format!("host {host:?} is not an IP address or a DNS name"));
+    }
+    let port = match port {
+        None => 22,
+        Some(p) => Some(p)
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u16>().ok())
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("port {p:?} must be an integer from 1 to 65535"))?,
+    };
+    Ok((user.to_string(), host, port))
+}
+
+/// The configuration as the component sees it: each inline `*Data` value
+/// replaced by [`HELD_BY_HOST`] (SecretRefs name a variable, not a secret, and
+/// stay).
+pub fn redacted_configuration(configuration: &Value) -> Value {
+    let mut copy = configuration.clone();
+    if let Some(ssh) = copy
+        .pointer_mut("/agents/defaults/sandbox/ssh")
+        .and_then(Value::as_object_mut)
+    {
+        for key in ["identityData", "certificateData", "knownHostsData"] {
+            if let Some(v @ Value::String(_)) = ssh.get_mut(key) {
+                *v = Value::String(HELD_BY_HOST.into());
+            }
+        }
+    }
+    copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc(ssh: Value) -> Value {
+        json!({"agents": {"defaults": {"sandbox": {"ssh": ssh}}}})
+    }
+
+    #[test]
+    fn reads_the_grant_and_prefers_data_over_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("id");
+        std::fs::write(&key, "file key").unwrap();
+        let g = sandbox_ssh_grant(
+            &doc(json!({"target": "me@10.0.0.5:2222", "identityFile": key, "identityData": "inline key",
+                         "knownHostsFile": key, "strictHostKeyChecking": false})),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        assert_eq!(g.identity, Some(Credential::Inline("inline key".into())));
+        assert_eq!(g.known_hosts, Some(Credential::File(key.clone())));
+        assert_eq!(
+            g.host_keys,
+            HostKeys {
+                strict: false,
+                update: true
+            }
+        );
+        let host = &g.hosts[TARGET_ALIAS];
+        assert_eq!(
+            (host.user.as_str(), host.address.as_str(), host.port),
+            ("me", "10.0.0.5", 2222)
+        );
+        // The component never sees the inline key.
+        let shown =
+            redacted_configuration(&doc(json!({"target": "me@h", "identityData": "secret"})))
+                .to_string();
+        assert!(
+            !shown.contains("secret") && shown.contains(HELD_BY_HOST),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_key() {
+        let cases = [
+            (
+                json!({"target": "me@h", "identityFile": "/nonexistent/key"}),
+                "agents.defaults.sandbox.ssh.identityFile: /nonexistent/key",
+            ),
+            (
+                json!({"target": "me@h", "identityData": {"source": "env", "provider": "default", "id": "OCC_TEST_UNSET_VARIABLE"}}),
+                "agents.defaults.sandbox.ssh.identityData: the SecretRef names environment variable OCC_TEST_UNSET_VARIABLE",
+            ),
+            (
+                json!({"target": "me@h", "knownHostsData": {"source": "file", "id": "x"}}),
+                "agents.defaults.sandbox.ssh.knownHostsData: SecretRef source \"file\"",
+            ),
+            (
+                json!({"target": "h"}),
+                "agents.defaults.sandbox.ssh.target: \"h\" is not user@host[:port]",
+            ),
+            (json!({}), "agents.defaults.sandbox.ssh.target: required"),
+        ];
+        for (ssh, expected) in cases {
+            let e = sandbox_ssh_grant(&doc(ssh.clone()), &BTreeMap::new())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(expected),
+                "{ssh}: expected {expected:?}, got {e:?}"
+            );
+        }
+    }
+
+    /// The host reads the target with the component's own rules: the same
+    /// verdict on every case the component's tests use, and more.
+    #[test]
+    fn the_grant_agrees_with_the_component_on_targets() {
+        let cases = [
+            "root@10.201.31.2",
+            "u@host.example:2222",
+            "ssh u@h",
+            "u@[::1]:2200",
+            "u@[fe80::1]",
+            "h",
+            "@h",
+            "u@",
+            "u@h:",
+            "u@h:+22",
+            "u@h:22x",
+            "u@h b",
+            "u b@h",
+            "u@[::1",
+            "u@[nonsense]:22",
+            "u@h@i",
+            "u@-h",
+            "-oProxyCommand=x@h",
+            "u@h:0",
+            "u@h:65536",
+            " u@h:22 ",
+        ];
+        for raw in cases {
+            let component = guest_ssh_sandbox::config::parse_target(raw);
+            let host = parse_target(raw);
+            match (component, host) {
+                (Ok(c), Ok((user, address, port))) => {
+                    assert_eq!((c.user, c.host, c.port), (user, address, port), "{raw}")
+                }
+                (Err(c), Err(h)) => assert_eq!(c, h, "{raw}"),
+                (c, h) => panic!("{raw}: the component says {c:?}, the host {h:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_sandbox_selection() {
+        let path = Path::new("/etc/occ/installation.yaml");
+        let text = "drivers:\n  sandbox:\n    component: sbx.wasm\n    approvedScripts: {exec: abababababababababababababababababababababababababababababababab}\n    localWorkspaces: [/srv/ws]\n    configuration: {agents: {defaults: {sandbox: {}}}}\n";
+        let doc = crate::installation::parse_yaml(text).unwrap();
+        let i = SandboxInstallation::from_document(path, &doc, None).unwrap();
+        assert_eq!(i.component, PathBuf::from("/etc/occ/sbx.wasm"));
+        assert_eq!(i.id, DEFAULT_ID);
+        assert_eq!(i.local_workspaces, vec![PathBuf::from("/srv/ws")]);
+        for (bad, expected) in [
+            (
+                "drivers: {sandbox: {component: c, configuration: {}, bogus: 1}}",
+                "drivers.sandbox.bogus: unknown key",
+            ),
+            (
+                "drivers: {sandbox: {component: c, configuration: {}, approvedScripts: {exec: abc}}}",
+                "drivers.sandbox.approvedScripts.exec: must be a SHA-256",
+            ),
+            (
+                "drivers: {sandbox: {component: c}}",
+                "drivers.sandbox.configuration: missing",
+            ),
+            ("drivers: {compute: {}}", "drivers.sandbox: missing"),
+        ] {
+            let doc = crate::installation::parse_yaml(bad).unwrap();
+            let e = SandboxInstallation::from_document(path, &doc, None)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expected), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The sandbox backend's methods as a controller names them (OpenClaw's
+//! handle, bridge and manager operations, camelCase), and what each takes.
+
+/// One method of the sandbox world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// `{}`: warnings.
+    ValidateConfiguration,
+    /// `{}`: the remote utility contract.
+    Preflight,
+    /// `{scope}`.
+    DescribeRuntime,
+    /// `{scope}`: adopt or seed.
+    EnsureRuntime,
+    /// `{scope}`.
+    RemoveRuntime,
+    /// `{scope}`: remove and seed again.
+    RecreateRuntime,
+    /// `{scope, workdir}`.
+    ValidateWorkdir,
+    /// `{scope, command, workdir?, env?, stdin?, timeoutMs?}`; output streams.
+    Exec,
+    /// `{scope, script, args?, stdin?, allowFailure?, timeoutMs?}`.
+    RunShellCommand,
+    /// `{scope, filePath, cwd?}`.
+    ResolvePath,
+    /// `{scope, filePath, cwd?, maxBytes?}`.
+    ReadFile,
+    /// `{scope, filePath, cwd?, data | text, mkdir?}`.
+    WriteFile,
+    /// `{scope, filePath, cwd?, data | text, mkdir?}`.
+    CreateFileExclusive,
+    /// `{scope, filePath, cwd?}`.
+    Mkdirp,
+    /// `{scope, filePath, cwd?, recursive?, force?}`.
+    Remove,
+    /// `{scope, from, to, cwd?}`.
+    Rename,
+    /// `{scope, filePath, cwd?}`.
+    Stat,
+    /// `{scope, filePath, cwd?}`.
+    ReadDirectory,
+    /// `{scope, filePath, cwd?, edits | oldText + newText}`.
+    Edit,
+    /// `{scope, input, cwd?}`.
+    ApplyPatch,
+    /// `{scope, filePath, cwd?, maxBytes?}`.
+    ReadMedia,
+}
+
+const ALL: &[(Method, &str)] = &[
+    (Method::ValidateConfiguration, "validateConfiguration"),
+    (Method::Preflight, "preflight"),
+    (Method::DescribeRuntime, "describeRuntime"),
+    (Method::EnsureRuntime, "ensureRuntime"),
+    (Method::RemoveRuntime, "removeRuntime"),
+    (Method::RecreateRuntime, "recreateRuntime"),
+    (Method::ValidateWorkdir, "validateWorkdir"),
+    (Method::Exec, "exec"),
+    (Method::RunShellCommand, "runShellCommand"),
+    (Method::ResolvePath, "resolvePath"),
+    (Method::ReadFile, "readFile"),
+    (Method::WriteFile, "writeFile"),
+    (Method::CreateFileExclusive, "createFileExclusive"),
+    (Method::Mkdirp, "mkdirp"),
+    (Method::Remove, "remove"),
+    (Method::Rename, "rename"),
+    (Method::Stat, "stat"),
+    (Method::ReadDirectory, "readDirectory"),
+    (Method::Edit, "edit"),
+    (Method::ApplyPatch, "applyPatch"),
+    (Method::ReadMedia, "readMedia"),
+];
+
+impl Method {
+    /// The name a controller calls it by.
+    pub fn name(self) -> &'static str {
+        ALL.iter()
+            .find(|(m, _)| *m == self)
+            .map(|(_, n)| *n)
+            .unwrap_or_default()
+    }
+
+    /// The method called `name`.
+    pub fn from_name(name: &str) -> Option<Method> {
+        ALL.iter().find(|(_, n)| *n == name).map(|(m, _)| *m)
+    }
+
+    /// Every method name, comma separated, for messages.
+    pub fn names() -> String {
+        ALL.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Every method.
+    pub fn all() -> impl Iterator<Item = Method> {
+        ALL.iter().map(|(m, _)| *m)
+    }
+
+    /// Whether the method acts on a scope (takes `scope`).
+    pub fn scoped(self) -> bool {
+        !matches!(self, Method::ValidateConfiguration | Method::Preflight)
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for m in Method::all() {
+            assert_eq!(Method::from_name(m.name()), Some(m));
+        }
+        assert_eq!(Method::from_name("ensureNamespace"), None);
+    }
+}

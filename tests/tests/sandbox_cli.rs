@@ -1,0 +1,146 @@
+//! The operator CLI with the sandbox component; no test host needed.
+
+use occ_e2e::sandbox::{approved_scripts, write_installation};
+use occ_e2e::{component, run_host};
+use serde_json::{Value, json};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn inspect_shows_the_world_and_each_script_it_ships() {
+    let out = run_host(&[
+        "inspect",
+        component("guest_ssh_sandbox").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["world"], "occ:compute/ssh-sandbox-backend@0.2.0");
+    assert_eq!(v["exports"], json!(["occ:compute/sandbox-backend@0.2.0"]));
+    // The scripts it ships are the repository's, byte for byte.
+    let shipped: Value = v["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap().to_string(), s["sha256"].clone()))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    assert_eq!(shipped, serde_json::to_value(approved_scripts()).unwrap());
+    for i in v["imports"].as_array().unwrap() {
+        assert_eq!(i["granted"], true, "{i}");
+        let name = i["name"].as_str().unwrap();
+        assert!(
+            !name.starts_with("wasi:filesystem") && !name.starts_with("wasi:sockets"),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn check_names_unapproved_scripts_and_the_line_to_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = write_installation(
+        dir.path(),
+        json!({"target": "me@192.0.2.1:22"}),
+        json!({}),
+        &[dir.path()],
+    );
+    let out = run_host(&["check", inst.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("sandbox backend sandbox-ssh on me@192.0.2.1:22"),
+        "{stdout}"
+    );
+    for name in ["preflight", "workspace", "exec"] {
+        assert!(
+            stdout.contains(&format!("script {name} ")) && stdout.contains(": approved"),
+            "{stdout}"
+        );
+    }
+    // Unapproved: the line to add names every script.
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&inst).unwrap()).unwrap();
+    doc["drivers"]["sandbox"]["approvedScripts"] = json!({});
+    std::fs::write(&inst, doc.to_string()).unwrap();
+    let stdout = text(&run_host(&["check", inst.to_str().unwrap()]).stdout);
+    assert!(stdout.contains("NOT approved"), "{stdout}");
+    assert!(stdout.contains("approvedScripts: {exec: \""), "{stdout}");
+    // A configuration the component refuses: exit 65, naming the key path.
+    doc["drivers"]["sandbox"]["configuration"]["agents"]["defaults"]["sandbox"]["bogus"] = json!(1);
+    std::fs::write(&inst, doc.to_string()).unwrap();
+    let out = run_host(&["check", inst.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(65));
+    assert!(
+        text(&out.stderr).contains("agents.defaults.sandbox.bogus: unknown key"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn call_refuses_a_local_workspace_outside_the_installation() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = write_installation(
+        dir.path(),
+        json!({"target": "me@192.0.2.1:22"}),
+        json!({}),
+        &[dir.path()],
+    );
+    let params = json!({"scope": {"workspaceDir": "/etc"}}).to_string();
+    let out = run_host(&[
+        "call",
+        "ensureRuntime",
+        "-i",
+        inst.to_str().unwrap(),
+        "--json",
+        "-p",
+        &params,
+    ]);
+    assert_eq!(out.status.code(), Some(65));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["code"], "invalid-params");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("/etc is outside the local workspaces"),
+        "{v}"
+    );
+    // A method of no world is a usage error.
+    let out = run_host(&["call", "ensureRuntim", "-i", inst.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("sandbox backends: validateConfiguration"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_sandbox_cannot_be_recorded_or_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = write_installation(
+        dir.path(),
+        json!({"target": "me@192.0.2.1:22"}),
+        json!({}),
+        &[dir.path()],
+    );
+    let replay = dir.path().join("replay.jsonl");
+    std::fs::write(&replay, "").unwrap();
+    let out = run_host(&[
+        "--ssh-replay",
+        replay.to_str().unwrap(),
+        "call",
+        "validateConfiguration",
+        "-i",
+        inst.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot hold"),
+        "{}",
+        text(&out.stderr)
+    );
+}
