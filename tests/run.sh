@@ -3,7 +3,8 @@
 # (Debian packages, the wasm32-wasip2 target, Node.js 24 and OpenClaw from npm),
 # builds the driver component and the host, runs every Rust test, brings up two
 # disposable test hosts (systemd-nspawn with real systemd and sshd), runs the
-# helper's tests, the end-to-end suite and the Node client's tests against them,
+# helper's tests, the end-to-end suites (compute driver and sandbox backend) and
+# the Node tests (OCC's driver package, OpenClaw's sandbox seam) against them,
 # and tears the hosts down again, whatever happened.
 #
 #   bash tests/run.sh            # everything
@@ -59,9 +60,11 @@ bash tests/helper/run.sh
 step "end-to-end suite: the host binary deploys real gateways"
 cargo test --release -p occ-e2e -- --ignored --test-threads=1 --nocapture
 
-if [ -d host/node ]; then
-  step "Node client tests against the host binary"
-  OCC_DRIVER_HOST="$CARGO_TARGET_DIR/release/occ-driver-host" node --test host/node/test/
-fi
+step "Node tests: the OCC driver package, and OpenClaw with the sandbox backend"
+export OCC_DRIVER_HOST="$CARGO_TARGET_DIR/release/occ-driver-host"
+# Node 24, the one OpenClaw needs (the system's node may be older); the globs are
+# node's own, so quote them.
+"$OCC_RIG_NODE" --test 'host/node/test/*.test.mjs'
+"$OCC_RIG_NODE" --test --test-concurrency=1 'host/node/test-sandbox/*.test.mjs'
 
 step "done in $((SECONDS - started)) s"
