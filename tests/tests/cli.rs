@@ -377,6 +377,39 @@ fn serve_refuses_to_start_on_an_unknown_key() {
     );
 }
 
+/// `serve --preflight` probes before it answers anything: a host the installation
+/// cannot reach (here its identity file is missing) stops it, naming the file,
+/// with nothing written to the JSON-RPC channel. Without the flag the same
+/// installation serves.
+#[test]
+fn serve_with_preflight_refuses_to_start_when_preflight_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut configuration = spec_configuration();
+    let missing = dir.path().join("no-such-key");
+    configuration["ssh"]["identityFile"] = json!(missing);
+    let inst = write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
+    let serve = |extra: &[&str]| {
+        Command::new(host_binary())
+            .args(["serve", "--installation", inst.to_str().unwrap()])
+            .args(extra)
+            .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = serve(&["--preflight"]);
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&missing.display().to_string()),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(text(&out.stdout), "");
+    // Without --preflight it starts, and ends cleanly when its input does.
+    let out = serve(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
 /// The Unix socket is never connectable by another user: the socket is 0600
 /// from the moment it exists, and even opened up, the server drops a peer of
 /// another uid without answering.
