@@ -5,12 +5,25 @@
 //! A world module holds its private bindings, the list of imports it grants,
 //! how its grants are read from the installation, and the dispatch of its
 //! exports. Adding a kind of driver is a new module here and its WIT.
+//!
+//! What every world does alike lives here: admitting a component by its
+//! imports and exports ([`WorldInfo::admit`]), and numbering, scoping and
+//! auditing its calls ([`Calls`]).
 
 pub mod ssh_compute_driver;
 pub mod ssh_sandbox_backend;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use serde_json::{Map, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::{Audit, AuditLog};
+use crate::capability::{CallScope, Scope};
+use crate::error::LoadError;
+use crate::runtime::CompiledComponent;
 use crate::runtime::sandbox::is_sealed_wasi;
 
 /// A step of remote work, for people watching a long operation.
@@ -53,6 +66,115 @@ impl WorldInfo {
             .filter(|name| !self.grants(name))
             .map(str::to_string)
             .collect()
+    }
+
+    /// Admit a compiled component into this world before anything is linked:
+    /// every import granted, and the world's export present.
+    pub(crate) fn admit(
+        &self,
+        path: &Path,
+        component: &CompiledComponent,
+    ) -> Result<(), LoadError> {
+        let refused = self.refused(component.imports.iter().map(String::as_str));
+        if !refused.is_empty() {
+            return Err(LoadError::RefusedImports {
+                path: path.to_path_buf(),
+                world: self.name.into(),
+                refused,
+            });
+        }
+        if !component.exports.iter().any(|e| e == self.export) {
+            return Err(LoadError::MissingExport {
+                path: path.to_path_buf(),
+                expected: self.export.into(),
+                found: component.exports.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The calls of one loaded component: each gets an id (the controller's, or
+/// one made up here), its audit records (bound to the component and its
+/// SHA-256) and its cancellation. Both worlds number and audit calls alike.
+pub(crate) struct Calls {
+    driver: String,
+    sha256: String,
+    audit: Option<Arc<AuditLog>>,
+    next: AtomicU64,
+}
+
+impl Calls {
+    /// Open the audit log `audit_log` names, if any, for `component`'s calls.
+    pub(crate) fn open(
+        component: &CompiledComponent,
+        audit_log: Option<&PathBuf>,
+    ) -> Result<Calls, LoadError> {
+        let audit = match audit_log {
+            Some(path) => Some(Arc::new(AuditLog::open(path).map_err(|message| {
+                LoadError::LocalFile {
+                    path: path.clone(),
+                    message,
+                }
+            })?)),
+            None => None,
+        };
+        Ok(Calls {
+            driver: component.name(),
+            sha256: component.sha256.clone(),
+            audit,
+            next: AtomicU64::new(1),
+        })
+    }
+
+    /// Audit records of `method` (and of a call, with its id).
+    pub(crate) fn audit(&self, method: &str, call_id: Option<&str>) -> Audit {
+        let mut base = Map::new();
+        base.insert("driver".into(), json!(self.driver));
+        base.insert("driverSha256".into(), json!(self.sha256));
+        if let Some(id) = call_id {
+            base.insert("callId".into(), json!(id));
+        }
+        base.insert("method".into(), json!(method));
+        Audit::new(self.audit.clone(), base)
+    }
+
+    /// The scope of one call of `method`.
+    pub(crate) fn scope(
+        &self,
+        method: &str,
+        id: Option<String>,
+        cancel: CancellationToken,
+    ) -> Scope {
+        let id = id.unwrap_or_else(|| {
+            format!(
+                "host-{}-{}",
+                std::process::id(),
+                self.next.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+        Arc::new(CallScope {
+            audit: self.audit(method, Some(&id)),
+            id,
+            method: method.to_string(),
+            driver: self.driver.clone(),
+            cancel,
+        })
+    }
+
+    /// Record the load, or fail it: an audit log that cannot be written must
+    /// not let a driver run unaudited.
+    pub(crate) fn audit_load(
+        &self,
+        details: serde_json::Value,
+        audit_log: Option<&PathBuf>,
+    ) -> Result<(), LoadError> {
+        self.audit("load", None)
+            .event("load", details)
+            .map_err(|e| LoadError::LocalFile {
+                path: audit_log.cloned().unwrap_or_default(),
+                message: e.to_string(),
+            })
     }
 }
 

@@ -15,24 +15,22 @@ pub mod progress;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 
 pub use method::Method;
 
-use crate::audit::{Audit, AuditLog};
+use crate::capability::Scope;
 use crate::capability::hooks::bindings::occ::compute::types as wit;
 use crate::capability::hooks::{self, HookScope, HooksGrant, HooksState, LifecycleHooks, NoHooks};
 use crate::capability::log::{self, LogGrant, LogState};
 use crate::capability::ssh_exec::{self, LineSink, SshExec, SshExecState, SshGrant, SshMode};
-use crate::capability::{CallScope, Scope};
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::installation::Installation;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
-use crate::world::{ProgressSink, WorldInfo};
+use crate::world::{Calls, ProgressSink, WorldInfo};
 use bindings::{SshComputeDriver, SshComputeDriverPre};
 use params::{Binding, NamespaceParams, RevisionParams};
 
@@ -125,10 +123,9 @@ pub struct Driver {
     ssh: Arc<SshExec>,
     hooks_grant: HooksGrant,
     log_grant: LogGrant,
-    audit: Option<Arc<AuditLog>>,
+    calls: Calls,
     require_bind: bool,
     bound: std::sync::Mutex<HashMap<(String, String), Binding>>,
-    next_call: AtomicU64,
 }
 
 impl std::fmt::Debug for Driver {
@@ -193,21 +190,7 @@ impl Driver {
     ) -> Result<Driver, LoadError> {
         let path = &installation.component;
         let component = runtime.compile(path, options.cache.as_ref())?;
-        let refused = WORLD.refused(component.imports.iter().map(String::as_str));
-        if !refused.is_empty() {
-            return Err(LoadError::RefusedImports {
-                path: path.clone(),
-                world: WORLD.name.into(),
-                refused,
-            });
-        }
-        if !component.exports.iter().any(|e| e == WORLD.export) {
-            return Err(LoadError::MissingExport {
-                path: path.clone(),
-                expected: WORLD.export.into(),
-                found: component.exports.clone(),
-            });
-        }
+        WORLD.admit(path, &component)?;
         let engine_error = |e: wasmtime::Error| LoadError::Engine(format!("{e:#}"));
         let mut linker = runtime.linker::<ComputeCall>()?;
         ssh_exec::add_to_linker(&mut linker, |c| &mut c.ssh).map_err(engine_error)?;
@@ -226,15 +209,7 @@ impl Driver {
                 path: installation.path.clone(),
                 message,
             })?;
-        let audit = match &options.audit_log {
-            Some(path) => Some(Arc::new(AuditLog::open(path).map_err(|message| {
-                LoadError::LocalFile {
-                    path: path.clone(),
-                    message,
-                }
-            })?)),
-            None => None,
-        };
+        let calls = Calls::open(&component, options.audit_log.as_ref())?;
         let driver = Driver {
             runtime,
             configuration: installation.configuration.to_string(),
@@ -244,28 +219,21 @@ impl Driver {
             ssh: Arc::new(ssh),
             hooks_grant: HooksGrant::default(),
             log_grant: LogGrant::default(),
-            audit,
+            calls,
             require_bind: options.require_bind,
             bound: Default::default(),
-            next_call: AtomicU64::new(1),
         };
-        driver
-            .audit_base("load", None)
-            .event(
-                "load",
-                json!({
-                    "component": driver.component.path,
-                    "helperSha256": helper_of(&driver.component).map(|(_, sha)| sha),
-                    "world": WORLD.name,
-                    "installation": driver.installation.path,
-                    "sshBackend": driver.ssh.backend_kind(),
-                    "hosts": driver.ssh.grant().hosts.keys().collect::<Vec<_>>(),
-                }),
-            )
-            .map_err(|e| LoadError::LocalFile {
-                path: options.audit_log.clone().unwrap_or_default(),
-                message: e.to_string(),
-            })?;
+        driver.calls.audit_load(
+            json!({
+                "component": driver.component.path,
+                "helperSha256": helper_of(&driver.component).map(|(_, sha)| sha),
+                "world": WORLD.name,
+                "installation": driver.installation.path,
+                "sshBackend": driver.ssh.backend_kind(),
+                "hosts": driver.ssh.grant().hosts.keys().collect::<Vec<_>>(),
+            }),
+            options.audit_log.as_ref(),
+        )?;
         Ok(driver)
     }
 
@@ -298,32 +266,9 @@ impl Driver {
         }
     }
 
-    fn audit_base(&self, method: &str, call_id: Option<&str>) -> Audit {
-        let mut base = Map::new();
-        base.insert("driver".into(), json!(self.component.name()));
-        base.insert("driverSha256".into(), json!(self.component.sha256));
-        if let Some(id) = call_id {
-            base.insert("callId".into(), json!(id));
-        }
-        base.insert("method".into(), json!(method));
-        Audit::new(self.audit.clone(), base)
-    }
-
     fn scope(&self, method: &str, options: &CallOptions) -> Scope {
-        let id = options.id.clone().unwrap_or_else(|| {
-            format!(
-                "host-{}-{}",
-                std::process::id(),
-                self.next_call.fetch_add(1, Ordering::Relaxed)
-            )
-        });
-        Arc::new(CallScope {
-            audit: self.audit_base(method, Some(&id)),
-            id,
-            method: method.to_string(),
-            driver: self.component.name(),
-            cancel: options.cancel.clone(),
-        })
+        self.calls
+            .scope(method, options.id.clone(), options.cancel.clone())
     }
 
     /// Run `f` against a fresh instance in a fresh store.

@@ -20,16 +20,15 @@ mod params;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 
 pub use method::Method;
 
-use crate::audit::{Audit, AuditLog};
+use crate::capability::Scope;
 use crate::capability::local_workspace::{
     self, CallRoots, LocalWorkspaceGrant, LocalWorkspaceState,
 };
@@ -37,11 +36,10 @@ use crate::capability::log::{self, LogGrant, LogState};
 use crate::capability::ssh_exec::{
     self, ExecPolicy, Narrowing, OutputSink, OutputStream, SshExec, SshExecState, SshMode,
 };
-use crate::capability::{CallScope, Scope};
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::cache::sha256_hex;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
-use crate::world::WorldInfo;
+use crate::world::{Calls, WorldInfo};
 use bindings::exports::occ::compute::sandbox_backend as wit;
 use bindings::{SshSandboxBackend, SshSandboxBackendPre};
 use installation::{SandboxInstallation, TARGET_ALIAS, redacted_configuration, sandbox_ssh_grant};
@@ -220,8 +218,7 @@ pub struct SandboxBackend {
     ssh: Arc<SshExec>,
     local: Arc<LocalWorkspaceGrant>,
     log_grant: LogGrant,
-    audit: Option<Arc<AuditLog>>,
-    next_call: AtomicU64,
+    calls: Calls,
 }
 
 impl std::fmt::Debug for SandboxBackend {
@@ -268,21 +265,7 @@ impl SandboxBackend {
             .map_err(|m| refuse(format!("drivers.sandbox.localWorkspaces: {m}")))?;
         let path = &installation.component;
         let component = runtime.compile(path, options.cache.as_ref())?;
-        let refused = WORLD.refused(component.imports.iter().map(String::as_str));
-        if !refused.is_empty() {
-            return Err(LoadError::RefusedImports {
-                path: path.clone(),
-                world: WORLD.name.into(),
-                refused,
-            });
-        }
-        if !component.exports.iter().any(|e| e == WORLD.export) {
-            return Err(LoadError::MissingExport {
-                path: path.clone(),
-                expected: WORLD.export.into(),
-                found: component.exports.clone(),
-            });
-        }
+        WORLD.admit(path, &component)?;
         let shipped = component
             .sections
             .iter()
@@ -308,15 +291,7 @@ impl SandboxBackend {
             .map_err(invalid)?;
         let pre = SshSandboxBackendPre::new(pre).map_err(invalid)?;
         let ssh = SshExec::open(grant, &options.ssh).map_err(refuse)?;
-        let audit = match &options.audit_log {
-            Some(path) => Some(Arc::new(AuditLog::open(path).map_err(|message| {
-                LoadError::LocalFile {
-                    path: path.clone(),
-                    message,
-                }
-            })?)),
-            None => None,
-        };
+        let calls = Calls::open(&component, options.audit_log.as_ref())?;
         let backend = SandboxBackend {
             runtime: Arc::new(runtime.with_wall(CALL_WALL)),
             configuration: redacted_configuration(&installation.configuration).to_string(),
@@ -326,22 +301,18 @@ impl SandboxBackend {
             ssh: Arc::new(ssh),
             local: Arc::new(local),
             log_grant: LogGrant::default(),
-            audit,
-            next_call: AtomicU64::new(1),
+            calls,
         };
-        backend
-            .audit_base("load", None)
-            .event(
-                "load",
-                json!({
+        backend.calls.audit_load(
+            json!({
                     "component": backend.component.path,
                     "world": WORLD.name,
                     "installation": backend.installation.path,
                     "scripts": scripts_of(&backend.component).iter().map(|s| json!({"name": s.name, "sha256": s.sha256})).collect::<Vec<_>>(),
                     "target": backend.target_label(),
                 }),
-            )
-            .map_err(|e| LoadError::LocalFile { path: options.audit_log.clone().unwrap_or_default(), message: e.to_string() })?;
+            options.audit_log.as_ref(),
+        )?;
         Ok(backend)
     }
 
@@ -380,32 +351,9 @@ impl SandboxBackend {
         format!("{}@{}:{}", h.user, h.address, h.port)
     }
 
-    fn audit_base(&self, method: &str, call_id: Option<&str>) -> Audit {
-        let mut base = Map::new();
-        base.insert("driver".into(), json!(self.component.name()));
-        base.insert("driverSha256".into(), json!(self.component.sha256));
-        if let Some(id) = call_id {
-            base.insert("callId".into(), json!(id));
-        }
-        base.insert("method".into(), json!(method));
-        Audit::new(self.audit.clone(), base)
-    }
-
     fn scope(&self, method: &str, options: &SandboxCallOptions) -> Scope {
-        let id = options.id.clone().unwrap_or_else(|| {
-            format!(
-                "host-{}-{}",
-                std::process::id(),
-                self.next_call.fetch_add(1, Ordering::Relaxed)
-            )
-        });
-        Arc::new(CallScope {
-            audit: self.audit_base(method, Some(&id)),
-            id,
-            method: method.to_string(),
-            driver: self.component.name(),
-            cancel: options.cancel.clone(),
-        })
+        self.calls
+            .scope(method, options.id.clone(), options.cancel.clone())
     }
 
     /// What a call of `method` may run beyond the grant: the exec script only
