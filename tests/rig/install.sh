@@ -21,8 +21,10 @@ die() { say "error: $*"; exit 1; }
 # --- Debian packages -------------------------------------------------------------
 # cron and at are not needed by the driver: they are there so that the helper's suite
 # can prove Agent accounts are denied both and leave no crontab or at job behind.
+# python3 is the SSH sandbox backend's remote utility contract (the test hosts see
+# this machine's /usr), and its script tests run it here too.
 missing=()
-for pkg in openssh-server openssh-client systemd-container iproute2 cron at; do
+for pkg in openssh-server openssh-client systemd-container iproute2 cron at python3; do
   if ! dpkg -s "$pkg" >/dev/null 2>&1; then missing+=("$pkg"); fi
 done
 if [ "${#missing[@]}" -gt 0 ]; then
