@@ -60,9 +60,12 @@ and an operator must change something first.";
 
 /// Load OCC drivers as sandboxed WebAssembly components and call them.
 ///
-/// A driver component may run commands only on the hosts its installation
-/// grants, by alias, through the host's own ssh client; it has no files,
-/// sockets or environment. Compiled components are cached on disk.
+/// Two kinds of component: an OCC Compute Driver (drivers.compute) and
+/// OpenClaw's SSH sandbox backend (drivers.sandbox); the component's exports
+/// say which. A component may run only what its installation approved (the
+/// helper, or the sandbox's scripts), only on the hosts it grants, through the
+/// host's own ssh client; it has no files, sockets or environment of its own.
+/// Compiled components are cached on disk.
 #[derive(Parser)]
 #[command(name = "occ-driver-host", version, after_help = AFTER_HELP)]
 pub(crate) struct Cli {
@@ -72,7 +75,8 @@ pub(crate) struct Cli {
     /// Compile the component every time instead of using the cache.
     #[arg(long, global = true)]
     no_cache: bool,
-    /// Load this component instead of the installation's drivers.compute.component.
+    /// Load this component instead of the one the installation names
+    /// (drivers.compute.component or drivers.sandbox.component).
     #[arg(long, global = true, value_name = "FILE", env = "OCC_DRIVER_COMPONENT")]
     component: Option<PathBuf>,
     /// Run against the hosts and append every exec to FILE (a recording for --ssh-replay).
