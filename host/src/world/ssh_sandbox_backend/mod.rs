@@ -507,47 +507,35 @@ impl SandboxBackend {
         let scope = self.scope(method.name(), &options);
         let configuration = self.configuration.clone();
         if !method.scoped() {
-            let result = match method {
+            // The configuration alone: no scope, no local workspace, no command.
+            macro_rules! unscoped {
+                (|$g:ident, $s:ident| $body:expr) => {
+                    self.invoke(
+                        scope,
+                        method,
+                        CallRoots::default(),
+                        None,
+                        &options,
+                        move |$g, $s| Box::pin(async move { $body.await }),
+                    )
+                    .await?
+                };
+            }
+            return Ok(match method {
                 Method::ValidateConfiguration => {
-                    let w = self
-                        .invoke(
-                            scope,
-                            method,
-                            CallRoots::default(),
-                            None,
-                            &options,
-                            move |g, s| {
-                                Box::pin(async move {
-                                    g.occ_compute_sandbox_backend()
-                                        .call_validate_configuration(s, &configuration)
-                                        .await
-                                })
-                            },
-                        )
-                        .await?;
+                    let w = unscoped!(|g, s| g
+                        .occ_compute_sandbox_backend()
+                        .call_validate_configuration(s, &configuration));
                     json!({"warnings": warnings(w)})
                 }
-                _ => {
-                    let r = self
-                        .invoke(
-                            scope,
-                            method,
-                            CallRoots::default(),
-                            None,
-                            &options,
-                            move |g, s| {
-                                Box::pin(async move {
-                                    g.occ_compute_sandbox_backend()
-                                        .call_preflight(s, &configuration)
-                                        .await
-                                })
-                            },
-                        )
-                        .await?;
+                Method::Preflight => {
+                    let r = unscoped!(|g, s| g
+                        .occ_compute_sandbox_backend()
+                        .call_preflight(s, &configuration));
                     json!({"target": r.target, "python": r.python, "warnings": warnings(r.warnings)})
                 }
-            };
-            return Ok(result);
+                other => unreachable!("{other} is scoped"),
+            });
         }
         let (sandbox_scope, roots) = p.scope()?;
         self.check_roots(method, &roots)?;
