@@ -9,7 +9,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::error::Error;
-use crate::model::{AgentBinding, Harness, Namespace, Revision, RevisionContext, Warning};
+use crate::model::{
+    AgentBinding, ComputeRef, Harness, Namespace, Revision, RevisionContext, Warning,
+};
 use crate::snapshot::Snapshot;
 
 /// The environment variable the managed gateway password is delivered in.
@@ -99,15 +101,15 @@ pub fn bound<'a>(
 }
 
 /// The driver a revision was committed for must be this one.
-pub fn check_compute(revision: &Revision, id: &str, implementation: &str) -> Result<(), Error> {
+pub fn check_compute(revision: &Revision, ours: &ComputeRef) -> Result<(), Error> {
     let compute = &revision.compute;
-    if compute.id != id || compute.implementation != implementation {
+    if compute != ours {
         return Err(Error::refused(
             "foreign-compute",
             "revision.compute",
             format!(
-                "the revision was committed for Compute Driver {:?} ({}), not for this one, {id:?} ({implementation})",
-                compute.id, compute.implementation
+                "the revision was committed for Compute Driver {:?} ({}), not for this one, {:?} ({})",
+                compute.id, compute.implementation, ours.id, ours.implementation
             ),
         ));
     }
@@ -499,13 +501,22 @@ mod tests {
         assert_eq!(
             refusal(check_compute(
                 &testing::revision(),
-                "compute-ssh",
-                "other/impl"
+                &ComputeRef {
+                    id: "compute-ssh".into(),
+                    implementation: "other/impl".into()
+                }
             ))
             .0,
             "foreign-compute"
         );
-        check_compute(&testing::revision(), "compute-ssh", "occ/ssh").unwrap();
+        check_compute(
+            &testing::revision(),
+            &ComputeRef {
+                id: "compute-ssh".into(),
+                implementation: "occ/ssh".into(),
+            },
+        )
+        .unwrap();
     }
 
     #[test]

@@ -11,8 +11,8 @@ use crate::error::Error;
 use crate::ids::{AgentIds, RevisionIds, check_id, sha256_hex};
 use crate::layout::Layout;
 use crate::model::{
-    AgentBinding, ExecOutput, Harness, HookError, Level, Namespace, Readiness, Revision,
-    RevisionContext, Selection, Warning,
+    AgentBinding, ComputeRef, ExecOutput, Harness, HookError, Level, Namespace, Readiness,
+    Revision, RevisionContext, Selection, Warning,
 };
 use crate::operation::{self, OPERATION_TIMEOUT_MS, Op, Operation, READINESS_TIMEOUT_MS};
 use crate::snapshot::Snapshot;
@@ -91,8 +91,7 @@ pub fn command_line_len(argv: &[String]) -> usize {
 pub struct Driver<'a, E: Effects> {
     config: Config,
     /// `drivers.compute.id` and the implementation: revisions must name them.
-    id: String,
-    implementation: String,
+    compute: ComputeRef,
     helper: &'a [u8],
     fx: &'a mut E,
 }
@@ -109,8 +108,10 @@ impl<'a, E: Effects> Driver<'a, E> {
     pub fn new(selection: &Selection, helper: &'a [u8], fx: &'a mut E) -> Result<Self, Error> {
         Ok(Self {
             config: Config::parse(&selection.configuration)?,
-            id: selection.id.clone(),
-            implementation: selection.implementation.clone(),
+            compute: ComputeRef {
+                id: selection.id.clone(),
+                implementation: selection.implementation.clone(),
+            },
             helper,
             fx,
         })
@@ -168,13 +169,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         revision: &Revision,
         context: Option<&RevisionContext>,
     ) -> Result<Readiness, Error> {
-        let target = target(
-            &self.config,
-            &self.id,
-            &self.implementation,
-            binding,
-            revision,
-        )?;
+        let target = target(&self.config, &self.compute, binding, revision)?;
         let Admission { snapshot, warnings } = admission::admit(revision, context)?;
         log_warnings(self.fx, revision, &warnings);
         let range = self.config.network.gateway_port_range;
@@ -230,13 +225,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         revision: &Revision,
         context: Option<&RevisionContext>,
     ) -> Result<(), Error> {
-        let target = target(
-            &self.config,
-            &self.id,
-            &self.implementation,
-            binding,
-            revision,
-        )?;
+        let target = target(&self.config, &self.compute, binding, revision)?;
         let Admission { snapshot, .. } = admission::admit(revision, context)?;
         // The port lives in agent.json on the host: read it (and verify ownership)
         // before the hook, so that an unprepared Agent fails without hooks to undo.
@@ -310,13 +299,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         binding: Option<&AgentBinding>,
         revision: &Revision,
     ) -> Result<(), Error> {
-        let target = target(
-            &self.config,
-            &self.id,
-            &self.implementation,
-            binding,
-            revision,
-        )?;
+        let target = target(&self.config, &self.compute, binding, revision)?;
         teardown(
             &self.config,
             self.fx,
@@ -352,13 +335,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         binding: Option<&AgentBinding>,
         revision: &Revision,
     ) -> Result<(), Error> {
-        let target = target(
-            &self.config,
-            &self.id,
-            &self.implementation,
-            binding,
-            revision,
-        )?;
+        let target = target(&self.config, &self.compute, binding, revision)?;
         self.fx
             .before_workload_stop(revision, false)
             .map_err(|e| hook_error("beforeWorkloadStop", e))?;
@@ -397,13 +374,12 @@ impl<'a, E: Effects> Driver<'a, E> {
 /// Namespace name.
 fn target<'c>(
     config: &'c Config,
-    id: &str,
-    implementation: &str,
+    compute: &ComputeRef,
     binding: Option<&AgentBinding>,
     revision: &Revision,
 ) -> Result<Target<'c>, Error> {
     let binding = admission::bound(binding, revision)?;
-    admission::check_compute(revision, id, implementation)?;
+    admission::check_compute(revision, compute)?;
     let agent = AgentIds::new(binding, &config.runtime.user)?;
     let revision = RevisionIds::new(revision)?;
     let placement = config.placement(&binding.namespace.name)?;
