@@ -180,7 +180,8 @@ impl<'a, E: Effects> Driver<'a, E> {
                 "portRange",
                 serde_json::json!({"start": range.start, "end": range.end}),
             );
-        let line = command_line_len(&operation.argv(target.placement.node_path));
+        let argv = operation.argv(target.placement.node_path);
+        let line = command_line_len(&argv);
         if line > MAX_COMMAND_LINE {
             return Err(Error::refused(
                 "configuration-too-large",
@@ -193,7 +194,7 @@ impl<'a, E: Effects> Driver<'a, E> {
                 ),
             ));
         }
-        let result = run(self.fx, self.helper, &target.placement, &operation)?;
+        let result = run_argv(self.fx, self.helper, &target.placement, &operation, argv)?;
         let ready = match result.get("ready") {
             Some(Value::Bool(ready)) => *ready,
             _ => {
@@ -498,8 +499,20 @@ fn run<E: Effects>(
     placement: &Placement<'_>,
     operation: &Operation,
 ) -> Result<Map<String, Value>, Error> {
-    let host = placement.alias;
     let argv = operation.argv(placement.node_path);
+    run_argv(fx, helper, placement, operation, argv)
+}
+
+/// [`run`] with the operation's argv already built (prepare measures it first:
+/// the snapshot makes it up to 128 KiB, encoded once).
+fn run_argv<E: Effects>(
+    fx: &mut E,
+    helper: &[u8],
+    placement: &Placement<'_>,
+    operation: &Operation,
+    argv: Vec<String>,
+) -> Result<Map<String, Value>, Error> {
+    let host = placement.alias;
     let output = fx
         .exec(host, &argv, helper, OPERATION_TIMEOUT_MS)
         .map_err(|error| Error::Transport {
