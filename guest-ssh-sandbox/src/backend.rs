@@ -428,7 +428,8 @@ impl<'e, E: Effects> Backend<'e, E> {
         Ok(Value::Object(map))
     }
 
-    /// Run the exec script in `mode` and read what it reports about itself.
+    /// Run the exec script in `mode` and read what it reports about itself:
+    /// the command's output, or none when its time limit passed.
     /// The command, its environment and arguments travel in a header on stdin
     /// (not in the argument vector, which other users of the target can read).
     #[allow(clippy::too_many_arguments)]
@@ -441,7 +442,7 @@ impl<'e, E: Effects> Backend<'e, E> {
         args: &[String],
         stdin: &[u8],
         timeout_ms: u32,
-    ) -> Result<Result<ExecOutput, bool>, Error> {
+    ) -> Result<Option<ExecOutput>, Error> {
         if command.contains('\0') {
             return Err(Error::new(Code::InvalidCommand, "the command holds NUL"));
         }
@@ -469,27 +470,22 @@ impl<'e, E: Effects> Backend<'e, E> {
                 {
                     Ok(out) => out,
                     // The host's backstop: the script did not report in time either.
-                    Err(ExecError::Timeout) => return Ok(Err(true)),
+                    Err(ExecError::Timeout) => return Ok(None),
                     Err(e) => return Err(exec_error(e, mode, &target)),
                 };
             if scripts::missing_program(&out, "python3") {
-                return Err(Error::new(
-                    Code::MissingUtility,
-                    format!(
-                        "{mode}: python3 is not on the non-interactive PATH of {target}; the sandbox needs it there (run preflight)"
-                    ),
-                ));
+                return Err(scripts::missing_python(mode, &target));
             }
             let marker = format!("occ-sandbox-exec {nonce} ");
             let report = matches!(out.exit_status, Some(124) | Some(125))
                 .then(|| scripts::last_line(&out.stderr_tail))
                 .and_then(|line| line.strip_prefix(&marker).map(str::to_string));
             let Some(report) = report else {
-                return Ok(Ok(out));
+                return Ok(Some(out));
             };
             let v: Value = serde_json::from_str(&report).unwrap_or(Value::Null);
             if v["timedOut"] == Value::Bool(true) {
-                return Ok(Err(true));
+                return Ok(None);
             }
             match scripts::error_line(&report, mode) {
                 Some(Failure::NoRuntime) if !retried => {
@@ -525,12 +521,12 @@ impl<'e, E: Effects> Backend<'e, E> {
             .unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
         let stdin = req.stdin.as_deref().unwrap_or_default();
         match self.run_command("exec", &req.command, &workdir, env, &[], stdin, timeout)? {
-            Err(_) => Ok(ExecResult {
+            None => Ok(ExecResult {
                 exit_code: None,
                 timed_out: true,
                 ..ExecResult::default()
             }),
-            Ok(out) => match out.exit_status {
+            Some(out) => match out.exit_status {
                 Some(code) => Ok(ExecResult {
                     exit_code: Some(code),
                     timed_out: false,
@@ -564,13 +560,13 @@ impl<'e, E: Effects> Backend<'e, E> {
             stdin,
             timeout,
         )? {
-            Err(_) => {
+            None => {
                 return Err(Error::new(
                     Code::Timeout,
                     format!("run-shell: did not finish within {timeout} ms"),
                 ));
             }
-            Ok(out) => out,
+            Some(out) => out,
         };
         let code = out.exit_status.ok_or_else(|| {
             Error::new(

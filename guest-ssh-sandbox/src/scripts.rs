@@ -122,6 +122,17 @@ pub fn error_line(line: &str, what: &str) -> Option<Failure> {
     ))
 }
 
+/// `what` could not run on `target` because python3 is not on the PATH of
+/// its non-interactive SSH command.
+pub fn missing_python(what: &str, target: &str) -> Error {
+    Error::new(
+        Code::MissingUtility,
+        format!(
+            "{what}: python3 is not on the non-interactive PATH of {target}; the sandbox needs it there (run preflight)"
+        ),
+    )
+}
+
 /// What a finished script means: its stdout, or why it failed. `what` names the
 /// operation and `target` the host in messages.
 pub fn outcome(
@@ -134,11 +145,7 @@ pub fn outcome(
         return Ok(out.stdout);
     }
     if interpreter == "python3" && missing_program(&out, "python3") {
-        return Err(Error::new(
-            Code::MissingUtility,
-            format!("{what}: python3 is not on the non-interactive PATH of {target}; the sandbox needs it there (run preflight)"),
-        )
-        .into());
+        return Err(missing_python(what, target).into());
     }
     let line = last_line(&out.stderr_tail);
     if let Some(failure) = error_line(&line, what) {
