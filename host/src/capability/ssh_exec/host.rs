@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::SshExecState;
-use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream};
+use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink};
 use super::bindings::occ::compute::ssh_exec as wit;
 use super::grant::{ExecPolicy, HostGrant};
 use crate::runtime::cache::sha256_hex;
@@ -68,13 +68,6 @@ impl SshExecState {
             return Err(ExecError::Refused("an argument holds NUL".into()));
         }
         Ok(())
-    }
-
-    /// Whether this exec's output streams to the call's sink.
-    fn streams(&self, argv: &[String]) -> bool {
-        self.output
-            .as_ref()
-            .is_some_and(|select| select(argv).is_some())
     }
 
     /// What may run on `host`, per the grant's [`ExecPolicy`].
@@ -198,34 +191,38 @@ impl SshExecState {
         stream: Option<InputStream<'_>>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
+        let exec = self.exec.clone();
         let checked = self.check_request(argv, stdin).and_then(|()| {
-            let host = self
-                .exec
+            let host = exec
                 .grant
                 .hosts
                 .get(alias)
                 .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
             self.check_policy(alias, host, argv, stdin)?;
-            match &self.narrowing {
-                Some(narrow) => narrow(argv, stdin).map_err(ExecError::Refused),
-                None => Ok(()),
+            if let Some(narrow) = &self.narrowing {
+                narrow(argv, stdin).map_err(ExecError::Refused)?;
             }
+            Ok(host)
         });
-        if let Err(refusal) = checked {
-            // Recorded without the arguments themselves: a refused request may be
-            // a flood of them.
-            let argv_bytes: usize = argv.iter().map(String::len).sum();
-            self.scope
-                .audit
-                .event(
-                    "refused",
-                    json!({"capability": "ssh-exec", "host": alias, "argvCount": argv.len(),
+        let host = match checked {
+            Ok(host) => host,
+            Err(refusal) => {
+                // Recorded without the arguments themselves: a refused request may be
+                // a flood of them.
+                let argv_bytes: usize = argv.iter().map(String::len).sum();
+                self.scope
+                    .audit
+                    .event(
+                        "refused",
+                        json!({"capability": "ssh-exec", "host": alias, "argvCount": argv.len(),
                            "argvBytes": argv_bytes, "stdinLength": stdin.len(),
                            "error": refusal.code(), "message": refusal.to_string()}),
-                )
-                .map_err(|e| ExecError::Refused(e.to_string()))?;
-            return Err(refusal);
-        }
+                    )
+                    .map_err(|e| ExecError::Refused(e.to_string()))?;
+                return Err(refusal);
+            }
+        };
+        let sink = self.output.as_ref().and_then(|select| select(argv));
         let span = self
             .scope
             .audit
@@ -238,11 +235,13 @@ impl SshExecState {
                     "stdinLength": stdin.len(),
                     "stdinSha256": sha256_hex(stdin),
                     "stdinStreamed": stream.is_some(),
-                    "outputStreamed": self.streams(argv),
+                    "outputStreamed": sink.is_some(),
                 }),
             )
             .map_err(|e| ExecError::Refused(e.to_string()))?;
-        let result = self.effect(alias, argv, stdin, stream, timeout).await;
+        let result = self
+            .effect(alias, host, argv, stdin, stream, sink, timeout)
+            .await;
         let outcome = match &result {
             Ok(out) => json!({"exitStatus": out.exit_status, "stdoutLength": out.stdout.len()}),
             Err(e) => json!({"error": e.code(), "message": e.to_string()}),
@@ -252,27 +251,23 @@ impl SshExecState {
         result
     }
 
-    /// The backend, for an exec the grant allowed.
+    /// The backend, for an exec the grant allowed on `host`.
+    #[allow(clippy::too_many_arguments)]
     async fn effect(
-        &mut self,
+        &self,
         alias: &str,
+        host: &HostGrant,
         argv: &[String],
         stdin: &[u8],
         stream: Option<InputStream<'_>>,
+        sink: Option<OutputSink>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
         if self.scope.cancel.is_cancelled() {
             return Err(ExecError::Cancelled);
         }
-        let host = self
-            .exec
-            .grant
-            .hosts
-            .get(alias)
-            .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
         let lines = self.lines.clone();
         let on_line = move |line: &str| lines(alias, line);
-        let sink = self.output.as_ref().and_then(|select| select(argv));
         self.exec
             .backend
             .exec(ExecRequest {
