@@ -10,7 +10,6 @@ use super::LocalWorkspaceState;
 use super::bindings::occ::compute::local_workspace as wit;
 use super::tree::{self, Summary, WalkError};
 use crate::capability::ssh_exec::bindings::occ::compute::ssh_exec as exec_wit;
-use crate::capability::ssh_exec::{ExecError, ExecOutput};
 
 fn summary_to_wit(s: Summary) -> wit::WorkspaceSummary {
     wit::WorkspaceSummary {
@@ -18,20 +17,6 @@ fn summary_to_wit(s: Summary) -> wit::WorkspaceSummary {
         directories: s.directories,
         symlinks: s.symlinks,
         bytes: s.bytes,
-    }
-}
-
-fn exec_to_wit(e: ExecError) -> exec_wit::ExecError {
-    match e {
-        ExecError::UnknownHost(s) => exec_wit::ExecError::UnknownHost(s),
-        ExecError::Refused(s) => exec_wit::ExecError::Refused(s),
-        ExecError::Connect(s) => exec_wit::ExecError::Connect(s),
-        ExecError::Auth(s) => exec_wit::ExecError::Auth(s),
-        ExecError::HostKey(s) => exec_wit::ExecError::HostKey(s),
-        ExecError::Timeout => exec_wit::ExecError::Timeout,
-        ExecError::Cancelled => exec_wit::ExecError::Cancelled,
-        ExecError::OutputTooLarge(n) => exec_wit::ExecError::OutputTooLarge(n),
-        ExecError::Io(s) => exec_wit::ExecError::Io(s),
     }
 }
 
@@ -135,27 +120,16 @@ impl wit::Host for LocalWorkspaceState {
                 self.refused(root, &m)?;
                 Err(wit::UploadError::Local(m))
             }
-            (_, Err(e)) => Err(wit::UploadError::Exec(exec_to_wit(e))),
-            (
-                _,
-                Ok(ExecOutput {
-                    exit_status,
-                    stdout,
-                    stderr_tail,
-                }),
-            ) => {
+            (_, Err(e)) => Err(wit::UploadError::Exec(e.into())),
+            (_, Ok(out)) => {
                 self.scope
                     .audit
                     .event(
                         "upload",
-                        json!({"capability": "local-workspace", "root": dir, "host": host, "exitStatus": exit_status}),
+                        json!({"capability": "local-workspace", "root": dir, "host": host, "exitStatus": out.exit_status}),
                     )
                     .map_err(|e| wit::UploadError::Local(e.to_string()))?;
-                Ok(exec_wit::ExecOutput {
-                    exit_status,
-                    stdout,
-                    stderr_tail,
-                })
+                Ok(out.into())
             }
         }
     }

@@ -296,17 +296,29 @@ fn describe_argv(argv: &[String]) -> String {
     }
 }
 
-fn to_wit(e: ExecError) -> wit::ExecError {
-    match e {
-        ExecError::UnknownHost(s) => wit::ExecError::UnknownHost(s),
-        ExecError::Refused(s) => wit::ExecError::Refused(s),
-        ExecError::Connect(s) => wit::ExecError::Connect(s),
-        ExecError::Auth(s) => wit::ExecError::Auth(s),
-        ExecError::HostKey(s) => wit::ExecError::HostKey(s),
-        ExecError::Timeout => wit::ExecError::Timeout,
-        ExecError::Cancelled => wit::ExecError::Cancelled,
-        ExecError::OutputTooLarge(n) => wit::ExecError::OutputTooLarge(n),
-        ExecError::Io(s) => wit::ExecError::Io(s),
+impl From<ExecError> for wit::ExecError {
+    fn from(e: ExecError) -> wit::ExecError {
+        match e {
+            ExecError::UnknownHost(s) => wit::ExecError::UnknownHost(s),
+            ExecError::Refused(s) => wit::ExecError::Refused(s),
+            ExecError::Connect(s) => wit::ExecError::Connect(s),
+            ExecError::Auth(s) => wit::ExecError::Auth(s),
+            ExecError::HostKey(s) => wit::ExecError::HostKey(s),
+            ExecError::Timeout => wit::ExecError::Timeout,
+            ExecError::Cancelled => wit::ExecError::Cancelled,
+            ExecError::OutputTooLarge(n) => wit::ExecError::OutputTooLarge(n),
+            ExecError::Io(s) => wit::ExecError::Io(s),
+        }
+    }
+}
+
+impl From<ExecOutput> for wit::ExecOutput {
+    fn from(out: ExecOutput) -> wit::ExecOutput {
+        wit::ExecOutput {
+            exit_status: out.exit_status,
+            stdout: out.stdout,
+            stderr_tail: out.stderr_tail,
+        }
     }
 }
 
@@ -325,11 +337,7 @@ impl wit::Host for SshExecState {
         let timeout = Duration::from_millis(timeout_ms.into());
         self.run(&host, &argv, &stdin, None, timeout)
             .await
-            .map(|out| wit::ExecOutput {
-                exit_status: out.exit_status,
-                stdout: out.stdout,
-                stderr_tail: out.stderr_tail,
-            })
-            .map_err(to_wit)
+            .map(Into::into)
+            .map_err(Into::into)
     }
 }
