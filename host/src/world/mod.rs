@@ -17,12 +17,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde_json::{Map, json};
+use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{Audit, AuditLog};
+use crate::capability::hooks::bindings::occ::compute::types;
 use crate::capability::{CallScope, Scope};
-use crate::error::LoadError;
+use crate::error::{FailureKind, LoadError};
 use crate::runtime::CompiledComponent;
 use crate::runtime::sandbox::is_sealed_wasi;
 
@@ -185,4 +186,22 @@ pub const WORLDS: &[&WorldInfo] = &[&ssh_compute_driver::WORLD, &ssh_sandbox_bac
 pub fn identify<'a>(exports: impl IntoIterator<Item = &'a str>) -> Option<&'static WorldInfo> {
     let exports: Vec<&str> = exports.into_iter().collect();
     WORLDS.iter().copied().find(|w| exports.contains(&w.export))
+}
+
+impl From<types::FailureKind> for FailureKind {
+    fn from(kind: types::FailureKind) -> FailureKind {
+        match kind {
+            types::FailureKind::Retryable => FailureKind::Retryable,
+            types::FailureKind::Permanent => FailureKind::Permanent,
+        }
+    }
+}
+
+/// A component's warnings as JSON: `[{"code", "message"}]`.
+pub(crate) fn warnings(w: Vec<types::Warning>) -> Value {
+    Value::Array(
+        w.into_iter()
+            .map(|w| json!({"code": w.code, "message": w.message}))
+            .collect(),
+    )
 }

@@ -30,7 +30,7 @@ use crate::capability::ssh_exec::{self, LineSink, SshExec, SshExecState, SshGran
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::installation::Installation;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
-use crate::world::{Calls, ProgressSink, WorldInfo};
+use crate::world::{Calls, ProgressSink, WorldInfo, warnings};
 use bindings::{SshComputeDriver, SshComputeDriverPre};
 use params::{Binding, NamespaceParams, RevisionParams};
 
@@ -629,22 +629,11 @@ pub fn reason(e: &CallError) -> String {
 
 fn driver_error(e: wit::DriverError) -> CallError {
     CallError {
-        failure: match e.kind {
-            wit::FailureKind::Retryable => FailureKind::Retryable,
-            wit::FailureKind::Permanent => FailureKind::Permanent,
-        },
+        failure: e.kind.into(),
         code: e.code,
         message: crate::runtime::escape_control(&e.message),
         host: e.host,
     }
-}
-
-fn warnings(w: Vec<wit::Warning>) -> Value {
-    Value::Array(
-        w.into_iter()
-            .map(|w| json!({"code": w.code, "message": w.message}))
-            .collect(),
-    )
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ use crate::capability::ssh_exec::{
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::cache::sha256_hex;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
-use crate::world::{Calls, WorldInfo};
+use crate::world::{Calls, WorldInfo, warnings};
 use bindings::exports::occ::compute::sandbox_backend as wit;
 use bindings::{SshSandboxBackend, SshSandboxBackendPre};
 use installation::{SandboxInstallation, TARGET_ALIAS, redacted_configuration, sandbox_ssh_grant};
@@ -722,23 +722,12 @@ impl SandboxBackend {
 
 fn sandbox_error(e: wit::SandboxError) -> CallError {
     CallError {
-        failure: match e.kind {
-            bindings::occ::compute::types::FailureKind::Retryable => FailureKind::Retryable,
-            bindings::occ::compute::types::FailureKind::Permanent => FailureKind::Permanent,
-        },
+        failure: e.kind.into(),
         code: e.code,
         // The message names the path; the one target needs no naming.
         message: crate::runtime::escape_control(&e.message),
         host: None,
     }
-}
-
-fn warnings(w: Vec<bindings::occ::compute::types::Warning>) -> Value {
-    Value::Array(
-        w.into_iter()
-            .map(|w| json!({"code": w.code, "message": w.message}))
-            .collect(),
-    )
 }
 
 #[cfg(test)]
