@@ -49,13 +49,6 @@ pub fn bind_private(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
     Ok(listener)
 }
 
-/// Serve JSON-RPC on a Unix socket at `path`, one task per connection, until
-/// the process is stopped.
-pub async fn serve_unix(service: Arc<dyn Service>, path: &Path) -> std::io::Result<()> {
-    let listener = bind_private(path)?;
-    serve_listener(service, listener, path).await
-}
-
 /// Serve JSON-RPC on a socket [`bind_private`] bound at `path`, one task per
 /// connection, until the process is stopped.
 pub async fn serve_listener(

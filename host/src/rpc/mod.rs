@@ -34,5 +34,5 @@ pub mod service;
 
 pub use connection::{OUTBOUND_QUEUE, serve_connection};
 pub use framing::MAX_MESSAGE;
-pub use listen::{bind_private, serve_listener, serve_stdio, serve_unix};
+pub use listen::{bind_private, serve_listener, serve_stdio};
 pub use service::{Request, Service};

@@ -96,18 +96,6 @@ impl Method {
         }
     }
 
-    /// Whether the method acts on one revision (and needs its Agent bound).
-    pub fn is_revision_method(self) -> bool {
-        matches!(
-            self,
-            Method::PrepareRevision
-                | Method::ActivateRevision
-                | Method::DeactivateRevision
-                | Method::StopRevision
-                | Method::RetireRevision
-        )
-    }
-
     /// The lifecycle hooks a call of this method may run.
     pub fn hooks(self) -> &'static [Hook] {
         match self {

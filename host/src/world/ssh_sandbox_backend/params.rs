@@ -4,7 +4,7 @@
 //! Bytes cross as base64 (`data`, `stdin`) or, for text, as `text` and
 //! `stdinText`.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, PathBuf};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -248,11 +248,6 @@ pub(super) fn local_path(raw: &str) -> Result<PathBuf, String> {
         }
     }
     Ok(out)
-}
-
-/// Whether `path` is `root` or below it, lexically.
-pub(super) fn lexically_inside(path: &Path, root: &Path) -> bool {
-    path.starts_with(root)
 }
 
 fn b64(bytes: &[u8]) -> Value {
