@@ -232,8 +232,9 @@ impl std::fmt::Debug for SandboxBackend {
 
 type GuestResult<T> = Result<T, wit::SandboxError>;
 
-/// A call's wall-clock bound: the longest exec and its slack.
-const CALL_WALL: Duration = Duration::from_secs(2 * 60 * 60 + 10 * 60);
+/// A call's wall-clock bound beyond its longest exec (the grant's operation
+/// bound): connecting, seeding on first use, and the guest's own work.
+const CALL_SLACK: Duration = Duration::from_secs(10 * 60);
 
 impl SandboxBackend {
     /// Read the grants from the installation, load its component, check its
@@ -271,7 +272,8 @@ impl SandboxBackend {
             .iter()
             .filter(|(n, _)| n.starts_with(SCRIPT_SECTION_PREFIX))
             .count();
-        if shipped != scripts_of(&component).len() {
+        let scripts = scripts_of(&component);
+        if shipped != scripts.len() {
             return Err(LoadError::InvalidComponent {
                 path: path.clone(),
                 message: "it ships a script name twice; the host cannot tell which text an approval means".into(),
@@ -290,10 +292,11 @@ impl SandboxBackend {
             .instantiate_pre(&component.component)
             .map_err(invalid)?;
         let pre = SshSandboxBackendPre::new(pre).map_err(invalid)?;
+        let wall = grant.bounds.operation + CALL_SLACK;
         let ssh = SshExec::open(grant, &options.ssh).map_err(refuse)?;
         let calls = Calls::open(&component, options.audit_log.as_ref())?;
         let backend = SandboxBackend {
-            runtime: Arc::new(runtime.with_wall(CALL_WALL)),
+            runtime: Arc::new(runtime.with_wall(wall)),
             configuration: redacted_configuration(&installation.configuration).to_string(),
             installation,
             component,
@@ -308,7 +311,7 @@ impl SandboxBackend {
                     "component": backend.component.path,
                     "world": WORLD.name,
                     "installation": backend.installation.path,
-                    "scripts": scripts_of(&backend.component).iter().map(|s| json!({"name": s.name, "sha256": s.sha256})).collect::<Vec<_>>(),
+                    "scripts": scripts.iter().map(|s| json!({"name": s.name, "sha256": s.sha256})).collect::<Vec<_>>(),
                     "target": backend.target_label(),
                 }),
             options.audit_log.as_ref(),
