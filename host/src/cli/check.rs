@@ -67,13 +67,7 @@ pub(crate) fn run(setup: &Setup, args: CheckArgs) -> Result<ExitCode> {
                     inst.implementation,
                     inst.component.display()
                 );
-                for w in v["warnings"].as_array().into_iter().flatten() {
-                    println!(
-                        "  warning {}: {}",
-                        w["code"].as_str().unwrap_or(""),
-                        w["message"].as_str().unwrap_or("")
-                    );
-                }
+                print_warnings(&v);
                 match (&helper, pinned) {
                     (Some(h), true) => println!("  helper {h}: approved"),
                     (Some(h), false) => {
@@ -130,13 +124,7 @@ fn check_sandbox(backend: &SandboxBackend, json_out: bool) -> Result<ExitCode> {
                     backend.target_label(),
                     inst.component.display()
                 );
-                for w in v["warnings"].as_array().into_iter().flatten() {
-                    println!(
-                        "  warning {}: {}",
-                        w["code"].as_str().unwrap_or(""),
-                        w["message"].as_str().unwrap_or("")
-                    );
-                }
+                print_warnings(&v);
                 for (s, ok) in &scripts {
                     let state = if *ok { "approved" } else { "NOT approved" };
                     println!("  script {} {}: {state}", s.name, s.sha256);
@@ -151,5 +139,16 @@ fn check_sandbox(backend: &SandboxBackend, json_out: bool) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => Ok(report_error(&e, json_out)),
+    }
+}
+
+/// The `warnings` of a validateConfiguration result, one line each.
+fn print_warnings(v: &serde_json::Value) {
+    for w in v["warnings"].as_array().into_iter().flatten() {
+        println!(
+            "  warning {}: {}",
+            w["code"].as_str().unwrap_or(""),
+            w["message"].as_str().unwrap_or("")
+        );
     }
 }
