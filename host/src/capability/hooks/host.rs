@@ -16,6 +16,14 @@ fn not_allowed(message: String) -> HookError {
 }
 
 impl HooksState {
+    /// Audit a refused hook call (best effort: the refusal stands either way).
+    fn audit_refused(&self, hook: Hook, message: &str) {
+        let _ = self.scope.audit.event(
+            "refused",
+            json!({"capability": "lifecycle-hooks", "hook": hook.name(), "message": message}),
+        );
+    }
+
     /// Refuse a hook this call may not run, naming why.
     fn admit(
         &mut self,
@@ -138,10 +146,7 @@ impl HooksState {
         let bound = match self.admit(hook, namespace_id, revision_id, cleanup) {
             Ok(bound) => bound,
             Err(refusal) => {
-                let _ = self.scope.audit.event(
-                    "refused",
-                    json!({"capability": "lifecycle-hooks", "hook": hook.name(), "message": refusal}),
-                );
+                self.audit_refused(hook, &refusal);
                 return Err(not_allowed(format!(
                     "the host refused the hook call: {refusal}"
                 )));
@@ -190,10 +195,7 @@ impl wit::Host for HooksState {
                         .collect()
                 })
                 .map_err(|m| {
-                    let _ = self.scope.audit.event(
-                        "refused",
-                        json!({"capability": "lifecycle-hooks", "hook": "beforeWorkloadStart", "message": m}),
-                    );
+                    self.audit_refused(Hook::BeforeWorkloadStart, &m);
                     HookError::InvalidAnswer(format!("beforeWorkloadStart answered {m}"))
                 }),
         }
