@@ -135,12 +135,7 @@ impl Installation {
                 .iter()
                 .enumerate()
                 .map(|(i, h)| match h.as_str() {
-                    Some(s)
-                        if s.len() == 64
-                            && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
-                    {
-                        Ok(s.to_string())
-                    }
+                    Some(s) if is_sha256_hex(s) => Ok(s.to_string()),
                     _ => Err(err(format!(
                         "drivers.compute.approvedHelpers[{i}]: must be a SHA-256 in lowercase hex (64 characters), as `occ-driver-host inspect` prints it"
                     ))),
@@ -233,6 +228,14 @@ pub(crate) fn parse_yaml(text: &str) -> Result<Value, String> {
         budget: Some(budget),
     };
     serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| e.to_string())
+}
+
+/// A SHA-256 as `inspect` prints it: 64 lowercase hex digits. Approvals are
+/// compared as strings, so no other spelling of the same hash may be accepted.
+pub(crate) fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 #[cfg(test)]

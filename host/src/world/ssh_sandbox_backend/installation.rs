@@ -41,6 +41,7 @@ use crate::capability::ssh_exec::{
     Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshGrant,
 };
 use crate::error::LoadError;
+use crate::installation::is_sha256_hex;
 
 /// Keys the host accepts under `drivers.sandbox`.
 const SANDBOX_KEYS: &[&str] = &[
@@ -142,9 +143,7 @@ impl SandboxInstallation {
             Some(Value::Object(m)) => m
                 .iter()
                 .map(|(name, sha)| match sha.as_str() {
-                    Some(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) => {
-                        Ok((name.clone(), s.to_string()))
-                    }
+                    Some(s) if is_sha256_hex(s) => Ok((name.clone(), s.to_string())),
                     _ => Err(err(format!(
                         "drivers.sandbox.approvedScripts.{name}: must be a SHA-256 in lowercase hex (64 characters), as `occ-driver-host inspect` prints it"
                     ))),
