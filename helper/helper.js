@@ -613,10 +613,8 @@ function parseOperation(argument) {
     requireId(agent.id, 'agent.id');
     requireHash(agent.hash, sha12(agent.id), 'agent.hash');
     requireId(agent.servicePrincipalId, 'agent.servicePrincipalId');
-    const suffix = sha12(`${op.namespace.id}:${agent.id}`);
-    if (typeof agent.account !== 'string' || !/^[a-z_][a-z0-9_-]{0,18}-[0-9a-f]{12}$/.test(agent.account) ||
-        !agent.account.endsWith(`-${suffix}`)) {
-      throw invalid(`agent.account must be <runtime user prefix>-${suffix}`);
+    if (!isAgentAccount(agent.account, op.namespace.id, agent.id)) {
+      throw invalid(`agent.account must be <runtime user prefix>-${sha12(`${op.namespace.id}:${agent.id}`)}`);
     }
     requireHash(agent.unitName, `${UNIT_PREFIX}${agent.hash}.service`, 'agent.unitName');
   }
@@ -902,6 +900,19 @@ function accountConflict(marker, system) {
   return null;
 }
 
+// Whether `account` is the name the driver gives the Agent's account: a runtime user
+// prefix, then the first 12 hex digits of SHA-256 of "<namespaceId>:<agentId>".
+function isAgentAccount(account, namespaceId, agentId) {
+  return typeof account === 'string' && /^[a-z_][a-z0-9_-]{0,18}-[0-9a-f]{12}$/.test(account) &&
+    account.endsWith(`-${sha12(`${namespaceId}:${agentId}`)}`);
+}
+
+// Why the marked account and the system's differ, or null when they are the same.
+function accountMismatch(marker, system, name) {
+  if (sameAccount(marker, system)) return null;
+  return accountConflict(marker, system) || `user or group ${name} is missing`;
+}
+
 function sameAccount(marker, system) {
   return Boolean(system.user && system.group && marker.uid !== null && accountConflict(marker, system) === null);
 }
@@ -921,10 +932,8 @@ async function ensureAccount(op, L) {
   if (marker) {
     checkFields(marker, accountFields(op), L.accountMarker, 'foreign-account');
     if (marker.uid !== null || marker.gid !== null) {
-      if (!sameAccount(marker, system)) {
-        const why = accountConflict(marker, system) || `user or group ${name} is missing`;
-        throw new HelperError('foreign-account', `account ${name} does not match ${L.accountMarker}: ${why}`);
-      }
+      const why = accountMismatch(marker, system, name);
+      if (why) throw new HelperError('foreign-account', `account ${name} does not match ${L.accountMarker}: ${why}`);
       // An operator may have edited the lists since: the account stays denied.
       const denied = denySchedulers(name);
       return { uid: marker.uid, gid: marker.gid, changed: denied };
@@ -972,10 +981,8 @@ async function verifyAccount(op, L, agent) {
   if (!marker) throw new HelperError('foreign-account', `${L.accountMarker} is missing for Agent ${op.agent.id}`);
   checkFields(marker, { ...accountFields(op), uid: agent.uid, gid: agent.gid }, L.accountMarker, 'foreign-account');
   const system = await lookupAccount(op.agent.account);
-  if (!sameAccount(marker, system)) {
-    const why = accountConflict(marker, system) || `user or group ${op.agent.account} is missing`;
-    throw new HelperError('foreign-account', `account ${op.agent.account} does not match ${L.accountMarker}: ${why}`);
-  }
+  const why = accountMismatch(marker, system, op.agent.account);
+  if (why) throw new HelperError('foreign-account', `account ${op.agent.account} does not match ${L.accountMarker}: ${why}`);
 }
 
 // Refuses before any change when the account a marker names is not the one the driver
@@ -1840,8 +1847,6 @@ async function opRetire(op) {
 // Agent's home and state are emptied as its own account, the root-owned rest of the
 // tree goes, and last the accounts themselves.
 
-const ACCOUNT_NAME = /^[a-z_][a-z0-9_-]{0,18}-[0-9a-f]{12}$/;
-
 // One Agent directory to remove, verified whole: agent.json names this Driver and
 // Namespace and the Agent whose hash names the directory, with that Agent's account;
 // every revision marker, current, served.json and the unit header are that Agent's.
@@ -1856,8 +1861,7 @@ function removalTarget(op, L, name) {
   if (typeof marker.agentId !== 'string' || sha12(marker.agentId) !== name) {
     throw new HelperError('foreign-marker', `${file} does not name the Agent of ${name}`);
   }
-  if (typeof marker.account !== 'string' || !ACCOUNT_NAME.test(marker.account) ||
-      !marker.account.endsWith(`-${sha12(`${op.namespace.id}:${marker.agentId}`)}`)) {
+  if (!isAgentAccount(marker.account, op.namespace.id, marker.agentId)) {
     throw new HelperError('foreign-marker', `${file} names account ${JSON.stringify(marker.account)}, not this Agent's`);
   }
   const scoped = {
