@@ -38,10 +38,11 @@ ADDRESS=$(sed -n "s/.*\"name\":\"$HOST_NAME\",\"address\":\"\([^\"]*\)\".*/\1/p"
 [ -n "$ADDRESS" ] || { echo "demo: $HOST_NAME is not in $OCC_RIG_HOSTS_JSON" >&2; exit 1; }
 
 say "occ-driver-host inspect: what the component imports, and the helper it would run on hosts"
-"$HOST_BIN" inspect "$COMPONENT"
+INSPECT=$("$HOST_BIN" inspect "$COMPONENT")
+printf '%s\n' "$INSPECT"
 # An operator audits helper/helper.js once and pins its SHA-256: the host runs
 # nothing else on a host, whatever the component asks.
-HELPER_SHA=$("$HOST_BIN" inspect "$COMPONENT" | sed -n 's/^helper *sha256 \([0-9a-f]\{64\}\).*/\1/p')
+HELPER_SHA=$(sed -n 's/^helper *sha256 \([0-9a-f]\{64\}\).*/\1/p' <<<"$INSPECT")
 [ -n "$HELPER_SHA" ] || { echo "demo: no helper in $COMPONENT" >&2; exit 1; }
 
 mkdir -p "$DEMO"

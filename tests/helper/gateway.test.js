@@ -17,9 +17,8 @@ const CONFIG_2 = `${JSON.stringify(JSON.parse(L.GATEWAY_CONFIG))}\n`;
 const CONFIG_3 = `${JSON.stringify(JSON.parse(L.GATEWAY_CONFIG), null, 4)}\n`;
 const p = fx.paths(NS, AGENT);
 const unitName = fx.agent(NS, AGENT).unitName;
-const exists = (file) => L.sh(`test -e '${file}' -o -L '${file}' && echo yes || echo no`).trim() === 'yes';
+const { exists, readyz } = L;
 const unitProp = (prop) => L.sh(`systemctl show -p ${prop} --value ${unitName}`).trim();
-const readyz = (port) => L.sh(`curl -s -o /dev/null -w '%{http_code}' --max-time 3 http://127.0.0.1:${port}/readyz`, { allowFailure: true }).stdout.trim();
 let port;
 
 async function activate(revId, number, snapshot, extra) {

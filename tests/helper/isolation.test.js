@@ -23,8 +23,7 @@ const NS_B = `ns-iso-b-${tag}`;
 const A = 'agent-a';
 const B = 'agent-b';
 const accountOf = (ns, agent) => fx.agent(ns, agent).account;
-const exists = (p) => L.sh(`test -e '${p}' -o -L '${p}' && echo yes || echo no`).trim() === 'yes';
-const readyz = (port) => L.sh(`curl -s -o /dev/null -w '%{http_code}' --max-time 3 http://127.0.0.1:${port}/readyz`, { allowFailure: true }).stdout.trim();
+const { exists, readyz } = L;
 const uidOf = (account) => Number(L.sh(`id -u ${account}`).trim());
 const ports = {};
 

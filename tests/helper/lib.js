@@ -7,7 +7,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const crypto = require('node:crypto');
 const { spawn, spawnSync } = require('node:child_process');
-const { renderUnit, sandboxProperties } = require('./unit.js');
+const { renderUnit, sandboxProperties, sha12 } = require('./unit.js');
 
 const REPO = path.resolve(__dirname, '..', '..');
 // OCC_HELPER_PATH runs the suite against another copy (e.g. the one a guest embeds).
@@ -35,7 +35,6 @@ const OPENCLAW = rigEnv.OCC_RIG_OPENCLAW;
 const HOST = process.env.OCC_HELPER_TEST_HOST || (hosts[0] && hosts[0].address);
 if (!HOST) throw new Error(`${rigEnv.OCC_RIG_HOSTS_JSON} lists no host`);
 
-const sha12 = (text) => crypto.createHash('sha256').update(text).digest('hex').slice(0, 12);
 const sha256 = (text) => crypto.createHash('sha256').update(text).digest('hex');
 
 function sshArgs(host, extra = []) {
@@ -291,8 +290,13 @@ function helperRunning(b64) {
   return helperPid(b64) !== null;
 }
 
+// Whether anything (a link included) is at `p` on the test host.
+const exists = (p) => sh(`test -e '${p}' -o -L '${p}' && echo yes || echo no`).trim() === 'yes';
+// The HTTP status of the gateway's /readyz on `port` of the test host.
+const readyz = (port) => sh(`curl -s -o /dev/null -w '%{http_code}' --max-time 3 http://127.0.0.1:${port}/readyz`, { allowFailure: true }).stdout.trim();
+
 module.exports = {
-  REPO, HELPER_PATH, HELPER_SOURCE, NODE, OPENCLAW, HOST, rigEnv, sshArgs, sh, shJson,
+  exists, readyz, REPO, HELPER_PATH, HELPER_SOURCE, NODE, OPENCLAW, HOST, rigEnv, sshArgs, sh, shJson,
   startHelper, runHelper, helper, waitFor, Fixture, GATEWAY_CONFIG, statHost, sha12, sha256,
   lockIsFree, helperRunning, helperPid, helperTitle, sandboxProperties,
 };
