@@ -306,6 +306,13 @@ function createHandle(host, scope, info, params) {
 
 function createFsBridge(call, mounts) {
   const file = ({ filePath, cwd }) => ({ filePath, ...(cwd ? { cwd } : {}) });
+  // A local path inside a mount's local root, as the container path it maps to.
+  const fromHost = (p) => {
+    const local = path.resolve(p);
+    const byHost = mounts.find((m) => inside(m.hostRoot, local));
+    if (!byHost) return null;
+    return path.posix.join(byHost.containerRoot, path.relative(byHost.hostRoot, local).split(path.sep).join("/"));
+  };
   const resolveContainer = (filePath, cwd) => {
     const base = (() => {
       if (!cwd) return mounts[0].containerRoot;
@@ -313,17 +320,12 @@ function createFsBridge(call, mounts) {
       const c = normalizeRemote(cwd);
       const byContainer = mounts.find((m) => inside(m.containerRoot, c));
       if (byContainer) return c;
-      const byHost = mounts.find((m) => inside(m.hostRoot, path.resolve(cwd)));
-      if (byHost) return path.posix.join(byHost.containerRoot, path.relative(byHost.hostRoot, path.resolve(cwd)).split(path.sep).join("/"));
-      return null;
+      return fromHost(cwd);
     })();
     if (filePath.startsWith("/")) {
       const c = normalizeRemote(filePath);
       if (mounts.some((m) => inside(m.containerRoot, c))) return c;
-      const local = path.resolve(filePath);
-      const byHost = mounts.find((m) => inside(m.hostRoot, local));
-      if (byHost) return path.posix.join(byHost.containerRoot, path.relative(byHost.hostRoot, local).split(path.sep).join("/"));
-      return null;
+      return fromHost(filePath);
     }
     return base === null ? null : normalizeRemote(path.posix.join(base, filePath));
   };

@@ -25,12 +25,15 @@ import { BACKEND_ID, startSandboxHost } from "../sandbox.mjs";
 
 const PLUGIN_ID = "occ-sandbox-ssh";
 
+/** Where seeds may be read from: the plugin's list, or OpenClaw's state directory. */
+const localWorkspaces = (pluginConfig) =>
+  pluginConfig.localWorkspaces ?? [process.env.OPENCLAW_STATE_DIR || path.join(os.homedir(), ".openclaw")];
+
 /** The Installation document for OpenClaw's resolved sandbox config `cfg`. */
 export function installationFor(cfg, pluginConfig) {
   const ssh = Object.fromEntries(
     Object.entries(cfg?.ssh ?? {}).filter(([, v]) => v !== undefined && v !== null && v !== ""),
   );
-  const stateDir = process.env.OPENCLAW_STATE_DIR || path.join(os.homedir(), ".openclaw");
   const block = { ssh };
   for (const key of ["mode", "scope", "workspaceAccess"]) if (cfg?.[key] !== undefined) block[key] = cfg[key];
   block.backend = BACKEND_ID;
@@ -39,7 +42,7 @@ export function installationFor(cfg, pluginConfig) {
       sandbox: {
         component: pluginConfig.component,
         approvedScripts: pluginConfig.approvedScripts ?? {},
-        localWorkspaces: pluginConfig.localWorkspaces ?? [stateDir],
+        localWorkspaces: localWorkspaces(pluginConfig),
         configuration: { agents: { defaults: { sandbox: block } } },
       },
     },
@@ -74,7 +77,7 @@ export default {
       }
       return hosts.get(key);
     };
-    const localRoot = () => (pluginConfig.localWorkspaces ?? [process.env.OPENCLAW_STATE_DIR || path.join(os.homedir(), ".openclaw")])[0];
+    const localRoot = () => localWorkspaces(pluginConfig)[0];
     // A registry entry names its scope key (OpenClaw stores it as sessionKey).
     const scopeOf = (entry) => ({ scopeKey: entry.sessionKey, workspaceDir: localRoot() });
     const managerFor = async (config) => (await hostFor(config?.agents?.defaults?.sandbox ?? {})).manager(scopeOf);
