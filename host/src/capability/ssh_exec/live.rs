@@ -122,11 +122,12 @@ fn clean_stale(root: &Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some((pid, started)) = name
-            .strip_prefix('p')
-            .and_then(|r| r.split_once('-'))
-            .and_then(|(p, s)| Some((p.parse::<u32>().ok()?, s.parse::<u64>().ok()?)))
-        else {
+        // `p<pid>-<start time>-<instance>` (older hosts wrote no instance).
+        let mut parts = name.strip_prefix('p').unwrap_or("").split('-');
+        let (Some(pid), Some(started)) = (
+            parts.next().and_then(|p| p.parse::<u32>().ok()),
+            parts.next().and_then(|s| s.parse::<u64>().ok()),
+        ) else {
             continue;
         };
         if start_time(pid) == Some(started) {
@@ -161,8 +162,15 @@ impl LiveSsh {
         use std::os::unix::fs::DirBuilderExt;
         let root = control_root()?;
         clean_stale(&root);
+        // One directory per backend, not per process: a process may hold several
+        // (each driver it opens), and each removes its own when dropped.
+        static INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let pid = std::process::id();
-        let control_dir = root.join(format!("p{pid}-{}", start_time(pid).unwrap_or(0)));
+        let instance = INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let control_dir = root.join(format!(
+            "p{pid}-{}-{instance}",
+            start_time(pid).unwrap_or(0)
+        ));
         let _ = std::fs::remove_dir_all(&control_dir);
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -567,5 +575,30 @@ fn connect_error(alias: &str, host: &HostGrant, e: &openssh::Error) -> ExecError
         ExecError::Auth(format!("{at}: {text}"))
     } else {
         ExecError::Connect(format!("{at}: {text}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two backends in one process (two drivers opened side by side) each get
+    /// their own control directory: dropping one leaves the other's sockets
+    /// and credential files where they were.
+    #[test]
+    fn each_backend_owns_its_control_directory() {
+        let first = LiveSsh::new(SshGrant::none()).unwrap();
+        let second = LiveSsh::new(SshGrant::none()).unwrap();
+        assert_ne!(first.control_dir, second.control_dir);
+        let kept = second.control_dir.clone();
+        let dropped = first.control_dir.clone();
+        drop(first);
+        assert!(!dropped.exists(), "{}", dropped.display());
+        assert!(
+            kept.is_dir(),
+            "{} went with the other backend",
+            kept.display()
+        );
+        assert!(second.config_file.is_file());
     }
 }
