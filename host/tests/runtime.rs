@@ -83,6 +83,11 @@ async fn misbehaving_guests_end_in_clear_errors_and_the_host_serves_on() {
         ("alloc", "memory-limit", "past the 32 MiB limit"),
         ("panic", "driver-panic", "the fault guest panics on request"),
         (
+            "result-flood",
+            "result-too-large",
+            "over the bound of 1048576",
+        ),
+        (
             "ungranted-host",
             "fault-outcome",
             "UnknownHost(\"not-granted\")",

@@ -140,6 +140,39 @@ pub fn add_to_linker<T: Send + 'static>(
 mod tests {
     use super::*;
 
+    /// A driver that floods its log (more messages than the count bound, then
+    /// messages that would pass the byte bound) gets the bound's worth logged
+    /// and the rest counted as dropped.
+    #[tokio::test]
+    async fn a_log_flood_is_held_to_the_bounds_of_one_call() {
+        let scope = std::sync::Arc::new(crate::capability::CallScope {
+            id: "flood".into(),
+            method: "validateConfiguration".into(),
+            driver: "hostile".into(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            audit: crate::audit::Audit::new(None, serde_json::Map::new()),
+        });
+        let grant = LogGrant::default();
+        let mut by_count = LogState::new(grant.clone(), scope.clone());
+        for _ in 0..5000 {
+            wit::Host::log(&mut by_count, Level::Info, "x".into()).await;
+        }
+        assert_eq!(by_count.messages, grant.max_messages);
+        assert_eq!(by_count.dropped(), 5000 - grant.max_messages);
+
+        // 1 MiB messages are cut to 4 KiB each; 64 of them fill the 256 KiB.
+        let mut by_bytes = LogState::new(grant.clone(), scope);
+        for _ in 0..100 {
+            wit::Host::log(&mut by_bytes, Level::Warn, "y".repeat(1 << 20)).await;
+        }
+        assert_eq!(by_bytes.bytes, grant.max_bytes);
+        assert_eq!(
+            by_bytes.messages as usize,
+            grant.max_bytes / grant.max_message_bytes
+        );
+        assert_eq!(by_bytes.dropped(), 100 - by_bytes.messages);
+    }
+
     #[test]
     fn messages_are_cut_on_a_character_boundary() {
         assert_eq!(cut("abc", 10), "abc");

@@ -187,6 +187,13 @@ impl Guest for Faulty {
                 }
             }
             "panic" => panic!("the fault guest panics on request"),
+            // 2 MiB of warnings: past the host's bound on one result.
+            "result-flood" => Ok((0..2048)
+                .map(|i| Warning {
+                    code: format!("flood-{i}"),
+                    message: "w".repeat(1 << 10),
+                })
+                .collect()),
             _ => execs(&configuration),
         }
     }
