@@ -163,7 +163,23 @@ impl HooksState {
                 json!({"revision": self.hooks.revision, "cleanup": cleanup})
             }
         };
-        self.ask(hook, params, bound, cleanup).await
+        let answer = self.ask(hook, params, bound, cleanup).await?;
+        if !cleanup && hook != Hook::BeforeWorkloadStart {
+            self.accept(hook, None);
+        }
+        Ok(answer)
+    }
+
+    /// Note what the controller accepted; a start only with its checked
+    /// placeholders.
+    fn accept(&self, hook: Hook, environment: Option<Vec<(String, String)>>) {
+        let mut accepted = self.accepted.lock().unwrap_or_else(|p| p.into_inner());
+        if !accepted.hooks.contains(&hook) {
+            accepted.hooks.push(hook);
+        }
+        if environment.is_some() {
+            accepted.launch_environment = environment;
+        }
     }
 }
 
@@ -186,19 +202,18 @@ impl wit::Host for HooksState {
                 false,
             )
             .await?;
-        match answer {
-            HookAnswer::NotSelected => Ok(Vec::new()),
-            HookAnswer::Answered(v) => placeholders::read(&v)
-                .map(|list| {
-                    list.into_iter()
-                        .map(|(name, value)| EnvPlaceholder { name, value })
-                        .collect()
-                })
-                .map_err(|m| {
-                    self.audit_refused(Hook::BeforeWorkloadStart, &m);
-                    HookError::InvalidAnswer(format!("beforeWorkloadStart answered {m}"))
-                }),
-        }
+        let list = match answer {
+            HookAnswer::NotSelected => Vec::new(),
+            HookAnswer::Answered(v) => placeholders::read(&v).map_err(|m| {
+                self.audit_refused(Hook::BeforeWorkloadStart, &m);
+                HookError::InvalidAnswer(format!("beforeWorkloadStart answered {m}"))
+            })?,
+        };
+        self.accept(Hook::BeforeWorkloadStart, Some(list.clone()));
+        Ok(list
+            .into_iter()
+            .map(|(name, value)| EnvPlaceholder { name, value })
+            .collect())
     }
 
     async fn before_workload_stop(

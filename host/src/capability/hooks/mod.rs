@@ -154,6 +154,23 @@ impl Default for HooksGrant {
     }
 }
 
+/// What the controller accepted in one call, for what acts after a hook: an
+/// effect the spec orders after a hook runs only once the controller accepted
+/// it, and the workload gets the placeholders the controller returned, not
+/// values the driver passes on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Accepted {
+    /// The hooks the controller accepted (answered, or selected none) in this
+    /// call. A compensating beforeWorkloadStop is not one: it guards no effect.
+    pub hooks: Vec<Hook>,
+    /// The checked placeholders of the last accepted beforeWorkloadStart, by
+    /// name.
+    pub launch_environment: Option<Vec<(String, String)>>,
+}
+
+/// [`Accepted`], shared by the capabilities of one call.
+pub type AcceptedHooks = Arc<std::sync::Mutex<Accepted>>;
+
 /// The call a hook may belong to, set by the world for each call.
 #[derive(Debug, Clone, Default)]
 pub struct HookScope {
@@ -172,6 +189,7 @@ pub struct HooksState {
     scope: Scope,
     hooks: HookScope,
     calls: u32,
+    accepted: AcceptedHooks,
 }
 
 impl HooksState {
@@ -188,7 +206,15 @@ impl HooksState {
             scope,
             hooks,
             calls: 0,
+            accepted: AcceptedHooks::default(),
         }
+    }
+
+    /// Record what the controller accepts in `accepted` (shared with the
+    /// call's other capabilities).
+    pub fn with_accepted(mut self, accepted: AcceptedHooks) -> HooksState {
+        self.accepted = accepted;
+        self
     }
 }
 

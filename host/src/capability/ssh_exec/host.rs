@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::SshExecState;
 use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink};
 use super::bindings::occ::compute::ssh_exec as wit;
 use super::grant::{ExecPolicy, HostGrant};
+use super::{ExecAsk, SshExecState};
 use crate::runtime::cache::sha256_hex;
 
 /// The program a pinned script runs with, from its first line.
@@ -199,13 +199,15 @@ impl SshExecState {
                 .get(alias)
                 .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
             self.check_policy(alias, host, argv, stdin)?;
-            if let Some(narrow) = &self.narrowing {
-                narrow(argv, stdin).map_err(ExecError::Refused)?;
-            }
-            Ok(host)
+            let argv = match &self.admission {
+                Some(admit) => admit(ExecAsk { alias, argv, stdin }).map_err(ExecError::Refused)?,
+                None => argv.to_vec(),
+            };
+            check_command_line(&argv)?;
+            Ok((host, argv))
         });
-        let host = match checked {
-            Ok(host) => host,
+        let (host, argv) = match checked {
+            Ok(checked) => checked,
             Err(refusal) => {
                 // Recorded without the arguments themselves: a refused request may be
                 // a flood of them.
@@ -222,7 +224,8 @@ impl SshExecState {
                 return Err(refusal);
             }
         };
-        let sink = self.output.as_ref().and_then(|select| select(argv));
+        let argv = argv.as_slice();
+        let sink = self.output.as_ref().and_then(|select| select(argv, stdin));
         let span = self
             .scope
             .audit
@@ -283,6 +286,31 @@ impl SshExecState {
             })
             .await
     }
+}
+
+/// Linux refuses a single argument longer than this (`MAX_ARG_STRLEN`, 32
+/// pages, its terminating NUL included), and ssh hands the remote shell the
+/// whole command line as one (`sh -c '<line>'`).
+pub const MAX_COMMAND_LINE: usize = 128 * 1024 - 1;
+
+/// The remote command line of `argv`, at most: each argument quoted for the
+/// shell (a quote inside one costs three more bytes) and followed by a space.
+pub fn command_line_len(argv: &[String]) -> usize {
+    argv.iter()
+        .map(|a| a.len() + 3 + 3 * a.bytes().filter(|b| *b == b'\'').count())
+        .sum()
+}
+
+/// Refuses, before any ssh process starts, a vector no remote shell could take.
+fn check_command_line(argv: &[String]) -> Result<(), ExecError> {
+    let line = command_line_len(argv);
+    if line > MAX_COMMAND_LINE {
+        return Err(ExecError::Refused(format!(
+            "the remote command line would be {line} bytes, over the {MAX_COMMAND_LINE} bytes \
+             Linux allows in one argument"
+        )));
+    }
+    Ok(())
 }
 
 fn describe_argv(argv: &[String]) -> String {

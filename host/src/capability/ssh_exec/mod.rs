@@ -29,7 +29,7 @@ pub use backend::{
     ExecBackend, ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, OutputStream,
 };
 pub use grant::{Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshGrant};
-pub use host::interpreter_of;
+pub use host::{MAX_COMMAND_LINE, command_line_len, interpreter_of};
 
 use super::Scope;
 
@@ -111,21 +111,36 @@ impl SshExec {
 /// Receives each complete stdout line of a running exec, with its host alias.
 pub type LineSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
-/// Chooses, per exec, where its output streams: a sink for the execs whose
-/// output is the caller's, none for the others (they collect theirs).
-pub type OutputSelector = Arc<dyn Fn(&[String]) -> Option<OutputSink> + Send + Sync>;
+/// Chooses, per exec (the argument vector that runs, and stdin), where its
+/// output streams: a sink for the execs whose output is the caller's, none for
+/// the others (they collect theirs).
+pub type OutputSelector = Arc<dyn Fn(&[String], &[u8]) -> Option<OutputSink> + Send + Sync>;
 
-/// A world's narrowing of what one call may run, beyond the grant: the argument
-/// vector and stdin (already allowed by the grant) are refused with the
-/// returned reason.
-pub type Narrowing = Arc<dyn Fn(&[String], &[u8]) -> Result<(), String> + Send + Sync>;
+/// One exec the grant allowed, as a world's [`Admission`] sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ExecAsk<'a> {
+    /// The granted alias.
+    pub alias: &'a str,
+    /// The argument vector the component asked for.
+    pub argv: &'a [String],
+    /// Its standard input.
+    pub stdin: &'a [u8],
+}
+
+/// A world's say over each exec of one call, after the grant allowed it: it
+/// refuses the exec (the returned reason names what was refused), or returns
+/// the argument vector that runs. That vector is the component's with what
+/// the host writes for the call: an envelope of the trusted installation's
+/// settings and the call's own subjects, which the approved programs act on
+/// instead of anything the component chose.
+pub type Admission = Arc<dyn Fn(ExecAsk<'_>) -> Result<Vec<String>, String> + Send + Sync>;
 
 /// The capability's state for one call.
 pub struct SshExecState {
     exec: Arc<SshExec>,
     scope: Scope,
     lines: LineSink,
-    narrowing: Option<Narrowing>,
+    admission: Option<Admission>,
     output: Option<OutputSelector>,
 }
 
@@ -136,14 +151,15 @@ impl SshExecState {
             exec,
             scope,
             lines,
-            narrowing: None,
+            admission: None,
             output: None,
         }
     }
 
-    /// Refuse, in this call, what `narrowing` refuses (checked after the grant).
-    pub fn with_narrowing(mut self, narrowing: Narrowing) -> SshExecState {
-        self.narrowing = Some(narrowing);
+    /// Let each exec of this call through `admission` (after the grant): it
+    /// refuses, or returns the argument vector that runs.
+    pub fn with_admission(mut self, admission: Admission) -> SshExecState {
+        self.admission = Some(admission);
         self
     }
 

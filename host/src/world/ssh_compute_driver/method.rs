@@ -106,6 +106,113 @@ impl Method {
             _ => &[],
         }
     }
+
+    /// The helper operations a call of this method may run, each only on the
+    /// host of the call's own Namespace (preflight: on every host). A method
+    /// with none runs nothing on any host.
+    pub fn helper_ops(self) -> &'static [HelperOp] {
+        match self {
+            Method::Preflight => &[HelperOp::Probe],
+            Method::EnsureNamespace => &[HelperOp::EnsureNamespace],
+            Method::PrepareRevision => &[HelperOp::Prepare],
+            Method::ActivateRevision => &[HelperOp::InspectAgent, HelperOp::Activate],
+            Method::DeactivateRevision => &[HelperOp::Deactivate],
+            Method::StopRevision => &[HelperOp::Stop],
+            Method::RetireRevision => &[HelperOp::Retire],
+            Method::DeleteAgentRuntimeCredentials => &[HelperOp::DeleteAgent],
+            Method::DeleteNamespace => &[HelperOp::DeleteNamespace],
+            Method::ConfigurationSchema
+            | Method::ValidateConfiguration
+            | Method::BindAgent
+            | Method::ValidateHarnessAuth => &[],
+        }
+    }
+}
+
+/// An operation of the remote helper (`helper/README.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HelperOp {
+    /// Probe the host for what the driver needs.
+    Probe,
+    /// Create or verify the Namespace marker.
+    EnsureNamespace,
+    /// Read the Agent's marker (its port and account); no lock, no change.
+    InspectAgent,
+    /// Account, port and the admitted snapshot.
+    Prepare,
+    /// Unit, current, restart, readiness, served.json.
+    Activate,
+    /// Verify ownership.
+    Deactivate,
+    /// Stop and disable the gateway of the current revision.
+    Stop,
+    /// Remove one revision's snapshot.
+    Retire,
+    /// Remove one Agent's unit, tree and account.
+    DeleteAgent,
+    /// Remove every owned unit, file and account of the Namespace.
+    DeleteNamespace,
+}
+
+impl HelperOp {
+    /// Every operation.
+    pub const ALL: [HelperOp; 10] = [
+        HelperOp::Probe,
+        HelperOp::EnsureNamespace,
+        HelperOp::InspectAgent,
+        HelperOp::Prepare,
+        HelperOp::Activate,
+        HelperOp::Deactivate,
+        HelperOp::Stop,
+        HelperOp::Retire,
+        HelperOp::DeleteAgent,
+        HelperOp::DeleteNamespace,
+    ];
+
+    /// The `op` field.
+    pub fn name(self) -> &'static str {
+        match self {
+            HelperOp::Probe => "probe",
+            HelperOp::EnsureNamespace => "ensure-namespace",
+            HelperOp::InspectAgent => "inspect-agent",
+            HelperOp::Prepare => "prepare",
+            HelperOp::Activate => "activate",
+            HelperOp::Deactivate => "deactivate",
+            HelperOp::Stop => "stop",
+            HelperOp::Retire => "retire",
+            HelperOp::DeleteAgent => "delete-agent",
+            HelperOp::DeleteNamespace => "delete-namespace",
+        }
+    }
+
+    /// Look an operation up by its `op` field.
+    pub fn from_name(name: &str) -> Option<HelperOp> {
+        HelperOp::ALL.into_iter().find(|op| op.name() == name)
+    }
+
+    /// The fields an operation of this kind may carry besides `version`, `op`
+    /// and `deadlineMs`: the component's policy, nothing the host supplies.
+    pub fn policy_fields(self) -> &'static [&'static str] {
+        match self {
+            // The controller's document, checked against the hash the host
+            // took of it.
+            HelperOp::Prepare => &["configuration"],
+            _ => &[],
+        }
+    }
+
+    /// The hook the controller must have accepted earlier in the same call
+    /// before this operation may run: the spec's order (a workload starts only
+    /// after beforeWorkloadStart, stops only after beforeWorkloadStop, a
+    /// Namespace goes only after beforeNamespaceDelete).
+    pub fn requires(self) -> Option<Hook> {
+        match self {
+            HelperOp::Activate => Some(Hook::BeforeWorkloadStart),
+            HelperOp::Stop | HelperOp::Retire => Some(Hook::BeforeWorkloadStop),
+            HelperOp::DeleteNamespace => Some(Hook::BeforeNamespaceDelete),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Method {

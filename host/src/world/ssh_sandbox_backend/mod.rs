@@ -34,7 +34,7 @@ use crate::capability::local_workspace::{
 };
 use crate::capability::log::{self, LogGrant, LogState};
 use crate::capability::ssh_exec::{
-    self, ExecPolicy, Narrowing, OutputSink, OutputStream, SshExec, SshExecState, SshMode,
+    self, Admission, ExecAsk, ExecPolicy, OutputSink, OutputStream, SshExec, SshExecState, SshMode,
 };
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::cache::sha256_hex;
@@ -363,10 +363,10 @@ impl SandboxBackend {
     /// from `exec` (mode `exec`) and `runShellCommand` (mode `shell`), and only
     /// with the caller's own command in the header it reads from stdin (its
     /// last argument is the header's length).
-    fn narrowing(method: Method, command: Option<String>) -> Narrowing {
-        Arc::new(move |argv: &[String], stdin: &[u8]| {
+    fn narrowing(method: Method, command: Option<String>) -> Admission {
+        Arc::new(move |ExecAsk { argv, stdin, .. }: ExecAsk<'_>| {
             if argv.get(3).map(String::as_str) != Some(EXEC_SCRIPT) {
-                return Ok(());
+                return Ok(argv.to_vec());
             }
             let mode = match method {
                 Method::Exec => "exec",
@@ -394,7 +394,7 @@ impl SandboxBackend {
                     "{method} runs the caller's command and nothing else"
                 ));
             }
-            Ok(())
+            Ok(argv.to_vec())
         })
     }
 
@@ -419,14 +419,14 @@ impl SandboxBackend {
     {
         let no_lines: ssh_exec::LineSink = Arc::new(|_, _| {});
         let mut ssh = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines.clone())
-            .with_narrowing(Self::narrowing(method, command));
+            .with_admission(Self::narrowing(method, command));
         if method == Method::Exec
             && let Some(output) = &options.output
         {
             // Only the command's output is the caller's: not seeding on the
             // way, nor the exec script's reports about itself.
             let output = output.clone();
-            ssh = ssh.with_output(Arc::new(move |argv: &[String]| {
+            ssh = ssh.with_output(Arc::new(move |argv: &[String], _stdin: &[u8]| {
                 if argv.get(3).map(String::as_str) != Some(EXEC_SCRIPT) {
                     return None;
                 }
@@ -436,7 +436,7 @@ impl SandboxBackend {
         }
         // Uploads run through an exec state of their own, narrowed the same way.
         let upload_exec = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines)
-            .with_narrowing(Self::narrowing(method, None));
+            .with_admission(Self::narrowing(method, None));
         let data = SandboxCallData {
             sandbox: Sandbox::new(&self.runtime.limits()),
             ssh,
