@@ -9,14 +9,21 @@
 // that the SSH session is still open (a failed stdout write closes it), that the
 // helper's own deadline has not passed and that the lock is still held.
 
-// First of all: the operation argument (a snapshot included) is readable in
-// /proc/<pid>/cmdline by anyone who can see this process. Overwriting the argument
-// area leaves a title that names the run (a hash of the argument, so an operator can
-// still match it) and nothing of its content. The gateways' units hide root's
-// processes altogether (ProtectProc=invisible); this narrows the window for anything
-// else to the few milliseconds Node takes to start.
-process.title = `occ-ssh-helper ${require('node:crypto').createHash('sha256')
-  .update(process.argv[2] || '').digest('hex').slice(0, 12)}`;
+// Run as `node -` with the source on stdin, this file is the helper; required as a
+// module (the tests do), it only exports its pure functions.
+const RUN_AS_HELPER = module.id === '[stdin]';
+
+// First of all: the arguments (the operation with the controller's document, and the
+// host's envelope) are readable in /proc/<pid>/cmdline by anyone who can see this
+// process. Overwriting the argument area leaves a title that names the run (a hash of
+// the operation argument, so an operator can still match it) and nothing of its
+// content. The gateways' units hide root's processes altogether
+// (ProtectProc=invisible); this narrows the window for anything else to the few
+// milliseconds Node takes to start.
+if (RUN_AS_HELPER) {
+  process.title = `occ-ssh-helper ${require('node:crypto').createHash('sha256')
+    .update(process.argv[2] || '').digest('hex').slice(0, 12)}`;
+}
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -25,7 +32,7 @@ const http = require('node:http');
 const { spawn } = require('node:child_process');
 
 const STARTED_AT = Date.now();
-const PROTOCOL_VERSION = 1;
+const PROTOCOL_VERSION = 2;
 // The transport kills an operation at 180 s; stopping at 170 s leaves time to report.
 const DEFAULT_DEADLINE_MS = 170000;
 const MAX_DEADLINE_MS = 175000;
@@ -531,7 +538,8 @@ function sweep(dir, prefix = TEMP_PREFIX) {
 // ---------------------------------------------------------------------------------
 // Operation parsing.
 
-const sha12 = (text) => crypto.createHash('sha256').update(text, 'utf8').digest('hex').slice(0, 12);
+const sha256Hex = (data) => crypto.createHash('sha256').update(data).digest('hex');
+const sha12 = (text) => sha256Hex(text).slice(0, 12);
 // Trusted operator paths: absolute, normalized, none of whitespace, quotes, control
 // characters, shell metacharacters or systemd % and $ expansion.
 const SAFE_PATH = /^\/[A-Za-z0-9._+@:/-]*$/;
@@ -571,89 +579,352 @@ function requireHash(value, expected, name) {
   if (value !== expected) throw invalid(`${name} is ${JSON.stringify(value)}, expected ${expected}`);
 }
 
+// Each operation: whether it acts for an Agent (the envelope must name one) and for
+// a revision, and the fields the operation itself may carry besides version, op and
+// deadlineMs. Those are the component's policy; everything the helper acts on beyond
+// them comes from the envelope the host wrote.
 const OPERATIONS = {
-  'probe': { agent: false, revision: false },
-  'ensure-namespace': { agent: false, revision: false },
-  'prepare': { agent: true, revision: true },
-  'activate': { agent: true, revision: true },
-  'deactivate': { agent: true, revision: true },
-  'stop': { agent: true, revision: true },
-  'retire': { agent: true, revision: true },
-  'delete-namespace': { agent: false, revision: false },
-  'inspect-agent': { agent: true, revision: false },
-  'delete-agent': { agent: true, revision: false },
+  'probe': { namespace: false, agent: false, revision: false, fields: [] },
+  'ensure-namespace': { namespace: true, agent: false, revision: false, fields: [] },
+  'prepare': { namespace: true, agent: true, revision: true, fields: ['configuration'] },
+  'activate': { namespace: true, agent: true, revision: true, fields: [] },
+  'deactivate': { namespace: true, agent: true, revision: true, fields: [] },
+  'stop': { namespace: true, agent: true, revision: true, fields: [] },
+  'retire': { namespace: true, agent: true, revision: true, fields: [] },
+  'delete-namespace': { namespace: true, agent: false, revision: false, fields: [] },
+  'inspect-agent': { namespace: true, agent: true, revision: false, fields: [] },
+  'delete-agent': { namespace: true, agent: true, revision: false, fields: [] },
 };
+const COMMON_FIELDS = ['version', 'op', 'deadlineMs'];
+const ENVELOPE_FIELDS = [
+  'version', 'method', 'ops', 'host', 'driver', 'runtime', 'gatewayPortRange', 'namespace', 'agent',
+  'revision', 'launchEnvironment',
+];
+const MIN_GATEWAY_PORT = 1024;
+// A runtime user prefix: of a Linux user name's characters, never root; accounts take
+// its first 19 characters (the spec's rule), so it may be longer than a user name.
+const RUNTIME_USER = /^[a-z_][a-z0-9_-]{0,254}$/;
+const ACCOUNT_PREFIX_LENGTH = 19;
+// OCC's rules for the placeholders beforeWorkloadStart may return
+// (apps/controller/src/drivers/compute/ssh/remote-helper.cjs): the host checks the
+// same before the driver sees them; tests/helper/envelope.test.js holds both to one table.
+const PLACEHOLDER_NAME = /^[A-Z_][A-Z0-9_]{0,127}$/;
+const PLACEHOLDER_VALUE = /^opaque-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+const RESERVED_PLACEHOLDER = /^(?:HOME|PATH|TMPDIR|CODEX_HOME|NODE_OPTIONS|NODE_PATH|BASH_ENV|ENV|LOG_FORMAT|RUST_LOG|XDG_.*|OPENCLAW_.*|OTEL_.*|LD_.*|DYLD_.*)$/;
+const MAX_PLACEHOLDERS = 64;
 
-function parseOperation(argument) {
-  if (typeof argument !== 'string' || argument.length === 0) throw invalid('missing base64 operation argument');
-  let op;
+function decodeJson(argument, what) {
+  if (typeof argument !== 'string' || argument.length === 0) throw invalid(`missing base64 ${what} argument`);
+  let value;
   try {
-    op = JSON.parse(Buffer.from(argument, 'base64').toString('utf8'));
+    value = JSON.parse(Buffer.from(argument, 'base64').toString('utf8'));
   } catch {
-    throw invalid('the operation argument is not base64 JSON');
+    throw invalid(`the ${what} argument is not base64 JSON`);
   }
-  requireObject(op, 'operation');
-  if (op.version !== PROTOCOL_VERSION) throw invalid(`unsupported protocol version ${JSON.stringify(op.version)}`);
-  const shape = OPERATIONS[op.op];
-  if (!shape) throw invalid(`unknown op ${JSON.stringify(op.op)}`);
-  if (op.deadlineMs !== undefined) requireInt(op.deadlineMs, 'deadlineMs', 1000, MAX_DEADLINE_MS);
-  if (op.op === 'probe') {
-    requirePath(op.nodePath, 'nodePath');
-    requirePath(op.openclawPath, 'openclawPath');
-    return op;
+  return requireObject(value, what);
+}
+
+function closedKeys(object, allowed, name) {
+  const unknown = Object.keys(object).find((key) => !allowed.includes(key));
+  if (unknown !== undefined) {
+    throw invalid(`${name}.${unknown} is not a field of ${name}; what is not policy comes from the host's envelope`);
   }
-  requireId(op.driver, 'driver');
-  requirePath(op.root, 'root');
-  requirePath(op.unitDirectory, 'unitDirectory');
-  requireObject(op.namespace, 'namespace');
-  requireId(op.namespace.id, 'namespace.id');
-  requireHash(op.namespace.hash, sha12(op.namespace.id), 'namespace.hash');
-  if (shape.agent) {
-    const agent = requireObject(op.agent, 'agent');
-    requireId(agent.id, 'agent.id');
-    requireHash(agent.hash, sha12(agent.id), 'agent.hash');
-    requireId(agent.servicePrincipalId, 'agent.servicePrincipalId');
-    if (!isAgentAccount(agent.account, op.namespace.id, agent.id)) {
-      throw invalid(`agent.account must be <runtime user prefix>-${sha12(`${op.namespace.id}:${agent.id}`)}`);
+}
+
+function requireString(value, name) {
+  if (typeof value !== 'string') throw invalid(`${name} must be a string`);
+  return value;
+}
+
+function launchEnvironment(value) {
+  const env = requireObject(value, 'envelope.launchEnvironment');
+  if (Object.getPrototypeOf(env) !== Object.prototype) throw invalid('envelope.launchEnvironment must be a plain object');
+  const names = Object.keys(env).sort();
+  if (names.length > MAX_PLACEHOLDERS) {
+    throw invalid(`envelope.launchEnvironment has ${names.length} placeholders, more than ${MAX_PLACEHOLDERS}`);
+  }
+  for (const name of names) {
+    if (!PLACEHOLDER_NAME.test(name)) throw invalid(`envelope.launchEnvironment.${name}: the name must match ${PLACEHOLDER_NAME}`);
+    if (RESERVED_PLACEHOLDER.test(name)) throw invalid(`envelope.launchEnvironment.${name}: the name is reserved`);
+    if (typeof env[name] !== 'string' || !PLACEHOLDER_VALUE.test(env[name])) {
+      throw invalid(`envelope.launchEnvironment.${name}: the value must be an opaque reference matching ${PLACEHOLDER_VALUE}`);
     }
-    requireHash(agent.unitName, `${UNIT_PREFIX}${agent.hash}.service`, 'agent.unitName');
+  }
+  return names.map((name) => [name, env[name]]);
+}
+
+// The envelope: what the host took from the trusted installation and from the call the
+// controller made. Every value here is checked as an operator setting or an ID is, but
+// none of it is the component's to choose.
+function parseEnvelope(argument) {
+  const env = decodeJson(argument, 'envelope');
+  closedKeys(env, ENVELOPE_FIELDS, 'envelope');
+  if (env.version !== PROTOCOL_VERSION) throw invalid(`unsupported envelope version ${JSON.stringify(env.version)}`);
+  requireId(env.method, 'envelope.method');
+  if (!Array.isArray(env.ops) || env.ops.some((op) => !Object.hasOwn(OPERATIONS, op))) {
+    throw invalid('envelope.ops must list helper operations');
+  }
+  requireId(env.host, 'envelope.host');
+  const driver = requireObject(env.driver, 'envelope.driver');
+  closedKeys(driver, ['id', 'implementation'], 'envelope.driver');
+  requireId(driver.id, 'envelope.driver.id');
+  requireId(driver.implementation, 'envelope.driver.implementation');
+  const runtime = requireObject(env.runtime, 'envelope.runtime');
+  closedKeys(runtime, ['root', 'unitDirectory', 'nodePath', 'openclawPath', 'user'], 'envelope.runtime');
+  for (const key of ['root', 'unitDirectory', 'nodePath', 'openclawPath']) requirePath(runtime[key], `envelope.runtime.${key}`);
+  if (typeof runtime.user !== 'string' || !RUNTIME_USER.test(runtime.user) || runtime.user === 'root') {
+    throw invalid('envelope.runtime.user must be a Linux user name prefix other than root');
+  }
+  const range = requireObject(env.gatewayPortRange, 'envelope.gatewayPortRange');
+  closedKeys(range, ['start', 'end'], 'envelope.gatewayPortRange');
+  requireInt(range.start, 'envelope.gatewayPortRange.start', MIN_GATEWAY_PORT, 65535);
+  requireInt(range.end, 'envelope.gatewayPortRange.end', range.start, 65535);
+  if (env.namespace !== undefined) {
+    const ns = requireObject(env.namespace, 'envelope.namespace');
+    closedKeys(ns, ['id', 'name'], 'envelope.namespace');
+    requireId(ns.id, 'envelope.namespace.id');
+    requireId(ns.name, 'envelope.namespace.name');
+  }
+  if (env.agent !== undefined) {
+    const agent = requireObject(env.agent, 'envelope.agent');
+    closedKeys(agent, ['id', 'servicePrincipalId'], 'envelope.agent');
+    requireId(agent.id, 'envelope.agent.id');
+    requireId(agent.servicePrincipalId, 'envelope.agent.servicePrincipalId');
+  }
+  if (env.revision !== undefined) {
+    const revision = requireObject(env.revision, 'envelope.revision');
+    closedKeys(revision, ['id', 'number', 'harness', 'configurationSha256'], 'envelope.revision');
+    requireId(revision.id, 'envelope.revision.id');
+    requireInt(revision.number, 'envelope.revision.number', 1, Number.MAX_SAFE_INTEGER);
+    requireId(revision.harness, 'envelope.revision.harness');
+    if (typeof revision.configurationSha256 !== 'string' || !/^[0-9a-f]{64}$/.test(revision.configurationSha256)) {
+      throw invalid('envelope.revision.configurationSha256 must be 64 lowercase hex characters');
+    }
+  }
+  const placeholders = env.launchEnvironment === undefined ? undefined : launchEnvironment(env.launchEnvironment);
+  return { env, placeholders };
+}
+
+// The operation the component sent, checked against the envelope, merged with it into
+// the one object every operation below reads. The component chooses only which
+// operation runs (among those the envelope lists), deadlineMs and the fields of
+// OPERATIONS[op].fields.
+function parseOperation(argument, envelopeArgument) {
+  const { env, placeholders } = parseEnvelope(envelopeArgument);
+  const sent = decodeJson(argument, 'operation');
+  if (sent.version !== PROTOCOL_VERSION) throw invalid(`unsupported protocol version ${JSON.stringify(sent.version)}`);
+  const shape = Object.hasOwn(OPERATIONS, sent.op) ? OPERATIONS[sent.op] : null;
+  if (!shape) throw invalid(`unknown op ${JSON.stringify(sent.op)}`);
+  if (!env.ops.includes(sent.op)) {
+    throw invalid(`op ${sent.op} is not one ${env.method} may run (it may run: ${env.ops.join(', ') || 'nothing'})`);
+  }
+  closedKeys(sent, [...COMMON_FIELDS, ...shape.fields], 'operation');
+  if (sent.deadlineMs !== undefined) requireInt(sent.deadlineMs, 'deadlineMs', 1000, MAX_DEADLINE_MS);
+  for (const part of ['namespace', 'agent', 'revision']) {
+    if (shape[part] && env[part] === undefined) throw invalid(`${sent.op} needs envelope.${part}`);
+  }
+  const op = {
+    op: sent.op,
+    method: env.method,
+    host: env.host,
+    deadlineMs: sent.deadlineMs,
+    driver: { ...env.driver },
+    root: env.runtime.root,
+    unitDirectory: env.runtime.unitDirectory,
+    nodePath: env.runtime.nodePath,
+    openclawPath: env.runtime.openclawPath,
+    runtimeUser: env.runtime.user,
+    portRange: { ...env.gatewayPortRange },
+  };
+  if (shape.namespace) op.namespace = { id: env.namespace.id, name: env.namespace.name, hash: sha12(env.namespace.id) };
+  if (shape.agent) {
+    const hash = sha12(env.agent.id);
+    op.agent = {
+      id: env.agent.id,
+      hash,
+      servicePrincipalId: env.agent.servicePrincipalId,
+      account: agentAccountName(env.runtime.user, env.namespace.id, env.agent.id),
+      unitName: `${UNIT_PREFIX}${hash}.service`,
+    };
   }
   if (shape.revision) {
-    const revision = requireObject(op.revision, 'revision');
-    requireId(revision.id, 'revision.id');
-    requireHash(revision.hash, sha12(revision.id), 'revision.hash');
-    requireInt(revision.number, 'revision.number', 1, Number.MAX_SAFE_INTEGER);
-    if (typeof revision.configHash !== 'string' || !/^[0-9a-f]{64}$/.test(revision.configHash)) {
-      throw invalid('revision.configHash must be 64 lowercase hex characters');
-    }
-    requireId(revision.harness, 'revision.harness');
+    op.revision = {
+      id: env.revision.id,
+      hash: sha12(env.revision.id),
+      number: env.revision.number,
+      harness: env.revision.harness,
+      configurationSha256: env.revision.configurationSha256,
+    };
   }
-  if (op.op === 'prepare') {
-    if (typeof op.snapshot !== 'string') throw invalid('snapshot must be a string');
-    // The revision marker's configHash must describe the bytes actually written.
-    if (crypto.createHash('sha256').update(op.snapshot, 'utf8').digest('hex') !== op.revision.configHash) {
-      throw invalid('revision.configHash is not the SHA-256 of snapshot');
+  if (sent.op === 'prepare') {
+    // The controller's document, by the hash the host took of it: a component cannot
+    // have the helper write another.
+    const configuration = requireString(sent.configuration, 'configuration');
+    if (sha256Hex(configuration) !== op.revision.configurationSha256) {
+      throw invalid('configuration is not the controller\'s revision.configuration (its SHA-256 differs from envelope.revision.configurationSha256)');
     }
-    if (typeof op.needsPassword !== 'boolean') throw invalid('needsPassword must be a boolean');
-    const range = requireObject(op.portRange, 'portRange');
-    requireInt(range.start, 'portRange.start', 1, 65535);
-    requireInt(range.end, 'portRange.end', range.start, 65535);
+    if (op.revision.harness !== 'openclaw/embedded') {
+      throw invalid(`envelope.revision.harness is ${op.revision.harness}; SSH Compute prepares only openclaw/embedded`);
+    }
+    op.snapshot = renderSnapshot(configuration);
   }
-  if (op.op === 'activate') {
-    requireObject(op.unit, 'unit');
-    if (typeof op.unit.text !== 'string' || !op.unit.text.startsWith(unitHeader(op.namespace.id, op.agent.id))) {
-      throw invalid('unit.text must begin with the ownership header of this Namespace and Agent');
-    }
-    if (op.port !== undefined) requireInt(op.port, 'port', 1, 65535);
-    if (op.readinessTimeoutMs !== undefined) {
-      requireInt(op.readinessTimeoutMs, 'readinessTimeoutMs', 1000, DEFAULT_READINESS_MS);
-    }
+  if (sent.op === 'activate') {
+    if (placeholders === undefined) throw invalid('activate needs envelope.launchEnvironment (what beforeWorkloadStart returned)');
+    op.placeholders = placeholders;
   }
   return op;
 }
 
+function agentAccountName(runtimeUser, namespaceId, agentId) {
+  return `${runtimeUser.slice(0, ACCOUNT_PREFIX_LENGTH)}-${sha12(`${namespaceId}:${agentId}`)}`;
+}
+
 function unitHeader(namespaceId, agentId) {
   return `${HEADER_FIRST_LINE}\n# OCC-Namespace: ${namespaceId}\n# OCC-Agent: ${agentId}\n`;
+}
+
+// ---------------------------------------------------------------------------------
+// What the helper renders: the native configuration snapshot and the unit.
+
+const GATEWAY_PASSWORD_ENV = 'OPENCLAW_GATEWAY_PASSWORD';
+const GATEWAY_PASSWORD_REF = Object.freeze({ source: 'env', provider: 'default', id: GATEWAY_PASSWORD_ENV });
+
+const isPlainObject = (value) => value !== null && typeof value === 'object' && !Array.isArray(value);
+
+function sameJson(a, b) {
+  return canonicalJson(a) === canonicalJson(b);
+}
+
+// Pretty JSON with object keys sorted, two-space indentation, a trailing newline: the
+// same document always gives the same bytes.
+function canonicalJson(value) {
+  const write = (v, depth) => {
+    const pad = '  '.repeat(depth + 1);
+    const close = '  '.repeat(depth);
+    if (Array.isArray(v)) {
+      if (v.length === 0) return '[]';
+      return `[\n${v.map((item) => `${pad}${write(item, depth + 1)}`).join(',\n')}\n${close}]`;
+    }
+    if (isPlainObject(v)) {
+      const keys = Object.keys(v).sort();
+      if (keys.length === 0) return '{}';
+      return `{\n${keys.map((key) => `${pad}${JSON.stringify(key)}: ${write(v[key], depth + 1)}`).join(',\n')}\n${close}}`;
+    }
+    return JSON.stringify(v);
+  };
+  return `${write(value, 0)}\n`;
+}
+
+// The snapshot the spec allows for the controller's document: the document itself,
+// plus, in password mode (explicit or omitted), the managed SecretRef. Any other
+// gateway authentication is refused: the helper never writes a snapshot a gateway
+// would serve without it.
+function renderSnapshot(text) {
+  let document;
+  try {
+    document = JSON.parse(text);
+  } catch {
+    throw invalid('configuration is not JSON');
+  }
+  if (!isPlainObject(document)) throw invalid('configuration must be a JSON object');
+  if (document.gateway === undefined) document.gateway = {};
+  if (!isPlainObject(document.gateway)) throw invalid('configuration.gateway must be an object');
+  if (document.gateway.auth === undefined) document.gateway.auth = {};
+  const auth = document.gateway.auth;
+  if (!isPlainObject(auth)) throw invalid('configuration.gateway.auth must be an object');
+  if (auth.password !== undefined && !sameJson(auth.password, GATEWAY_PASSWORD_REF)) {
+    throw invalid(`configuration.gateway.auth.password must be the managed SecretRef ${JSON.stringify(GATEWAY_PASSWORD_REF)}`);
+  }
+  if (auth.mode === undefined || auth.mode === 'password') {
+    auth.mode = 'password';
+    auth.password = { ...GATEWAY_PASSWORD_REF };
+  } else if (auth.mode !== 'trusted-proxy') {
+    throw invalid(`configuration.gateway.auth.mode ${JSON.stringify(auth.mode)} is not one SSH Compute serves (password or trusted-proxy)`);
+  }
+  const rendered = canonicalJson(document);
+  return { text: rendered, sha256: sha256Hex(rendered), needsPassword: auth.password !== undefined };
+}
+
+// Whether a snapshot's gateway reads the managed password: the unit then loads
+// gateway-password.env.
+function snapshotNeedsPassword(bytes) {
+  try {
+    const auth = JSON.parse(bytes.toString('utf8')).gateway.auth;
+    return isPlainObject(auth) && auth.password !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+// The unit of the spec, rendered from typed fields only: the envelope's runtime paths,
+// the account and port of agent.json, the placeholders the controller returned, and
+// whether the snapshot needs the managed password. Every value in it has passed a
+// check that keeps it to one line without systemd expansion: paths are SAFE_PATH,
+// IDs carry no control characters and appear only in comments, the account is
+// derived, placeholders follow OCC's rules.
+function renderUnit({ namespaceId, agentId, account, agentDir, nodePath, openclawPath, port, placeholders, needsPassword }) {
+  const home = `${agentDir}/home`;
+  const state = `${agentDir}/state`;
+  return [
+    HEADER_FIRST_LINE,
+    `# OCC-Namespace: ${namespaceId}`,
+    `# OCC-Agent: ${agentId}`,
+    '',
+    '[Unit]',
+    `Description=OpenClaw gateway of OCC Agent ${sha12(agentId)}`,
+    'After=network-online.target',
+    'Wants=network-online.target',
+    '',
+    '[Service]',
+    `ExecStart=${nodePath} ${openclawPath} gateway --port ${port}`,
+    `User=${account}`,
+    `Group=${account}`,
+    `Environment="HOME=${home}"`,
+    `Environment="OPENCLAW_STATE_DIR=${state}"`,
+    `Environment="OPENCLAW_CONFIG_PATH=${agentDir}/current/openclaw.json"`,
+    `Environment="OPENCLAW_GATEWAY_PORT=${port}"`,
+    ...placeholders.map(([name, value]) => `Environment="${name}=${value}"`),
+    ...(needsPassword ? [`EnvironmentFile=${agentDir}/gateway-password.env`] : []),
+    `EnvironmentFile=-${agentDir}/env`,
+    `WorkingDirectory=${home}`,
+    'Restart=always',
+    'RestartSec=2',
+    'KillSignal=SIGTERM',
+    'TimeoutStopSec=30',
+    'NoNewPrivileges=true',
+    'PrivateTmp=true',
+    // The confinement of helper/README.md ("Unit sandbox"), each directive's reason there.
+    'ProtectSystem=strict',
+    `ReadWritePaths=${home} ${state}`,
+    'ProtectHome=yes',
+    'PrivateDevices=yes',
+    'TemporaryFileSystem=/dev/shm:mode=1777',
+    'PrivateIPC=yes',
+    'RemoveIPC=yes',
+    'ProtectProc=invisible',
+    'ProtectKernelTunables=yes',
+    'ProtectKernelModules=yes',
+    'ProtectKernelLogs=yes',
+    'ProtectControlGroups=yes',
+    'ProtectClock=yes',
+    'ProtectHostname=yes',
+    'RestrictSUIDSGID=yes',
+    'RestrictRealtime=yes',
+    'RestrictNamespaces=yes',
+    'LockPersonality=yes',
+    'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK',
+    'SystemCallArchitectures=native',
+    'SystemCallFilter=@system-service',
+    'SystemCallErrorNumber=EPERM',
+    'CapabilityBoundingSet=',
+    'UMask=0077',
+    'SocketBindDeny=any',
+    `SocketBindAllow=tcp:${port}`,
+    '',
+    '[Install]',
+    'WantedBy=multi-user.target',
+    '',
+  ].join('\n');
 }
 
 // ---------------------------------------------------------------------------------
@@ -693,7 +964,12 @@ function layout(op) {
   return L;
 }
 
-const namespaceOwner = (op) => ({ driver: op.driver, namespaceId: op.namespace.id });
+// The exact Driver and Namespace a marker belongs to: two Driver selections sharing a
+// root never adopt each other's objects.
+const namespaceOwner = (op) => ({
+  driverId: op.driver.id, implementation: op.driver.implementation,
+  namespaceId: op.namespace.id, namespaceName: op.namespace.name,
+});
 const agentOwner = (op) => ({
   ...namespaceOwner(op), agentId: op.agent.id, servicePrincipalId: op.agent.servicePrincipalId,
 });
@@ -762,36 +1038,33 @@ function readCurrent(L) {
 function readServed(op, L) {
   const marker = readMarker(L.served);
   if (!marker) return null;
-  checkFields(marker, { ...namespaceOwner(op), agentId: op.agent.id }, L.served, 'foreign-marker');
-  // Written since served.json carries the ServicePrincipal; an older one without it
-  // is still this Agent's.
-  if (marker.servicePrincipalId !== undefined) {
-    checkFields(marker, { servicePrincipalId: op.agent.servicePrincipalId }, L.served, 'foreign-marker');
-  }
+  checkFields(marker, agentOwner(op), L.served, 'foreign-marker');
   return marker;
 }
 
-function revisionMarker(op) {
+function revisionMarker(op, snapshotSha256) {
   return {
     ...agentOwner(op),
     revisionId: op.revision.id,
     revisionNumber: op.revision.number,
-    configHash: op.revision.configHash,
+    configurationSha256: op.revision.configurationSha256,
+    snapshotSha256,
     harness: op.revision.harness,
   };
 }
 
-// Verifies an existing revision snapshot: ownership, identity, and (given the snapshot
-// text) the exact bytes. Returns false when the revision directory is absent.
-function verifyRevision(op, L, agentGid, snapshot) {
-  if (!expectDir(L.revDir)) return false;
+// Verifies an existing revision snapshot: ownership, identity (the revision and the
+// controller's document it was prepared from), and the exact bytes, which must still
+// hash to what prepare wrote. Returns null when the revision directory is absent,
+// else { needsPassword } of the snapshot.
+function verifyRevision(op, L, agentGid) {
+  if (!expectDir(L.revDir)) return null;
   const marker = readMarker(L.revMarker);
   if (!marker) throw new HelperError('foreign-marker', `${L.revDir} has no revision.json`);
   checkFields(marker, agentOwner(op), L.revMarker, 'foreign-marker');
-  const expected = revisionMarker(op);
   checkFields(marker, {
-    revisionId: expected.revisionId, revisionNumber: expected.revisionNumber,
-    configHash: expected.configHash, harness: expected.harness,
+    revisionId: op.revision.id, revisionNumber: op.revision.number,
+    configurationSha256: op.revision.configurationSha256, harness: op.revision.harness,
   }, L.revMarker, 'changed-snapshot');
   const st = expectFile(L.revConfig);
   if (!st) throw new HelperError('changed-snapshot', `${L.revConfig} is missing`);
@@ -800,17 +1073,17 @@ function verifyRevision(op, L, agentGid, snapshot) {
       `${L.revConfig} is ${st.uid}:${st.gid} ${(st.mode & 0o7777).toString(8)}, expected ${ROOT_UID}:${agentGid} 640`);
   }
   const bytes = fs.readFileSync(L.revConfig);
-  if (snapshot !== undefined && !bytes.equals(Buffer.from(snapshot, 'utf8'))) {
-    throw new HelperError('changed-snapshot', `${L.revConfig} differs from the admitted snapshot`);
-  }
   // Owner, group and mode can survive an in-place edit by root; the bytes cannot. A
   // gateway is never started, kept or stopped on a document that is not the admitted
   // one, so every operation that relies on the snapshot re-hashes it.
-  if (crypto.createHash('sha256').update(bytes).digest('hex') !== marker.configHash) {
+  if (sha256Hex(bytes) !== marker.snapshotSha256) {
     throw new HelperError('changed-snapshot',
-      `${L.revConfig} no longer has the configHash recorded in ${L.revMarker}: it was changed after prepare`);
+      `${L.revConfig} no longer has the snapshotSha256 recorded in ${L.revMarker}: it was changed after prepare`);
   }
-  return true;
+  if (op.snapshot !== undefined && !bytes.equals(Buffer.from(op.snapshot.text, 'utf8'))) {
+    throw new HelperError('changed-snapshot', `${L.revConfig} differs from the snapshot of the controller's document`);
+  }
+  return { needsPassword: snapshotNeedsPassword(bytes) };
 }
 
 // Number of the revision the pointer names, verified, or null.
@@ -1597,7 +1870,7 @@ async function opPrepare(op) {
     }
   }
 
-  if (op.needsPassword && !expectFile(L.passwordFile)) {
+  if (op.snapshot.needsPassword && !expectFile(L.passwordFile)) {
     // Created once and never rotated: later revisions and restarts reuse it.
     guard('create the gateway password');
     writeAtomic(L.passwordFile, `OPENCLAW_GATEWAY_PASSWORD=${crypto.randomBytes(32).toString('hex')}\n`, 0o600);
@@ -1606,13 +1879,14 @@ async function opPrepare(op) {
   }
 
   sweep(L.revisions);
-  if (!verifyRevision(op, L, account.gid, op.snapshot)) {
+  if (!verifyRevision(op, L, account.gid)) {
     guard('write the revision snapshot');
     createDirAtomic(L.revDir, 0o750, ROOT_UID, account.gid, (temp) => {
       // Root-owned and group-readable: the gateway reads but can never rewrite the
       // admitted document, and sibling Agents cannot read it.
-      writeNewFile(path.join(temp, 'openclaw.json'), op.snapshot, 0o640, ROOT_UID, account.gid);
-      writeNewFile(path.join(temp, 'revision.json'), `${JSON.stringify(revisionMarker(op))}\n`, 0o600, ROOT_UID, ROOT_GID);
+      writeNewFile(path.join(temp, 'openclaw.json'), op.snapshot.text, 0o640, ROOT_UID, account.gid);
+      writeNewFile(path.join(temp, 'revision.json'),
+        `${JSON.stringify(revisionMarker(op, op.snapshot.sha256))}\n`, 0o600, ROOT_UID, ROOT_GID);
     });
     progress('snapshot', `wrote ${L.revDir}`);
     changed = true;
@@ -1634,7 +1908,8 @@ async function loadAgent(op, L, { required }) {
 
 function servedMatches(served, op) {
   return served !== null && served.revisionId === op.revision.id &&
-    served.revisionNumber === op.revision.number && served.configHash === op.revision.configHash;
+    served.revisionNumber === op.revision.number &&
+    served.configurationSha256 === op.revision.configurationSha256;
 }
 
 async function switchCurrent(L, revHash) {
@@ -1655,17 +1930,17 @@ async function opActivate(op) {
   const L = layout(op);
   if (!operatorDirExists(L.root)) throw new HelperError('missing-namespace', `${L.root} does not exist`);
   if (!operatorDirExists(op.unitDirectory)) throw new HelperError('invalid-operation', `${op.unitDirectory} does not exist`);
-  const readinessTimeoutMs = op.readinessTimeoutMs || DEFAULT_READINESS_MS;
   await acquireLock(L.root);
   const agent = await loadAgent(op, L, { required: true });
-  if (op.port !== undefined && op.port !== agent.port) {
-    // The unit was rendered for another port than the Agent holds: writing it would
-    // start a gateway nobody polls. The guest inspects again and re-renders.
-    throw new HelperError('port-changed', `${L.agentMarker} records port ${agent.port}, the unit was rendered for ${op.port}`);
-  }
-  if (!verifyRevision(op, L, agent.gid)) {
+  const snapshot = verifyRevision(op, L, agent.gid);
+  if (!snapshot) {
     throw new HelperError('missing-revision', `${L.revDir} does not exist; prepare revision ${op.revision.id} first`);
   }
+  const unitText = renderUnit({
+    namespaceId: op.namespace.id, agentId: op.agent.id, account: op.agent.account, agentDir: L.agentDir,
+    nodePath: op.nodePath, openclawPath: op.openclawPath, port: agent.port,
+    placeholders: op.placeholders, needsPassword: snapshot.needsPassword,
+  });
   const existingUnit = readUnit(L.unitPath, op.namespace.id, op.agent.id);
   const currentHash = readCurrent(L);
   const served = readServed(op, L);
@@ -1673,10 +1948,10 @@ async function opActivate(op) {
   sweep(op.unitDirectory, `${TEMP_PREFIX}${UNIT_PREFIX}`);
 
   let changed = false;
-  const unitChanged = existingUnit !== op.unit.text;
+  const unitChanged = existingUnit !== unitText;
   if (unitChanged) {
     guard('write the unit');
-    writeAtomic(L.unitPath, op.unit.text, 0o644);
+    writeAtomic(L.unitPath, unitText, 0o644);
     progress('unit', `wrote ${L.unitPath}`);
     changed = true;
   }
@@ -1719,7 +1994,7 @@ async function opActivate(op) {
   // meanwhile. The commit below re-takes the lock and re-checks what it relies on.
   await releaseLock();
   progress('readiness', `waiting for http://127.0.0.1:${agent.port}/readyz`);
-  await waitReady(agent.port, readinessTimeoutMs, account);
+  await waitReady(agent.port, DEFAULT_READINESS_MS, account);
   const readyAfterMs = Date.now() - restartedAt;
   progress('ready', `ready ${readyAfterMs} ms after restart`);
 
@@ -1727,7 +2002,7 @@ async function opActivate(op) {
   const again = await loadAgent(op, L, { required: true });
   const sameRevision = again.port === agent.port && readCurrent(L) === op.revision.hash &&
     verifyRevision(op, L, agent.gid);
-  if (!sameRevision || readUnit(L.unitPath, op.namespace.id, op.agent.id) !== op.unit.text) {
+  if (!sameRevision || readUnit(L.unitPath, op.namespace.id, op.agent.id) !== unitText) {
     // Another activation of this very revision finished first and proved it served:
     // the goal of this one is met. Failing here would have the guest run its
     // compensating hooks and undo that successful activation.
@@ -1744,7 +2019,7 @@ async function opActivate(op) {
   guard('write served.json');
   writeAtomic(L.served, `${JSON.stringify({
     ...agentOwner(op), revisionId: op.revision.id,
-    revisionNumber: op.revision.number, configHash: op.revision.configHash,
+    revisionNumber: op.revision.number, configurationSha256: op.revision.configurationSha256,
     servedAt: new Date().toISOString(),
   })}\n`, 0o600);
   progress('served', `served.json names revision ${op.revision.id}`);
@@ -1922,7 +2197,10 @@ async function namespaceAccounts(op, L) {
     if (name.startsWith('.') || !name.endsWith('.json')) continue;
     const file = path.join(L.accounts, name);
     const marker = readMarker(file, 'foreign-account');
-    if (marker.driver !== op.driver || marker.namespaceId !== op.namespace.id) continue;
+    const owner = namespaceOwner(op);
+    if (marker.driverId !== owner.driverId || marker.implementation !== owner.implementation ||
+        marker.namespaceId !== owner.namespaceId) continue;
+    checkFields(marker, owner, file, 'foreign-account');
     if (typeof marker.account !== 'string' || `${marker.account}.json` !== name) {
       throw new HelperError('foreign-account', `${file} names account ${JSON.stringify(marker.account)}`);
     }
@@ -2081,7 +2359,8 @@ async function finish(result) {
 async function main() {
   let op;
   try {
-    op = parseOperation(process.argv[2]);
+    if (process.argv.length !== 4) throw invalid('usage: node - <base64 operation> <base64 envelope>');
+    op = parseOperation(process.argv[2], process.argv[3]);
   } catch (error) {
     await finish(errorResult(error));
     return;
@@ -2105,7 +2384,15 @@ async function main() {
   }
 }
 
-process.on('uncaughtException', (error) => finish(errorResult(error)));
-process.on('unhandledRejection', (error) => finish(errorResult(error)));
-
-main();
+if (RUN_AS_HELPER) {
+  process.on('uncaughtException', (error) => finish(errorResult(error)));
+  process.on('unhandledRejection', (error) => finish(errorResult(error)));
+  main();
+} else {
+  module.exports = {
+    PROTOCOL_VERSION, OPERATIONS, PERMANENT_CODES, HEADER_FIRST_LINE, UNIT_PREFIX, SAFE_PATH,
+    DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, DEFAULT_READINESS_MS, PLACEHOLDER_NAME, PLACEHOLDER_VALUE,
+    RESERVED_PLACEHOLDER, MAX_PLACEHOLDERS, HelperError,
+    parseEnvelope, parseOperation, renderSnapshot, renderUnit, canonicalJson, agentAccountName, unitHeader,
+  };
+}
