@@ -334,7 +334,10 @@ impl SshGrant {
     }
 }
 
-fn object<'a>(path: &str, v: Option<&'a Value>) -> Result<&'a Map<String, Value>, GrantError> {
+pub(crate) fn object<'a>(
+    path: &str,
+    v: Option<&'a Value>,
+) -> Result<&'a Map<String, Value>, GrantError> {
     match v {
         Some(Value::Object(m)) => Ok(m),
         Some(_) => Err(err(path, "must be an object")),
@@ -342,7 +345,7 @@ fn object<'a>(path: &str, v: Option<&'a Value>) -> Result<&'a Map<String, Value>
     }
 }
 
-fn string(path: &str, v: Option<&Value>) -> Result<String, GrantError> {
+pub(crate) fn string(path: &str, v: Option<&Value>) -> Result<String, GrantError> {
     match v {
         Some(Value::String(s)) => Ok(s.clone()),
         Some(_) => Err(err(path, "must be a string")),
@@ -350,7 +353,12 @@ fn string(path: &str, v: Option<&Value>) -> Result<String, GrantError> {
     }
 }
 
-fn integer(path: &str, v: Option<&Value>, min: u64, max: u64) -> Result<u64, GrantError> {
+pub(crate) fn integer(
+    path: &str,
+    v: Option<&Value>,
+    min: u64,
+    max: u64,
+) -> Result<u64, GrantError> {
     let v = v.ok_or_else(|| err(path, "required"))?;
     v.as_u64()
         .filter(|n| (min..=max).contains(n))
@@ -358,7 +366,7 @@ fn integer(path: &str, v: Option<&Value>, min: u64, max: u64) -> Result<u64, Gra
 }
 
 /// Absolute, normalized, and made only of `A-Z a-z 0-9 _ . / : @ + -`.
-fn path(key: &str, v: Option<&Value>) -> Result<PathBuf, GrantError> {
+pub(crate) fn path(key: &str, v: Option<&Value>) -> Result<PathBuf, GrantError> {
     let value = string(key, v)?;
     if let Some(c) = value.chars().find(|c| {
         !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | ':' | '@' | '+' | '-'))

@@ -8,6 +8,7 @@
 //! its contract with OCC's JSON, one fresh instance per call.
 
 mod bindings;
+pub mod envelope;
 mod method;
 mod params;
 pub mod progress;
@@ -20,11 +21,13 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 
-pub use method::Method;
+pub use method::{HelperOp, Method};
 
 use crate::capability::Scope;
 use crate::capability::hooks::bindings::occ::compute::types as wit;
-use crate::capability::hooks::{self, HookScope, HooksGrant, HooksState, LifecycleHooks, NoHooks};
+use crate::capability::hooks::{
+    self, AcceptedHooks, HookScope, HooksGrant, HooksState, LifecycleHooks, NoHooks,
+};
 use crate::capability::log::{self, LogGrant, LogState};
 use crate::capability::ssh_exec::{self, LineSink, SshExec, SshExecState, SshGrant, SshMode};
 use crate::error::{CallError, FailureKind, LoadError};
@@ -32,6 +35,7 @@ use crate::installation::Installation;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, ProgressSink, WorldInfo, warnings};
 use bindings::{SshComputeDriver, SshComputeDriverPre};
+use envelope::{Subjects, TrustedRuntime};
 use params::{Binding, NamespaceParams, RevisionParams};
 
 /// The world as the host knows it before loading anything.
@@ -99,6 +103,30 @@ impl Default for CallOptions {
     }
 }
 
+/// What one call may do on hosts and with the controller's hooks: its
+/// method (which helper operations it may run), the hooks it may call, and
+/// whom it acts for (what the helper's envelope names).
+struct CallGrant {
+    method: Method,
+    hooks: HookScope,
+    subjects: Subjects,
+}
+
+impl CallGrant {
+    fn new(method: Method, hooks: HookScope) -> CallGrant {
+        CallGrant {
+            method,
+            hooks,
+            subjects: Subjects::default(),
+        }
+    }
+
+    fn acting_for(mut self, subjects: Subjects) -> CallGrant {
+        self.subjects = subjects;
+        self
+    }
+}
+
 /// A store's data for one call: the runtime's sandbox and each capability's state.
 struct ComputeCall {
     sandbox: Sandbox,
@@ -121,6 +149,7 @@ pub struct Driver {
     installation: Installation,
     configuration: String,
     ssh: Arc<SshExec>,
+    trusted: Arc<TrustedRuntime>,
     hooks_grant: HooksGrant,
     log_grant: LogGrant,
     calls: Calls,
@@ -152,6 +181,14 @@ impl Driver {
             &installation.configuration,
             &installation.approved_helpers,
         )
+        .and_then(|grant| {
+            let trusted = TrustedRuntime::from_configuration(
+                &installation.configuration,
+                &installation.driver_id,
+                &installation.implementation,
+            )?;
+            Ok((grant, trusted))
+        })
         .map_err(|e| LoadError::Configuration {
             path: installation.path.clone(),
             error: CallError::new(
@@ -160,7 +197,8 @@ impl Driver {
                 e.to_string(),
             ),
         })?;
-        Driver::with_grant(runtime, installation, grant, options)
+        let (grant, trusted) = grant;
+        Driver::with_grant(runtime, installation, grant, trusted, options)
     }
 
     /// Open a component with no installation and nothing granted: no host to
@@ -179,13 +217,20 @@ impl Driver {
             component: component.to_path_buf(),
             configuration: json!({}),
         };
-        Driver::with_grant(runtime, installation, SshGrant::none(), options)
+        Driver::with_grant(
+            runtime,
+            installation,
+            SshGrant::none(),
+            TrustedRuntime::none(),
+            options,
+        )
     }
 
     fn with_grant(
         runtime: Arc<Runtime>,
         installation: Installation,
         grant: SshGrant,
+        trusted: TrustedRuntime,
         options: &DriverOptions,
     ) -> Result<Driver, LoadError> {
         let path = &installation.component;
@@ -217,6 +262,7 @@ impl Driver {
             component,
             pre,
             ssh: Arc::new(ssh),
+            trusted: Arc::new(trusted),
             hooks_grant: HooksGrant::default(),
             log_grant: LogGrant::default(),
             calls,
@@ -275,7 +321,7 @@ impl Driver {
     async fn invoke<R, F>(
         &self,
         scope: Scope,
-        hook_scope: HookScope,
+        call: CallGrant,
         options: &CallOptions,
         f: F,
     ) -> Result<R, CallError>
@@ -294,15 +340,24 @@ impl Driver {
                 sink(&p);
             }
         });
+        let accepted = AcceptedHooks::default();
         let data = ComputeCall {
             sandbox: Sandbox::new(&self.runtime.limits()),
-            ssh: SshExecState::new(self.ssh.clone(), scope.clone(), lines),
+            ssh: SshExecState::new(self.ssh.clone(), scope.clone(), lines).with_admission(
+                envelope::admission(
+                    call.method,
+                    self.trusted.clone(),
+                    call.subjects,
+                    accepted.clone(),
+                ),
+            ),
             hooks: HooksState::new(
                 self.hooks_grant.clone(),
                 options.hooks.clone(),
                 scope.clone(),
-                hook_scope,
-            ),
+                call.hooks,
+            )
+            .with_accepted(accepted),
             log: LogState::new(self.log_grant.clone(), scope.clone()),
         };
         let pre = self.pre.clone();
@@ -324,10 +379,9 @@ impl Driver {
     pub async fn instantiate_only(&self) -> Result<(), CallError> {
         let options = CallOptions::default();
         let scope = self.scope("instantiate", &options);
-        self.invoke(scope, HookScope::default(), &options, |_, _| {
-            Box::pin(async { Ok(Ok(())) })
-        })
-        .await
+        let call = CallGrant::new(Method::ConfigurationSchema, HookScope::default());
+        self.invoke(scope, call, &options, |_, _| Box::pin(async { Ok(Ok(())) }))
+            .await
     }
 
     /// Call one contract method with OCC-shaped JSON params. Success is the
@@ -349,17 +403,20 @@ impl Driver {
         let driver = self.selection();
         let allowed = method.hooks().to_vec();
         macro_rules! guest {
-            ($hooks:expr, |$g:ident, $s:ident| $call:expr) => {
-                self.invoke(scope.clone(), $hooks, &options, move |$g, $s| {
-                    Box::pin(async move { $call.await })
-                })
+            ($hooks:expr, $subjects:expr, |$g:ident, $s:ident| $call:expr) => {
+                self.invoke(
+                    scope.clone(),
+                    CallGrant::new(method, $hooks).acting_for($subjects),
+                    &options,
+                    move |$g, $s| Box::pin(async move { $call.await }),
+                )
                 .await
             };
         }
         let none = HookScope::default;
         let result = match method {
             Method::ConfigurationSchema => {
-                let text = guest!(none(), |g, s| async {
+                let text = guest!(none(), Subjects::default(), |g, s| async {
                     g.occ_compute_compute_driver()
                         .call_configuration_schema(s)
                         .await
@@ -374,7 +431,7 @@ impl Driver {
                 })?
             }
             Method::ValidateConfiguration => {
-                let w = guest!(none(), |g, s| g
+                let w = guest!(none(), Subjects::default(), |g, s| g
                     .occ_compute_compute_driver()
                     .call_validate_configuration(s, &driver))?;
                 json!({"warnings": warnings(w)})
@@ -392,7 +449,7 @@ impl Driver {
                             host: None,
                         })?;
                 }
-                let w = guest!(none(), |g, s| g
+                let w = guest!(none(), Subjects::default(), |g, s| g
                     .occ_compute_compute_driver()
                     .call_preflight(s, &driver))?;
                 json!({"warnings": warnings(w)})
@@ -405,13 +462,17 @@ impl Driver {
                     ..HookScope::default()
                 };
                 let ns = p.namespace.to_wit();
+                let subjects = Subjects {
+                    namespace: Some(p.namespace.subject()),
+                    ..Subjects::default()
+                };
                 if method == Method::EnsureNamespace {
-                    guest!(hooks, |g, s| g
+                    guest!(hooks, subjects, |g, s| g
                         .occ_compute_compute_driver()
                         .call_ensure_namespace(s, &driver, &ns))?;
                     json!({"namespaceId": p.namespace.id, "namespaceReady": true})
                 } else {
-                    guest!(hooks, |g, s| g
+                    guest!(hooks, subjects, |g, s| g
                         .occ_compute_compute_driver()
                         .call_delete_namespace(s, &driver, &ns))?;
                     self.forget(|b| b.namespace.id == p.namespace.id);
@@ -421,7 +482,7 @@ impl Driver {
             Method::BindAgent => {
                 let b = params::binding_params(params)?;
                 let accepted = b.to_wit();
-                guest!(none(), |g, s| g
+                guest!(none(), Subjects::default(), |g, s| g
                     .occ_compute_compute_driver()
                     .call_bind_agent(s, &driver, &accepted))?;
                 let key = (b.namespace.id.clone(), b.agent.id.clone());
@@ -434,7 +495,7 @@ impl Driver {
             Method::DeleteAgentRuntimeCredentials => {
                 let b = params::binding_params(params)?;
                 let binding = b.to_wit();
-                guest!(none(), |g, s| g
+                guest!(none(), b.subjects(), |g, s| g
                     .occ_compute_compute_driver()
                     .call_delete_agent_runtime_credentials(s, &driver, &binding))?;
                 self.forget(|k| k.namespace.id == b.namespace.id && k.agent.id == b.agent.id);
@@ -444,7 +505,7 @@ impl Driver {
                 let p: params::HarnessAuthParams = params::read(params, "")?;
                 let (harness, auth, secrets) =
                     (p.harness.to_wit(), p.auth.to_string(), p.secret_bindings());
-                guest!(none(), |g, s| g
+                guest!(none(), Subjects::default(), |g, s| g
                     .occ_compute_compute_driver()
                     .call_validate_harness_auth(
                         s,
@@ -468,22 +529,20 @@ impl Driver {
                     revision: params.get("revision").cloned(),
                 };
                 let bound = binding.as_ref().map(Binding::to_wit);
+                let subjects = p.revision.subjects(binding.as_ref());
                 let rev = p.revision.to_wit();
                 let context = p.context.as_ref().map(params::RevisionContext::to_wit);
                 macro_rules! plain {
                     ($export:ident) => {{
-                        guest!(hooks, |g, s| g.occ_compute_compute_driver().$export(
-                            s,
-                            &driver,
-                            bound.as_ref(),
-                            &rev
-                        ))?;
+                        guest!(hooks, subjects.clone(), |g, s| g
+                            .occ_compute_compute_driver()
+                            .$export(s, &driver, bound.as_ref(), &rev))?;
                         Value::Null
                     }};
                 }
                 match method {
                     Method::PrepareRevision => {
-                        let r = guest!(hooks, |g, s| g
+                        let r = guest!(hooks, subjects.clone(), |g, s| g
                             .occ_compute_compute_driver()
                             .call_prepare_revision(
                                 s,
@@ -500,7 +559,7 @@ impl Driver {
                         })
                     }
                     Method::ActivateRevision => {
-                        guest!(hooks, |g, s| g
+                        guest!(hooks, subjects.clone(), |g, s| g
                             .occ_compute_compute_driver()
                             .call_activate_revision(
                                 s,

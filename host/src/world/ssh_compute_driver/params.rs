@@ -14,8 +14,50 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::envelope::{AgentSubject, NamespaceSubject, RevisionSubject, Subjects};
 use crate::capability::hooks::bindings::occ::compute::types as wit;
 use crate::error::CallError;
+use crate::runtime::cache::sha256_hex;
+
+/// JSON with object keys sorted by their bytes and no white space; scalars as
+/// `serde_json` writes them. The controller's native configuration crosses to
+/// the driver in this form, and the helper's envelope names its SHA-256, so
+/// the same document always has the same hash whatever order its keys came in
+/// (and whichever `serde_json` features a build enables).
+pub(crate) fn canonical_json(value: &Value) -> String {
+    fn write(out: &mut String, value: &Value) {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                out.push('{');
+                for (i, (key, item)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(key.clone()).to_string());
+                    out.push(':');
+                    write(out, item);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(out, item);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(&mut out, value);
+    out
+}
 
 /// Read `value` as `T`, naming the field at fault under `at` (`""`: the params).
 pub(crate) fn read<T: DeserializeOwned>(value: &Value, at: &str) -> Result<T, CallError> {
@@ -64,6 +106,13 @@ pub(crate) struct Namespace {
 }
 
 impl Namespace {
+    pub(crate) fn subject(&self) -> NamespaceSubject {
+        NamespaceSubject {
+            id: self.id.clone(),
+            name: self.name.clone(),
+        }
+    }
+
     pub(crate) fn to_wit(&self) -> wit::Namespace {
         wit::Namespace {
             id: self.id.clone(),
@@ -103,6 +152,18 @@ impl Binding {
                 namespace_id: self.agent.namespace_id.clone(),
                 service_principal_id: self.agent.service_principal_id.clone(),
             },
+        }
+    }
+
+    /// The Namespace and Agent a call with this binding acts for.
+    pub(crate) fn subjects(&self) -> Subjects {
+        Subjects {
+            namespace: Some(self.namespace.subject()),
+            agent: Some(AgentSubject {
+                id: self.agent.id.clone(),
+                service_principal_id: self.agent.service_principal_id.clone(),
+            }),
+            revision: None,
         }
     }
 
@@ -166,6 +227,34 @@ pub(crate) struct Revision {
 }
 
 impl Revision {
+    /// The native configuration as the driver receives it.
+    pub(crate) fn configuration_text(&self) -> String {
+        canonical_json(&self.configuration)
+    }
+
+    /// Whom a call for this revision acts for, with the binding it runs with.
+    /// A binding that does not own the revision acts for nobody: the driver
+    /// refuses the call, and the host lets nothing run on a host for it.
+    pub(crate) fn subjects(&self, binding: Option<&Binding>) -> Subjects {
+        let Some(binding) = binding.filter(|b| {
+            b.namespace.id == self.namespace_id
+                && b.agent.id == self.agent_id
+                && b.agent.namespace_id == self.namespace_id
+                && b.agent.service_principal_id == self.service_principal_id
+        }) else {
+            return Subjects::default();
+        };
+        Subjects {
+            revision: Some(RevisionSubject {
+                id: self.id.clone(),
+                number: self.revision,
+                harness: format!("{}/{}", self.harness.id, self.harness.mode),
+                configuration_sha256: sha256_hex(self.configuration_text().as_bytes()),
+            }),
+            ..binding.subjects()
+        }
+    }
+
     pub(crate) fn to_wit(&self) -> wit::Revision {
         wit::Revision {
             id: self.id.clone(),
@@ -179,7 +268,7 @@ impl Revision {
             },
             configuration_kind: self.configuration_kind.clone(),
             configuration_generation: self.configuration_generation,
-            configuration: self.configuration.to_string(),
+            configuration: self.configuration_text(),
             harness: self.harness.to_wit(),
             harness_auth: self.harness_auth.to_string(),
             plugins: raw(&self.plugins),
