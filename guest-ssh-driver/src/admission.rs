@@ -12,7 +12,6 @@ use crate::error::Error;
 use crate::model::{
     AgentBinding, ComputeRef, Harness, Namespace, Revision, RevisionContext, Warning,
 };
-use crate::snapshot::Snapshot;
 
 /// The environment variable the managed gateway password is delivered in.
 pub const GATEWAY_PASSWORD_ENV: &str = "OPENCLAW_GATEWAY_PASSWORD";
@@ -28,10 +27,10 @@ const PASSWORD_FIELDS: &[&str] = &["mode", "password"];
 /// loopback password.
 const TRUSTED_PROXY_FIELDS: &[&str] = &["mode", "password", "trustedProxy"];
 
-/// An admitted revision: its snapshot and what the operator should know.
+/// An admitted revision: what the operator should know. The snapshot itself is
+/// the helper's to render, from the controller's document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
-    pub snapshot: Snapshot,
     pub warnings: Vec<Warning>,
 }
 
@@ -197,10 +196,7 @@ pub fn admit(revision: &Revision, context: Option<&RevisionContext>) -> Result<A
             ),
         ));
     }
-    Ok(Admission {
-        snapshot: Snapshot::new(&native.document, native.needs_password),
-        warnings,
-    })
+    Ok(Admission { warnings })
 }
 
 fn check_harness_auth(harness_auth: &str) -> Result<(), Error> {
@@ -432,7 +428,6 @@ mod tests {
     #[test]
     fn the_sample_revision_is_admitted() {
         let admission = admit(&testing::revision(), Some(&RevisionContext::default())).unwrap();
-        assert!(admission.snapshot.needs_password);
         assert_eq!(admission.warnings, []);
         // OCC's own shapes that SSH accepts: an empty Secret map, plugin state with
         // no plugins.

@@ -2,25 +2,23 @@
 //!
 //! Everything the driver decides is pure Rust in the policy modules below, compiled
 //! and unit-tested natively on the plain values of [`model`], failing with the one
-//! [`Error`] type: the configuration ([`config`]), identities and host
-//! layout ([`ids`], [`layout`]), admission ([`admission`]), the native configuration
-//! snapshot ([`snapshot`]), lifecycle placeholders ([`placeholders`]), the systemd
-//! unit ([`unit`](mod@unit)), the helper protocol ([`operation`]) and the orchestration of each
-//! contract method ([`lifecycle`]). Effects on a host are the helper's
+//! [`Error`] type: the configuration ([`config`]), identities ([`ids`]), admission
+//! ([`admission`]), the helper protocol ([`operation`]) and the orchestration of
+//! each contract method ([`lifecycle`]). Effects on a host are the helper's
 //! (`helper/helper.js`, embedded in the component and sent over one SSH exec per
-//! step); the component layer only maps WIT values onto these types.
+//! step). The helper renders what it writes (the unit, the snapshot, the markers)
+//! and takes placement and identities from the envelope the host writes for each
+//! run, never from the driver: the driver decides which effect, in what order,
+//! and admits or refuses. The component layer only maps WIT values onto these
+//! types.
 
 pub mod admission;
 pub mod config;
 pub mod error;
 pub mod ids;
-pub mod layout;
 pub mod lifecycle;
 pub mod model;
 pub mod operation;
-pub mod placeholders;
-pub mod snapshot;
-pub mod unit;
 
 #[cfg(target_arch = "wasm32")]
 mod bindings;

@@ -7,17 +7,13 @@
 
 use crate::admission::{self, Admission};
 use crate::config::{Config, Placement};
-use crate::error::Error;
-use crate::ids::{AgentIds, RevisionIds, check_id, sha256_hex};
-use crate::layout::Layout;
+use crate::error::{Error, ExecError};
+use crate::ids::{AgentIds, RevisionIds, check_id};
 use crate::model::{
     AgentBinding, ComputeRef, ExecOutput, Harness, HookError, Level, Namespace, Readiness,
     Revision, RevisionContext, Selection, Warning,
 };
-use crate::operation::{self, OPERATION_TIMEOUT_MS, Op, Operation, READINESS_TIMEOUT_MS};
-use crate::snapshot::Snapshot;
-use crate::unit::{self, UnitSpec};
-use crate::{error::ExecError, placeholders};
+use crate::operation::{self, OPERATION_TIMEOUT_MS, Op, Operation};
 
 use serde_json::{Map, Value};
 
@@ -79,6 +75,10 @@ fn hook_error(hook: &'static str, error: HookError) -> Error {
 /// line as one argument (`sh -c '<line>'`), so the line must fit in it: every
 /// argument shell-quoted, and the spaces between.
 pub const MAX_COMMAND_LINE: usize = 128 * 1024 - 1;
+/// What the host's envelope takes of that line at most in a `prepare` (its
+/// runtime paths, IDs and hash, base64-encoded); the host refuses a line that
+/// does not fit, this only lets the driver say why first.
+pub const ENVELOPE_RESERVE: usize = 8 * 1024;
 
 /// The length of the remote command line for `argv`, at most: each argument
 /// quoted (two quotes) and followed by a space. The arguments are a safe path,
@@ -124,8 +124,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         let mut first_failure = None;
         let placements: Vec<Placement<'_>> = self.config.placements().collect();
         for placement in placements {
-            let operation = Operation::probe(&self.config.runtime, &placement);
-            match run(self.fx, self.helper, &placement, &operation) {
+            match run(self.fx, self.helper, &placement, &Operation::new(Op::Probe)) {
                 Ok(_) => self.fx.log(
                     Level::Info,
                     &format!("host {}: preflight probe passed", placement.alias),
@@ -145,8 +144,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         check_id("namespace.id", &namespace.id)?;
         admission::check_namespace(namespace)?;
         let placement = self.config.placement(&namespace.name)?;
-        let operation =
-            Operation::namespace(Op::EnsureNamespace, &self.config.runtime, &namespace.id);
+        let operation = Operation::new(Op::EnsureNamespace);
         run(self.fx, self.helper, &placement, &operation)?;
         self.fx
             .after_namespace_prepared(namespace)
@@ -170,27 +168,20 @@ impl<'a, E: Effects> Driver<'a, E> {
         context: Option<&RevisionContext>,
     ) -> Result<Readiness, Error> {
         let target = target(&self.config, &self.compute, binding, revision)?;
-        let Admission { snapshot, warnings } = admission::admit(revision, context)?;
+        let Admission { warnings } = admission::admit(revision, context)?;
         log_warnings(self.fx, revision, &warnings);
-        let range = self.config.network.gateway_port_range;
-        let operation = agent_operation(&self.config, Op::Prepare, &target, &snapshot.config_hash)
-            .with("snapshot", snapshot.text.as_str())
-            .with("needsPassword", snapshot.needs_password)
-            .with(
-                "portRange",
-                serde_json::json!({"start": range.start, "end": range.end}),
-            );
+        let operation = Operation::prepare(&revision.configuration);
         let argv = operation.argv(target.placement.node_path);
         let line = command_line_len(&argv);
-        if line > MAX_COMMAND_LINE {
+        if line > MAX_COMMAND_LINE - ENVELOPE_RESERVE {
             return Err(Error::refused(
                 "configuration-too-large",
                 "revision.configuration",
                 format!(
-                    "its snapshot of {} bytes makes a remote command line of {line} bytes, over \
-                     the {MAX_COMMAND_LINE} bytes Linux allows in one argument; shrink the \
-                     native configuration",
-                    snapshot.text.len(),
+                    "the document of {} bytes makes a remote command line of {line} bytes; with \
+                     the host's envelope it would not fit in the {MAX_COMMAND_LINE} bytes Linux \
+                     allows in one argument; shrink the native configuration",
+                    revision.configuration.len(),
                 ),
             ));
         }
@@ -227,15 +218,10 @@ impl<'a, E: Effects> Driver<'a, E> {
         context: Option<&RevisionContext>,
     ) -> Result<(), Error> {
         let target = target(&self.config, &self.compute, binding, revision)?;
-        let Admission { snapshot, .. } = admission::admit(revision, context)?;
-        // The port lives in agent.json on the host: read it (and verify ownership)
-        // before the hook, so that an unprepared Agent fails without hooks to undo.
-        let inspect = agent_operation(
-            &self.config,
-            Op::InspectAgent,
-            &target,
-            &snapshot.config_hash,
-        );
+        admission::admit(revision, context)?;
+        // Read (and verify ownership of) the Agent before the hook, so that an
+        // unprepared Agent fails without hooks to undo.
+        let inspect = Operation::new(Op::InspectAgent);
         let agent_state = run(self.fx, self.helper, &target.placement, &inspect)?;
         if agent_state.get("exists") == Some(&Value::Bool(false)) {
             return Err(Error::Helper {
@@ -258,15 +244,9 @@ impl<'a, E: Effects> Driver<'a, E> {
         check_account(&target, &agent_state)?;
 
         let result = match self.fx.before_workload_start(revision) {
-            Ok(placeholders) => launch(
-                &self.config,
-                self.fx,
-                self.helper,
-                &target,
-                &snapshot,
-                port,
-                placeholders,
-            ),
+            // The placeholders reach the unit through the host, which saw them on
+            // their way here: the helper renders them from its envelope.
+            Ok(_) => launch(self.fx, self.helper, &target, port),
             // The controller never agreed: nothing to compensate.
             Err(e @ (HookError::Refused { .. } | HookError::NotAllowed(_))) => {
                 return Err(hook_error("beforeWorkloadStart", e));
@@ -301,14 +281,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         revision: &Revision,
     ) -> Result<(), Error> {
         let target = target(&self.config, &self.compute, binding, revision)?;
-        teardown(
-            &self.config,
-            self.fx,
-            self.helper,
-            Op::Deactivate,
-            &target,
-            revision,
-        )
+        teardown(self.fx, self.helper, Op::Deactivate, &target)
     }
 
     /// Runs `beforeWorkloadStop`, then stops the gateway keeping its files.
@@ -340,7 +313,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         self.fx
             .before_workload_stop(revision, false)
             .map_err(|e| hook_error("beforeWorkloadStop", e))?;
-        teardown(&self.config, self.fx, self.helper, op, &target, revision)
+        teardown(self.fx, self.helper, op, &target)
     }
 
     /// OCC's `deleteAgentRuntimeCredentials`: removes the Agent's unit, tree and
@@ -350,10 +323,15 @@ impl<'a, E: Effects> Driver<'a, E> {
         binding: &AgentBinding,
     ) -> Result<(), Error> {
         admission::check_binding(binding)?;
-        let agent = AgentIds::new(binding, &self.config.runtime.user)?;
+        AgentIds::new(binding, &self.config.runtime.user)?;
         let placement = self.config.placement(&binding.namespace.name)?;
-        let operation = Operation::agent_only(Op::DeleteAgent, &self.config.runtime, &agent);
-        run(self.fx, self.helper, &placement, &operation).map(drop)
+        run(
+            self.fx,
+            self.helper,
+            &placement,
+            &Operation::new(Op::DeleteAgent),
+        )
+        .map(drop)
     }
 
     /// Runs `beforeNamespaceDelete`, then removes every owned unit, file and account.
@@ -364,9 +342,13 @@ impl<'a, E: Effects> Driver<'a, E> {
         self.fx
             .before_namespace_delete(namespace)
             .map_err(|e| hook_error("beforeNamespaceDelete", e))?;
-        let operation =
-            Operation::namespace(Op::DeleteNamespace, &self.config.runtime, &namespace.id);
-        run(self.fx, self.helper, &placement, &operation).map(drop)
+        run(
+            self.fx,
+            self.helper,
+            &placement,
+            &Operation::new(Op::DeleteNamespace),
+        )
+        .map(drop)
     }
 }
 
@@ -400,32 +382,15 @@ fn log_warnings<E: Effects>(fx: &mut E, revision: &Revision, warnings: &[Warning
     }
 }
 
-/// Checks the placeholders, renders the unit and runs `activate`.
+/// Runs `activate`: the helper renders the unit from the host's envelope (the
+/// placeholders the controller returned included) and the Agent's own markers.
 fn launch<E: Effects>(
-    config: &Config,
     fx: &mut E,
     helper: &[u8],
     target: &Target<'_>,
-    snapshot: &Snapshot,
     port: u16,
-    placeholders: Vec<(String, String)>,
 ) -> Result<(), Error> {
-    let placeholders = placeholders::admit(placeholders)?;
-    let layout = Layout::new(&config.runtime, &target.agent, &target.revision.hash);
-    let unit = unit::render(&UnitSpec {
-        agent: &target.agent,
-        layout: &layout,
-        node_path: target.placement.node_path,
-        openclaw_path: target.placement.openclaw_path,
-        port,
-        placeholders: &placeholders,
-        needs_password: snapshot.needs_password,
-    })?;
-    let operation = agent_operation(config, Op::Activate, target, &snapshot.config_hash)
-        .with("unit", serde_json::json!({ "text": unit }))
-        .with("port", port)
-        .with("readinessTimeoutMs", READINESS_TIMEOUT_MS);
-    let result = run(fx, helper, &target.placement, &operation)?;
+    let result = run(fx, helper, &target.placement, &Operation::new(Op::Activate))?;
     fx.log(
         Level::Info,
         &format!(
@@ -443,34 +408,16 @@ fn launch<E: Effects>(
 
 /// Teardown must work for revisions that admission would refuse today (a refused
 /// preparation, a policy change): it checks ownership, not admission. The helper
-/// compares `configHash` with the revision marker, so the rendered snapshot's hash is
-/// sent. A document that no longer renders cannot have been prepared by this driver;
-/// the SHA-256 of the document as received stands in, so that the helper finds no
-/// snapshot (nothing to do) or refuses an existing one as changed.
+/// compares the revision marker with the call's revision (the host's envelope
+/// names its document's hash), so a snapshot prepared from another document is
+/// refused and an absent one is nothing to do.
 fn teardown<E: Effects>(
-    config: &Config,
     fx: &mut E,
     helper: &[u8],
     op: Op,
     target: &Target<'_>,
-    revision: &Revision,
 ) -> Result<(), Error> {
-    let config_hash = match admission::render_native(&revision.configuration) {
-        Ok(native) => Snapshot::new(&native.document, native.needs_password).config_hash,
-        Err(_) => sha256_hex(revision.configuration.as_bytes()),
-    };
-    let operation = agent_operation(config, op, target, &config_hash);
-    run(fx, helper, &target.placement, &operation).map(drop)
-}
-
-fn agent_operation(config: &Config, op: Op, target: &Target<'_>, config_hash: &str) -> Operation {
-    Operation::agent(
-        op,
-        &config.runtime,
-        &target.agent,
-        &target.revision,
-        config_hash,
-    )
+    run(fx, helper, &target.placement, &Operation::new(op)).map(drop)
 }
 
 /// The account the helper reports must be the one this driver derives: the unit's

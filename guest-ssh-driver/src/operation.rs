@@ -1,13 +1,17 @@
 //! The helper protocol of `helper/README.md`: the operation JSON each exec carries,
 //! and how its output is read.
+//!
+//! An operation is the driver's policy and nothing else: which operation runs, its
+//! deadline, and for `prepare` the controller's document. Everything the helper
+//! acts on besides (the runtime root, the unit directory, the runtime user, the port
+//! range, the host's paths, the Namespace, Agent and revision, the placeholders) is
+//! in the envelope the host appends for the call; the driver never writes it.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Map, Value, json};
 
-use crate::config::{Placement, Runtime};
 use crate::error::Error;
-use crate::ids::{AgentIds, RevisionIds};
 use crate::model::ExecOutput;
 
 /// The transport bound of every helper run (the spec's 180 s).
@@ -18,9 +22,7 @@ pub const HELPER_DEADLINE_MS: u64 = 170_000;
 /// The spec's readiness bound.
 pub const READINESS_TIMEOUT_MS: u64 = 120_000;
 /// The protocol version in every operation.
-pub const PROTOCOL_VERSION: u64 = 1;
-/// The implementation name recorded in every marker.
-pub const DRIVER: &str = "occ/ssh";
+pub const PROTOCOL_VERSION: u64 = 2;
 /// Bound on the stderr excerpt quoted in an error message.
 const STDERR_EXCERPT: usize = 400;
 
@@ -96,14 +98,12 @@ pub struct Operation {
 }
 
 impl Operation {
-    fn base(op: Op, runtime: &Runtime) -> Self {
+    /// An operation with no policy fields: every operation but `prepare`.
+    pub fn new(op: Op) -> Self {
         let body = json!({
             "version": PROTOCOL_VERSION,
             "op": op.name(),
             "deadlineMs": HELPER_DEADLINE_MS,
-            "driver": DRIVER,
-            "root": runtime.root,
-            "unitDirectory": runtime.systemd_unit_directory,
         });
         Self {
             op,
@@ -111,70 +111,21 @@ impl Operation {
         }
     }
 
-    /// `probe`: what the host needs, checked with the executables this host uses.
-    pub fn probe(runtime: &Runtime, placement: &Placement<'_>) -> Self {
-        Self::base(Op::Probe, runtime)
-            .with("nodePath", placement.node_path)
-            .with("openclawPath", placement.openclaw_path)
+    /// `prepare` of the controller's document, exactly as the driver received it:
+    /// the host checks it against the hash it took and the helper renders the
+    /// snapshot from it.
+    pub fn prepare(configuration: &str) -> Self {
+        Self::new(Op::Prepare).with("configuration", configuration)
     }
 
-    /// `ensure-namespace` and `delete-namespace`.
-    pub fn namespace(op: Op, runtime: &Runtime, namespace_id: &str) -> Self {
-        Self::base(op, runtime).with(
-            "namespace",
-            json!({"id": namespace_id, "hash": crate::ids::short_hash(namespace_id)}),
-        )
-    }
-
-    /// Agent operations that need no revision: `delete-agent` (OCC's
-    /// `deleteAgentRuntimeCredentials`) and `inspect-agent`.
-    pub fn agent_only(op: Op, runtime: &Runtime, agent: &AgentIds) -> Self {
-        Self::base(op, runtime)
-            .with(
-                "namespace",
-                json!({"id": agent.namespace_id, "hash": agent.namespace_hash}),
-            )
-            .with(
-                "agent",
-                json!({
-                    "id": agent.agent_id,
-                    "hash": agent.agent_hash,
-                    "servicePrincipalId": agent.service_principal_id,
-                    "account": agent.account,
-                    "unitName": crate::layout::unit_name(&agent.agent_hash),
-                }),
-            )
-    }
-
-    /// Agent operations: `prepare`, `inspect-agent`, `activate`, `deactivate`,
-    /// `stop` and `retire`.
-    pub fn agent(
-        op: Op,
-        runtime: &Runtime,
-        agent: &AgentIds,
-        revision: &RevisionIds,
-        config_hash: &str,
-    ) -> Self {
-        Self::agent_only(op, runtime, agent).with(
-            "revision",
-            json!({
-                "id": revision.id,
-                "hash": revision.hash,
-                "number": revision.number,
-                "configHash": config_hash,
-                "harness": revision.harness,
-            }),
-        )
-    }
-
-    /// Adds one operation-specific field.
+    /// Adds one policy field.
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.body.insert(key.to_owned(), value.into());
         self
     }
 
     /// The exec's argv: `<nodePath> - <base64 of the operation JSON>`; the helper
-    /// source goes on stdin.
+    /// source goes on stdin and the host appends its envelope.
     pub fn argv(&self, node_path: &str) -> Vec<String> {
         let json = Value::Object(self.body.clone()).to_string();
         vec![node_path.to_owned(), "-".to_owned(), BASE64.encode(json)]
@@ -316,7 +267,6 @@ pub fn result_port(
 mod tests {
     use super::*;
     use crate::error::FailureKind;
-    use crate::testing;
 
     fn decode(argv: &[String]) -> Value {
         assert_eq!(argv.len(), 3);
@@ -333,71 +283,26 @@ mod tests {
     }
 
     #[test]
-    fn probe_operation_is_exact() {
-        let config = testing::config();
-        let placement = config.placement("stable").unwrap();
-        let argv = Operation::probe(&config.runtime, &placement).argv(placement.node_path);
+    fn operations_carry_only_policy() {
+        let argv = Operation::new(Op::Probe).argv("/usr/bin/node");
         assert_eq!(argv[0], "/usr/bin/node");
         assert_eq!(
             decode(&argv),
-            json!({
-                "version": 1, "op": "probe", "deadlineMs": 170000, "driver": "occ/ssh",
-                "root": "/var/lib/openclaw-enterprise", "unitDirectory": "/etc/systemd/system",
-                "nodePath": "/usr/bin/node", "openclawPath": "/opt/openclaw/current/dist/index.js"
-            })
+            json!({"version": 2, "op": "probe", "deadlineMs": 170000})
         );
-    }
-
-    #[test]
-    fn agent_operation_is_exact() {
-        let config = testing::config();
-        let revision = crate::ids::RevisionIds::new(&testing::revision()).unwrap();
-        let op = Operation::agent(
-            Op::Prepare,
-            &config.runtime,
-            &testing::agent_ids(),
-            &revision,
-            "c0ffee",
-        )
-        .with("needsPassword", true);
+        let document = r#"{"gateway":{"mode":"local"}}"#;
         assert_eq!(
-            decode(&op.argv("/usr/bin/node")),
-            json!({
-                "version": 1, "op": "prepare", "deadlineMs": 170000, "driver": "occ/ssh",
-                "root": "/var/lib/openclaw-enterprise", "unitDirectory": "/etc/systemd/system",
-                "namespace": {"id": "ns-1", "hash": "7a6379f31660"},
-                "agent": {
-                    "id": "agent-1", "hash": "6ff3b3bd11c4", "servicePrincipalId": "sp-1",
-                    "account": "openclaw-cd338df39c47",
-                    "unitName": "openclaw-enterprise-gateway-6ff3b3bd11c4.service"
-                },
-                "revision": {
-                    "id": "rev-1", "hash": "a6d1d4ea8e5a", "number": 1,
-                    "configHash": "c0ffee", "harness": "openclaw/embedded"
-                },
-                "needsPassword": true
-            })
+            decode(&Operation::prepare(document).argv("/usr/bin/node")),
+            json!({"version": 2, "op": "prepare", "deadlineMs": 170000, "configuration": document})
         );
-    }
-
-    #[test]
-    fn delete_agent_operation_is_exact_and_has_no_revision() {
-        let config = testing::config();
-        let op = Operation::agent_only(Op::DeleteAgent, &config.runtime, &testing::agent_ids());
-        assert_eq!(
-            decode(&op.argv("/usr/bin/node")),
-            json!({
-                "version": 1, "op": "delete-agent", "deadlineMs": 170000, "driver": "occ/ssh",
-                "root": "/var/lib/openclaw-enterprise", "unitDirectory": "/etc/systemd/system",
-                "namespace": {"id": "ns-1", "hash": "7a6379f31660"},
-                "agent": {
-                    "id": "agent-1", "hash": "6ff3b3bd11c4", "servicePrincipalId": "sp-1",
-                    "account": "openclaw-cd338df39c47",
-                    "unitName": "openclaw-enterprise-gateway-6ff3b3bd11c4.service"
-                }
-            })
-        );
-        assert!(Op::ALL.contains(&Op::DeleteAgent));
+        for op in Op::ALL.into_iter().filter(|op| *op != Op::Prepare) {
+            let body = decode(&Operation::new(op).argv("/n"));
+            assert_eq!(
+                body.as_object().unwrap().keys().collect::<Vec<_>>(),
+                ["deadlineMs", "op", "version"],
+                "{op:?}"
+            );
+        }
     }
 
     #[test]

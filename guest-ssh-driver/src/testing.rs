@@ -1,13 +1,8 @@
 //! Shared fixtures of the unit tests: the spec's example configuration and one bound
 //! Agent with one revision.
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
 
-use crate::config::Config;
-use crate::ids::AgentIds;
-use crate::layout::Layout;
 use crate::model::{Agent, AgentBinding, ComputeRef, Harness, Namespace, Revision, Selection};
 
 /// The spec's example configuration.
@@ -36,10 +31,6 @@ pub(crate) fn spec_example() -> Value {
         },
         "network": { "gatewayPortRange": { "start": 18800, "end": 18899 } }
     })
-}
-
-pub(crate) fn config() -> Config {
-    Config::parse(&spec_example().to_string()).unwrap()
 }
 
 /// The installation's selection of the driver, with the spec's configuration.
@@ -71,19 +62,6 @@ pub(crate) fn binding() -> AgentBinding {
     }
 }
 
-pub(crate) fn agent_ids() -> AgentIds {
-    AgentIds::new(&binding(), "openclaw").unwrap()
-}
-
-/// The layout of `agent_ids()` and `revision()`.
-pub(crate) fn layout() -> Layout {
-    Layout::new(
-        &config().runtime,
-        &agent_ids(),
-        &crate::ids::short_hash("rev-1"),
-    )
-}
-
 /// An admissible revision of `binding()`.
 pub(crate) fn revision() -> Revision {
     Revision {
@@ -111,32 +89,4 @@ pub(crate) fn revision() -> Revision {
         sandbox_driver_id: None,
         secret_driver_id: None,
     }
-}
-
-/// Compares `actual` with `tests/golden/<name>`. With `UPDATE_GOLDEN=1` the file is
-/// rewritten instead, for review in the diff.
-pub(crate) fn golden(name: &str, actual: &str) {
-    let path: PathBuf = [
-        &std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
-        "tests",
-        "golden",
-        name,
-    ]
-    .iter()
-    .collect();
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
-            path.display()
-        )
-    });
-    assert!(
-        expected == actual,
-        "{} differs from the rendered text:\n{actual}",
-        path.display()
-    );
 }
