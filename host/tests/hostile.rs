@@ -51,7 +51,9 @@ fn installation(fault: &str, extra: Value, approved: Vec<String>) -> Installatio
         "ssh": {"identityFile": "/nonexistent/id", "knownHostsFile": "/nonexistent/known_hosts", "connectTimeoutSeconds": 2},
         // Port 1 on loopback: nothing listens, so a connection would fail loudly.
         "hosts": {"granted": {"address": "127.0.0.1", "port": 1, "user": "root"}},
-        "runtime": {"nodePath": "/usr/bin/node"},
+        "runtime": {"nodePath": "/usr/bin/node", "openclawPath": "/opt/openclaw/dist/index.js",
+                    "user": "openclaw", "root": "/var/lib/openclaw-enterprise"},
+        "network": {"gatewayPortRange": {"start": 18800, "end": 18899}},
     });
     if let (Some(c), Value::Object(e)) = (configuration.as_object_mut(), extra) {
         c.extend(e);

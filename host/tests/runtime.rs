@@ -39,7 +39,9 @@ fn installation(component: PathBuf, fault: &str) -> Installation {
             "fault": fault,
             "ssh": {"identityFile": "/nonexistent/id", "knownHostsFile": "/nonexistent/known_hosts"},
             "hosts": {"granted": {"address": "127.0.0.1", "port": 22, "user": "root"}},
-            "runtime": {"nodePath": "/usr/bin/node"},
+            "runtime": {"nodePath": "/usr/bin/node", "openclawPath": "/opt/openclaw/dist/index.js",
+                        "user": "openclaw", "root": "/var/lib/openclaw-enterprise"},
+            "network": {"gatewayPortRange": {"start": 18800, "end": 18899}},
         }),
     }
 }

@@ -33,7 +33,9 @@ fn installation(dir: &Path, rig: &Rig, host: &Host, fault: &str, count: usize) -
             "fault": fault, "host": "granted", "node": rig.node, "count": count.to_string(),
             "ssh": {"identityFile": rig.identity, "knownHostsFile": rig.known_hosts, "connectTimeoutSeconds": 5},
             "hosts": {"granted": {"address": host.address, "port": host.port, "user": "root"}},
-            "runtime": {"nodePath": rig.node},
+            "runtime": {"nodePath": rig.node, "openclawPath": rig.openclaw, "user": "openclaw",
+                        "root": "/var/lib/occ-fault"},
+            "network": {"gatewayPortRange": {"start": 18800, "end": 18899}},
         },
     }}});
     let path = dir.join(format!("{fault}.yaml"));
@@ -48,13 +50,14 @@ struct Run {
     max_rss_kib: i64,
 }
 
-/// One `occ-driver-host call validateConfiguration`, with its peak memory.
+/// One `occ-driver-host call preflight` (the method that may run a helper,
+/// as `probe`), with its peak memory.
 /// std's `Child` does not report resource usage, so the child is reaped with
 /// wait4 (which clippy cannot see).
 #[allow(unsafe_code, clippy::zombie_processes)]
-fn validate(installation: &Path) -> Run {
+fn preflight(installation: &Path) -> Run {
     let child = Command::new(host_binary())
-        .args(["call", "validateConfiguration", "--json", "--installation"])
+        .args(["call", "preflight", "--json", "--installation"])
         .arg(installation)
         .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
         .stdin(Stdio::null())
@@ -100,13 +103,13 @@ fn an_output_flood_is_cut_as_it_is_read_and_memory_stays_bounded() {
     let host = &rig.hosts[0];
     let dir = tempfile::tempdir().unwrap();
 
-    let baseline = validate(&installation(dir.path(), &rig, host, "helper", 1));
+    let baseline = preflight(&installation(dir.path(), &rig, host, "helper", 1));
     assert!(
         message(&baseline).contains("exit Some(0)"),
         "the pinned helper did not run: {}",
         baseline.result
     );
-    let flood = validate(&installation(dir.path(), &rig, host, "flood", 1));
+    let flood = preflight(&installation(dir.path(), &rig, host, "flood", 1));
     let text = message(&flood);
     assert_ne!(flood.status, 0);
     assert!(
@@ -129,7 +132,8 @@ fn an_output_flood_is_cut_as_it_is_read_and_memory_stays_bounded() {
     for _ in 0..50 {
         left = rig.sh_ok(
             host,
-            "pgrep -af 'node - eyJmbG9vZCI6MzAwfQ' | grep -v pgrep || true",
+            // The flood's operation, {"version":2,"op":"probe","deadlineMs":1300}.
+            "pgrep -af 'node - eyJ2ZXJzaW9uIjoyLCJvcCI6InByb2JlIiwiZGVhZGxpbmVNcyI6MTMwMH0=' | grep -v pgrep || true",
         );
         if left.is_empty() {
             break;
@@ -141,7 +145,7 @@ fn an_output_flood_is_cut_as_it_is_read_and_memory_stays_bounded() {
         "the flooding helper outlived the call: {left}"
     );
     // And the host serves the next call.
-    let next = validate(&installation(dir.path(), &rig, host, "helper", 1));
+    let next = preflight(&installation(dir.path(), &rig, host, "helper", 1));
     assert!(message(&next).contains("exit Some(0)"), "{}", next.result);
 }
 
@@ -165,7 +169,7 @@ fn a_connect_abort_loop_opens_no_handshake_per_exec() {
     // The journal's resolution is a second: start on a fresh one, after our own ssh.
     let since = epoch() + 1;
     std::thread::sleep(Duration::from_millis(1100));
-    let run = validate(&inst);
+    let run = preflight(&inst);
     let until = epoch();
     std::thread::sleep(Duration::from_millis(1100));
     let text = message(&run);
@@ -197,6 +201,6 @@ fn a_connect_abort_loop_opens_no_handshake_per_exec() {
         "{accepted} authentications for 50 aborted execs"
     );
     // The connection the loop left is reused: the next call runs the helper.
-    let next = validate(&installation(dir.path(), &rig, host, "helper", 1));
+    let next = preflight(&installation(dir.path(), &rig, host, "helper", 1));
     assert!(message(&next).contains("exit Some(0)"), "{}", next.result);
 }

@@ -1,7 +1,8 @@
 // Shared by the test guests: `include!` this file at module level, then write
 // `unsupported_methods!();` inside `impl Guest`. Every ComputeDriver method a test
 // guest does not exercise then answers `unsupported()`; each guest writes
-// `configuration-schema`, `validate-configuration` and `ensure-namespace` itself.
+// `configuration-schema`, `validate-configuration` and `ensure-namespace` itself
+// (`unsupported_methods!(but_preflight);` leaves `preflight` to the guest too).
 // It is text, not a crate, because each guest runs its own bindings generator and
 // the types it names are that guest's.
 
@@ -10,6 +11,9 @@ macro_rules! unsupported_methods {
         fn preflight(_: Selection) -> Result<Vec<Warning>, DriverError> {
             Err(unsupported())
         }
+        unsupported_methods!(but_preflight);
+    };
+    (but_preflight) => {
         fn bind_agent(_: Selection, _: AgentBinding) -> Result<(), DriverError> {
             Err(unsupported())
         }

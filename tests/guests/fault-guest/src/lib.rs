@@ -1,7 +1,9 @@
 //! A driver that misbehaves on request, to prove the host's bounds and grants.
 //!
-//! `validate-configuration` and `ensure-namespace` read `"fault"` (and for some
-//! faults `"host"`, `"node"` and `"count"`) from the configuration:
+//! `validate-configuration`, `preflight` and `ensure-namespace` read `"fault"` (and
+//! for some faults `"host"`, `"node"` and `"count"`) from the configuration; the
+//! exec faults run from either of the first two (preflight is the method that may
+//! run a helper, as `probe`):
 //! - `loop` spins forever, `alloc` allocates without bound, `panic` panics;
 //! - `ungranted-host` execs on an alias the installation did not grant;
 //! - `root-shell` asks a granted host for `sh -c id`;
@@ -114,7 +116,12 @@ fn execs(configuration: &str) -> Result<Vec<Warning>, DriverError> {
     let fault = field(configuration, "fault");
     let host = field(configuration, "host");
     let node = field(configuration, "node");
-    let op = |json: &str| vec![node.clone(), "-".to_string(), base64(json.as_bytes())];
+    // A probe, the one operation preflight may run; deadlineMs 1300 asks this
+    // guest's helper for its flood.
+    let op = |deadline: u32| {
+        let json = format!("{{\"version\":2,\"op\":\"probe\",\"deadlineMs\":{deadline}}}");
+        vec![node.clone(), "-".to_string(), base64(json.as_bytes())]
+    };
     let runs: Vec<String> = match fault.as_str() {
         "ungranted-host" => vec![outcome(ssh_exec::exec(
             "not-granted",
@@ -131,15 +138,10 @@ fn execs(configuration: &str) -> Result<Vec<Warning>, DriverError> {
         "tampered-helper" => {
             let mut tampered = HELPER.to_vec();
             tampered[0] ^= 1;
-            vec![outcome(ssh_exec::exec(&host, &op("{}"), &tampered, 10_000))]
+            vec![outcome(ssh_exec::exec(&host, &op(1000), &tampered, 10_000))]
         }
-        "helper" => vec![outcome(ssh_exec::exec(&host, &op("{}"), HELPER, 30_000))],
-        "flood" => vec![outcome(ssh_exec::exec(
-            &host,
-            &op("{\"flood\":300}"),
-            HELPER,
-            120_000,
-        ))],
+        "helper" => vec![outcome(ssh_exec::exec(&host, &op(1000), HELPER, 30_000))],
+        "flood" => vec![outcome(ssh_exec::exec(&host, &op(1300), HELPER, 120_000))],
         "argv-flood" => {
             let huge = "A".repeat(20 << 20);
             (0..count(configuration))
@@ -154,7 +156,7 @@ fn execs(configuration: &str) -> Result<Vec<Warning>, DriverError> {
                 .collect()
         }
         "connect-loop" => (0..count(configuration))
-            .map(|_| outcome(ssh_exec::exec(&host, &op("{}"), HELPER, 1)))
+            .map(|_| outcome(ssh_exec::exec(&host, &op(1000), HELPER, 1)))
             .collect(),
         _ => {
             return Ok(vec![Warning {
@@ -227,7 +229,11 @@ impl Guest for Faulty {
         Err(fail(results))
     }
 
-    unsupported_methods!();
+    fn preflight(driver: Selection) -> Result<Vec<Warning>, DriverError> {
+        execs(&driver.configuration)
+    }
+
+    unsupported_methods!(but_preflight);
 }
 
 export!(Faulty);
