@@ -1,18 +1,21 @@
 'use strict';
 // Test support for the helper's suite: the rig's inventory, running helper/helper.js on a
-// rig host over ssh exactly as the driver does (`<node24> - <base64 op>`, source on
-// stdin), building operations, and rendering units the way the guest does.
+// rig host over ssh exactly as the host runs it (`<node24> - <base64 operation>
+// <base64 envelope>`, source on stdin), building requests (the component's operation
+// and the host's envelope), and the helper's own renderers for expected texts.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const crypto = require('node:crypto');
 const { spawn, spawnSync } = require('node:child_process');
-const { renderUnit, sandboxProperties, sha12 } = require('./unit.js');
 
 const REPO = path.resolve(__dirname, '..', '..');
 // OCC_HELPER_PATH runs the suite against another copy (e.g. the one a guest embeds).
 const HELPER_PATH = process.env.OCC_HELPER_PATH || path.join(REPO, 'helper', 'helper.js');
 const HELPER_SOURCE = fs.readFileSync(HELPER_PATH);
+// Required as a module the helper does not run: it exports its pure functions, so the
+// texts the suite expects on the host are the helper's own renderings.
+const H = require(HELPER_PATH);
 const RIG = process.env.OCC_RIG || '/run/occ-rig';
 
 function readRigEnv() {
@@ -32,10 +35,18 @@ const rigEnv = readRigEnv();
 const hosts = JSON.parse(fs.readFileSync(rigEnv.OCC_RIG_HOSTS_JSON, 'utf8'));
 const NODE = rigEnv.OCC_RIG_NODE;
 const OPENCLAW = rigEnv.OCC_RIG_OPENCLAW;
-const HOST = process.env.OCC_HELPER_TEST_HOST || (hosts[0] && hosts[0].address);
-if (!HOST) throw new Error(`${rigEnv.OCC_RIG_HOSTS_JSON} lists no host`);
+const RIG_HOST = process.env.OCC_HELPER_TEST_HOST
+  ? hosts.find((h) => h.address === process.env.OCC_HELPER_TEST_HOST) || { name: 'occ-test', address: process.env.OCC_HELPER_TEST_HOST }
+  : hosts[0];
+if (!RIG_HOST) throw new Error(`${rigEnv.OCC_RIG_HOSTS_JSON} lists no host`);
+const HOST = RIG_HOST.address;
+// The host's alias in the installation: the envelope's `host`, and the name of every
+// Namespace placed on it.
+const HOST_ALIAS = RIG_HOST.name;
 
 const sha256 = (text) => crypto.createHash('sha256').update(text).digest('hex');
+const sha12 = (text) => sha256(text).slice(0, 12);
+const b64 = (value) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64');
 
 function sshArgs(host, extra = []) {
   return [
@@ -63,11 +74,18 @@ function shJson(command, options) {
   return JSON.parse(sh(command, options));
 }
 
-// Starts the helper on the host. Returns { child, events, done } where done resolves to
-// { code, signal, lines, events, result, stdout, stderr } and `events` fills as lines arrive.
-function startHelper(op, { host = HOST, source = HELPER_SOURCE, onEvent } = {}) {
-  const b64 = Buffer.from(JSON.stringify(op)).toString('base64');
-  const child = spawn('ssh', [...sshArgs(host), NODE, '-', b64], { stdio: ['pipe', 'pipe', 'pipe'] });
+// The helper's two arguments for a request { op, envelope }: each base64 of its JSON.
+// `args` replaces them (raw strings, any number of them) to send what no host would.
+function helperArgs(request, args) {
+  return args || [b64(request.op), b64(request.envelope)];
+}
+
+// Starts the helper on the host. Returns { child, events, done, b64 } where done
+// resolves to { code, signal, lines, events, result, stdout, stderr, b64 } and `events`
+// fills as lines arrive; b64 is the operation argument (the helper's title hashes it).
+function startHelper(request, { host = HOST, source = HELPER_SOURCE, onEvent, args } = {}) {
+  const argv = helperArgs(request, args);
+  const child = spawn('ssh', [...sshArgs(host), NODE, '-', ...argv], { stdio: ['pipe', 'pipe', 'pipe'] });
   child.stdin.end(source);
   const events = [];
   const lines = [];
@@ -94,25 +112,26 @@ function startHelper(op, { host = HOST, source = HELPER_SOURCE, onEvent } = {}) 
     }
   });
   child.stderr.on('data', (chunk) => { stderr += chunk; });
+  const opB64 = argv[0] || '';
   const done = new Promise((resolve) => {
     child.on('close', (code, signal) => {
       const last = events[events.length - 1];
       resolve({
-        code, signal, lines, events, stdout, stderr, b64,
+        code, signal, lines, events, stdout, stderr, b64: opB64,
         result: last && last.event === 'result' ? last : null,
       });
     });
   });
-  return { child, events, done, b64 };
+  return { child, events, done, b64: opB64 };
 }
 
-async function runHelper(op, options) {
-  return startHelper(op, options).done;
+async function runHelper(request, options) {
+  return startHelper(request, options).done;
 }
 
 // Runs the helper and insists on a result line; returns the result object.
-async function helper(op, options) {
-  const run = await runHelper(op, options);
+async function helper(request, options) {
+  const run = await runHelper(request, options);
   if (!run.result) {
     throw new Error(`helper produced no result (exit ${run.code}): ${run.stdout.slice(-2000)} ${run.stderr}`);
   }
@@ -138,7 +157,26 @@ function waitFor(predicate, { timeoutMs = 30000, intervalMs = 200, what = 'condi
   });
 }
 
-// A fixture: one root on the host, Namespace ids, and operation builders.
+// The contract method whose call runs each helper operation, and the operations that
+// method may run (host/src/world/ssh_compute_driver/method.rs, Method::helper_ops): the
+// envelope's `method` and `ops`.
+const METHOD_OF = {
+  'probe': ['preflight', ['probe']],
+  'ensure-namespace': ['ensureNamespace', ['ensure-namespace']],
+  'prepare': ['prepareRevision', ['prepare']],
+  'inspect-agent': ['activateRevision', ['inspect-agent', 'activate']],
+  'activate': ['activateRevision', ['inspect-agent', 'activate']],
+  'deactivate': ['deactivateRevision', ['deactivate']],
+  'stop': ['stopRevision', ['stop']],
+  'retire': ['retireRevision', ['retire']],
+  'delete-agent': ['deleteAgentRuntimeCredentials', ['delete-agent']],
+  'delete-namespace': ['deleteNamespace', ['delete-namespace']],
+};
+
+// A fixture: one root and one port range on the host, and request builders. A request
+// is { op, envelope }: `op` what the component sends (its policy only), `envelope` what
+// the host appends (host/src/world/ssh_compute_driver/envelope.rs). Tests forge either
+// by editing the returned objects.
 class Fixture {
   constructor(name, { portStart = 19000, portEnd = 19019 } = {}) {
     this.name = name;
@@ -146,59 +184,89 @@ class Fixture {
     this.root = `/var/lib/occ-test-${this.tag}`;
     this.unitDirectory = '/etc/systemd/system';
     this.portRange = { start: portStart, end: portEnd };
-    this.driver = 'occ/ssh';
+    this.driver = { id: 'compute-ssh', implementation: 'occ/ssh' };
+    this.user = 'openclaw';
+    this.host = HOST_ALIAS;
+  }
+
+  runtime() {
+    return { root: this.root, unitDirectory: this.unitDirectory, nodePath: NODE, openclawPath: OPENCLAW, user: this.user };
   }
 
   namespace(id) {
-    return { id, hash: sha12(id) };
+    return { id, name: this.host };
   }
 
-  agent(nsId, agentId, servicePrincipalId = `sp-${agentId}`) {
-    const hash = sha12(agentId);
+  agent(agentId, servicePrincipalId = `sp-${agentId}`) {
+    return { id: agentId, servicePrincipalId };
+  }
+
+  revision(revId, number, configuration = GATEWAY_CONFIG) {
+    return { id: revId, number, harness: 'openclaw/embedded', configurationSha256: sha256(configuration) };
+  }
+
+  // The account the helper derives for the Agent (runtime.user's first 19 characters,
+  // then the first 12 hex of SHA-256 of "<namespaceId>:<agentId>").
+  account(nsId, agentId) {
+    return H.agentAccountName(this.user, nsId, agentId);
+  }
+
+  unitName(agentId) {
+    return `${H.UNIT_PREFIX}${sha12(agentId)}.service`;
+  }
+
+  envelope(opName, parts = {}) {
+    const [method, ops] = METHOD_OF[opName] || ['prepareRevision', ['prepare']];
     return {
-      id: agentId, hash, servicePrincipalId,
-      account: `openclaw-${sha12(`${nsId}:${agentId}`)}`,
-      unitName: `openclaw-enterprise-gateway-${hash}.service`,
+      version: 2, method, ops: [...ops], host: this.host, driver: { ...this.driver },
+      runtime: this.runtime(), gatewayPortRange: { ...this.portRange }, ...parts,
     };
   }
 
-  revision(revId, number, snapshot) {
-    return { id: revId, hash: sha12(revId), number, configHash: sha256(snapshot), harness: 'openclaw/embedded' };
+  request(opName, parts = {}, fields = {}) {
+    return { op: { version: 2, op: opName, deadlineMs: 170000, ...fields }, envelope: this.envelope(opName, parts) };
   }
 
-  base(op, nsId) {
-    return {
-      version: 1, op, deadlineMs: 170000, driver: this.driver,
-      root: this.root, unitDirectory: this.unitDirectory, namespace: this.namespace(nsId),
-    };
+  probe(runtime = {}) {
+    const request = this.request('probe');
+    Object.assign(request.envelope.runtime, runtime);
+    return request;
   }
 
   ensureNamespace(nsId) {
-    return this.base('ensure-namespace', nsId);
+    return this.request('ensure-namespace', { namespace: this.namespace(nsId) });
   }
 
   deleteNamespace(nsId) {
-    return this.base('delete-namespace', nsId);
+    return this.request('delete-namespace', { namespace: this.namespace(nsId) });
   }
 
-  agentOp(op, nsId, agentId, revId, number, snapshot, extra = {}) {
-    return {
-      ...this.base(op, nsId), agent: this.agent(nsId, agentId),
-      revision: this.revision(revId, number, snapshot), ...extra,
-    };
+  inspectAgent(nsId, agentId) {
+    return this.request('inspect-agent', { namespace: this.namespace(nsId), agent: this.agent(agentId) });
   }
 
-  prepare(nsId, agentId, revId, number, snapshot = GATEWAY_CONFIG, extra = {}) {
-    return this.agentOp('prepare', nsId, agentId, revId, number, snapshot, {
-      snapshot, needsPassword: true, portRange: this.portRange, ...extra,
-    });
+  deleteAgent(nsId, agentId) {
+    return this.request('delete-agent', { namespace: this.namespace(nsId), agent: this.agent(agentId) });
   }
 
-  activate(nsId, agentId, revId, number, port, snapshot = GATEWAY_CONFIG, extra = {}) {
-    return this.agentOp('activate', nsId, agentId, revId, number, snapshot, {
-      unit: { text: this.unitText(nsId, agentId, port, extra.unitOptions) },
-      port, readinessTimeoutMs: 120000, ...extra,
-    });
+  // deactivate, stop, retire (and the base of prepare and activate): the revision's
+  // configurationSha256 is the hash of the controller's document it was prepared from.
+  agentOp(opName, nsId, agentId, revId, number, configuration = GATEWAY_CONFIG, fields = {}) {
+    return this.request(opName, {
+      namespace: this.namespace(nsId), agent: this.agent(agentId), revision: this.revision(revId, number, configuration),
+    }, fields);
+  }
+
+  prepare(nsId, agentId, revId, number, configuration = GATEWAY_CONFIG) {
+    return this.agentOp('prepare', nsId, agentId, revId, number, configuration, { configuration });
+  }
+
+  // launchEnvironment: what beforeWorkloadStart returned ({} when nothing).
+  activate(nsId, agentId, revId, number, configuration = GATEWAY_CONFIG, { launchEnvironment = {}, deadlineMs } = {}) {
+    const request = this.agentOp('activate', nsId, agentId, revId, number, configuration,
+      deadlineMs === undefined ? {} : { deadlineMs });
+    request.envelope.launchEnvironment = { ...launchEnvironment };
+    return request;
   }
 
   paths(nsId, agentId, revId) {
@@ -207,19 +275,29 @@ class Fixture {
     return {
       nsDir, agentDir,
       revDir: revId ? `${agentDir}/revisions/${sha12(revId)}` : undefined,
-      unitPath: agentId ? `${this.unitDirectory}/openclaw-enterprise-gateway-${sha12(agentId)}.service` : undefined,
-      accountMarker: agentId ? `${this.root}/accounts/openclaw-${sha12(`${nsId}:${agentId}`)}.json` : undefined,
+      unitPath: agentId ? `${this.unitDirectory}/${this.unitName(agentId)}` : undefined,
+      accountMarker: agentId ? `${this.root}/accounts/${this.account(nsId, agentId)}.json` : undefined,
     };
   }
 
-  // The unit exactly as the guest renders it (unit.js, checked against the guest's
-  // golden units by unit.test.js).
-  unitText(nsId, agentId, port, { password = true, placeholders = [] } = {}) {
-    return renderUnit({
-      namespaceId: nsId, agentId, account: this.agent(nsId, agentId).account,
+  // The unit exactly as the helper renders it on activate (its exported renderUnit,
+  // checked against the golden units by render.test.js).
+  unitText(nsId, agentId, port, { password = true, launchEnvironment = {} } = {}) {
+    return H.renderUnit({
+      namespaceId: nsId, agentId, account: this.account(nsId, agentId),
       agentDir: this.paths(nsId, agentId).agentDir, nodePath: NODE, openclawPath: OPENCLAW,
-      port, placeholders, needsPassword: password,
+      port, placeholders: Object.keys(launchEnvironment).sort().map((name) => [name, launchEnvironment[name]]),
+      needsPassword: password,
     });
+  }
+
+  // Marker owners as the helper records them.
+  namespaceOwner(nsId) {
+    return { driverId: this.driver.id, implementation: this.driver.implementation, namespaceId: nsId, namespaceName: this.host };
+  }
+
+  agentOwner(nsId, agentId) {
+    return { ...this.namespaceOwner(nsId), agentId, servicePrincipalId: `sp-${agentId}` };
   }
 
   // Removes everything this fixture may have left on the host: units, accounts, root.
@@ -239,7 +317,7 @@ class Fixture {
       done
       for agentdir in "$root"/namespaces/*/agents/*; do
         [ -d "$agentdir" ] || continue
-        unit=openclaw-enterprise-gateway-$(basename "$agentdir").service
+        unit=${H.UNIT_PREFIX}$(basename "$agentdir").service
         systemctl disable --now "$unit" >/dev/null 2>&1 || true
         rm -f ${this.unitDirectory}/"$unit"
       done
@@ -250,12 +328,17 @@ class Fixture {
   }
 }
 
+// The controller's native configuration document, as text (the operation's
+// `configuration` of prepare).
 const GATEWAY_CONFIG = `${JSON.stringify({
   gateway: {
     mode: 'local',
     auth: { mode: 'password', password: { source: 'env', provider: 'default', id: 'OPENCLAW_GATEWAY_PASSWORD' } },
   },
 }, null, 2)}\n`;
+
+// The snapshot the helper writes for a document (its exported renderSnapshot).
+const snapshotText = (configuration) => H.renderSnapshot(configuration).text;
 
 // stat of paths on the host: { path: { mode: '750', user, group, uid, gid, type } }.
 function statHost(paths) {
@@ -275,19 +358,21 @@ function lockIsFree(root) {
 // The host pid of the helper running this operation, or null. The helper replaces its
 // argv with `occ-ssh-helper <first 12 hex of SHA-256 of the operation argument>` as soon
 // as it starts (before that, argv still holds the Node binary and the argument), so
-// both forms are matched, each as a fixed string.
-function helperTitle(b64) {
-  return `occ-ssh-helper ${sha256(b64).slice(0, 12)}`;
+// both forms are matched, each as a fixed string. The operation holds only policy, so
+// two runs of the same op (two activates, say) have the same title: callers look for
+// one while no other runs.
+function helperTitle(opB64) {
+  return `occ-ssh-helper ${sha256(opB64).slice(0, 12)}`;
 }
 
-function helperPid(b64) {
-  const out = sh(`ps -eo pid=,args= | awk -v node='${NODE}' -v op='${b64.slice(0, 80)}' -v title='${helperTitle(b64)}' '($2 == node && index($0, op)) || ($2 " " $3) == title { print $1; exit }'`).trim();
+function helperPid(opB64) {
+  const out = sh(`ps -eo pid=,args= | awk -v node='${NODE}' -v op='${opB64.slice(0, 80)}' -v title='${helperTitle(opB64)}' '($2 == node && index($0, op)) || ($2 " " $3) == title { print $1; exit }'`).trim();
   return out ? Number(out) : null;
 }
 
 // True while a helper process with this operation argument runs on the host.
-function helperRunning(b64) {
-  return helperPid(b64) !== null;
+function helperRunning(opB64) {
+  return helperPid(opB64) !== null;
 }
 
 // Whether anything (a link included) is at `p` on the test host.
@@ -295,8 +380,40 @@ const exists = (p) => sh(`test -e '${p}' -o -L '${p}' && echo yes || echo no`).t
 // The HTTP status of the gateway's /readyz on `port` of the test host.
 const readyz = (port) => sh(`curl -s -o /dev/null -w '%{http_code}' --max-time 3 http://127.0.0.1:${port}/readyz`, { allowFailure: true }).stdout.trim();
 
+// The [Service] lines that confine the process (everything from NoNewPrivileges= on),
+// as `systemd-run -p` properties: a transient unit with exactly the gateway's sandbox.
+function sandboxProperties(unitText) {
+  const service = unitText.split('\n[Service]\n')[1].split('\n\n')[0].split('\n');
+  return service.slice(service.indexOf('NoNewPrivileges=true'));
+}
+
+// Everything on the host a helper run could change, as text: every entry under `paths`
+// (name, type, mode, owner, size, mtime, link target) and a hash of each file's
+// content, the accounts and groups, the schedulers' deny lists and root's home. Equal
+// before and after a run: the run changed nothing.
+function hostState(paths) {
+  const list = paths.map((p) => `'${p}'`).join(' ');
+  return sh(`find ${list} -printf '%p %y %m %u:%g %s %T@ %l\\n' 2>/dev/null | sort
+    find ${list} -type f -exec sha256sum {} + 2>/dev/null | sort
+    getent passwd | sort; getent group | sort
+    cat /etc/cron.deny /etc/at.deny 2>/dev/null || true
+    ls -la --time-style=full-iso /root`);
+}
+
+// Asserts a helper run was refused: exit 1, a result naming `code`, permanent as
+// given, the message matching `why`. Returns the result.
+function refused(run, code, why, permanent = true) {
+  const detail = `${run.stdout.slice(-1500)} ${run.stderr}`;
+  if (run.code !== 1 || !run.result || run.result.ok !== false) throw new Error(`not refused (exit ${run.code}): ${detail}`);
+  const { error } = run.result;
+  if (error.code !== code) throw new Error(`refused as ${error.code}, not ${code}: ${error.message}`);
+  if (error.permanent !== permanent) throw new Error(`${code} reported permanent=${error.permanent}`);
+  if (why && !why.test(error.message)) throw new Error(`message ${JSON.stringify(error.message)} does not match ${why}`);
+  return run.result;
+}
+
 module.exports = {
-  exists, readyz, REPO, HELPER_PATH, HELPER_SOURCE, NODE, OPENCLAW, HOST, rigEnv, sshArgs, sh, shJson,
-  startHelper, runHelper, helper, waitFor, Fixture, GATEWAY_CONFIG, statHost, sha12, sha256,
-  lockIsFree, helperRunning, helperPid, helperTitle, sandboxProperties,
+  exists, readyz, REPO, HELPER_PATH, HELPER_SOURCE, H, NODE, OPENCLAW, HOST, HOST_ALIAS, rigEnv, sshArgs, sh, shJson,
+  startHelper, runHelper, helper, waitFor, Fixture, GATEWAY_CONFIG, snapshotText, statHost, sha12, sha256, b64,
+  lockIsFree, helperRunning, helperPid, helperTitle, sandboxProperties, refused, hostState,
 };
