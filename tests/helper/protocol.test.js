@@ -72,42 +72,69 @@ test('a repeated ensure-namespace changes nothing', async () => {
   assert.equal(result.changed, false);
 });
 
-test('invalid operations are refused as permanent with exit 1', async () => {
-  for (const [arg, why] of [
-    ['@@@', /base64 JSON|version/],
-    [Buffer.from('{"version":2,"op":"probe"}').toString('base64'), /version/],
-    [Buffer.from(JSON.stringify({ ...fx.ensureNamespace('ns-x'), namespace: { id: 'ns-x', hash: '000000000000' } })).toString('base64'), /namespace.hash/],
-    [Buffer.from(JSON.stringify({ ...fx.ensureNamespace('ns-x'), root: '/var/lib/a b' })).toString('base64'), /root/],
-    [Buffer.from(JSON.stringify({ ...fx.ensureNamespace('ns-x'), op: 'reboot' })).toString('base64'), /unknown op/],
-    [Buffer.from(JSON.stringify({ ...fx.prepare('ns-x', 'agent-x', 'rev-x', 1), snapshot: '{}' })).toString('base64'), /configHash/],
-    [Buffer.from(JSON.stringify({ ...fx.prepare('ns-x', 'agent-x', 'rev-x', 1), agent: { ...fx.agent('ns-x', 'agent-x'), account: 'root' } })).toString('base64'), /agent.account/],
+// Runs the helper over ssh with raw arguments (any number of them); returns the result.
+function rawRun(args) {
+  const run = spawnSync('ssh', [...L.sshArgs(L.HOST), L.NODE, '-', ...args.map((a) => `'${a}'`)],
+    { input: L.HELPER_SOURCE, encoding: 'utf8' });
+  const lines = run.stdout.trim().split('\n');
+  return { code: run.status, stdout: run.stdout, stderr: run.stderr, result: JSON.parse(lines[lines.length - 1]) };
+}
+
+test('invalid operations and envelopes are refused as permanent with exit 1', async () => {
+  const ns = fx.ensureNamespace('ns-x');
+  const prepare = fx.prepare('ns-x', 'agent-x', 'rev-x', 1);
+  const before = L.hostState([fx.root, fx.unitDirectory]);
+  const forge = (request, edit) => {
+    const copy = JSON.parse(JSON.stringify(request));
+    edit(copy);
+    return [L.b64(copy.op), L.b64(copy.envelope)];
+  };
+  for (const [args, why] of [
+    [['@@@', L.b64(ns.envelope)], /operation argument is not base64 JSON/],
+    // Protocol 1: one argument, the operation alone.
+    [[L.b64({ ...ns.op, version: 1 })], /usage: node - <base64 operation> <base64 envelope>/],
+    [[L.b64(ns.op), L.b64(ns.envelope), L.b64(ns.envelope)], /usage/],
+    [forge(ns, (r) => { r.op.version = 1; }), /unsupported protocol version 1/],
+    [forge(ns, (r) => { r.envelope.version = 1; }), /unsupported envelope version 1/],
+    [forge(ns, (r) => { r.op.op = 'reboot'; }), /unknown op "reboot"/],
+    [forge(ns, (r) => { r.op.op = 'delete-namespace'; }), /op delete-namespace is not one ensureNamespace may run/],
+    // What protocol 1 let the component set, now refused in the operation.
+    [forge(ns, (r) => { r.op.namespace = { id: 'ns-x', hash: '000000000000' }; }), /operation\.namespace is not a field/],
+    [forge(ns, (r) => { r.op.root = '/var/lib/a b'; }), /operation\.root is not a field/],
+    [forge(prepare, (r) => { r.op.snapshot = '{}'; }), /operation\.snapshot is not a field/],
+    [forge(prepare, (r) => { r.op.agent = { id: 'agent-x', account: 'root' }; }), /operation\.agent is not a field/],
+    // And what no host writes in an envelope.
+    [forge(ns, (r) => { r.envelope.runtime.root = '/var/lib/a b'; }), /envelope\.runtime\.root must be a normalized absolute path/],
+    [forge(ns, (r) => { r.envelope.namespace.hash = '000000000000'; }), /envelope\.namespace\.hash is not a field/],
+    [forge(prepare, (r) => { r.envelope.agent.account = 'root'; }), /envelope\.agent\.account is not a field/],
+    [forge(prepare, (r) => { r.envelope.runtime.user = 'root'; }), /envelope\.runtime\.user/],
+    [forge(prepare, (r) => { r.op.configuration = '{}'; }), /configuration is not the controller's/],
   ]) {
-    const run = spawnSync('ssh', [...L.sshArgs(L.HOST), L.NODE, '-', `'${arg}'`], { input: L.HELPER_SOURCE, encoding: 'utf8' });
-    assert.equal(run.status, 1, run.stdout + run.stderr);
-    const lines = run.stdout.trim().split('\n');
-    const result = JSON.parse(lines[lines.length - 1]);
-    assert.equal(result.event, 'result');
-    assert.equal(result.ok, false);
-    assert.equal(result.error.code, 'invalid-operation');
-    assert.equal(result.error.permanent, true);
-    assert.match(result.error.message, why);
+    const run = rawRun(args);
+    assert.equal(run.code, 1, run.stdout + run.stderr);
+    assert.equal(run.result.event, 'result');
+    assert.equal(run.result.ok, false);
+    assert.equal(run.result.error.code, 'invalid-operation');
+    assert.equal(run.result.error.permanent, true);
+    assert.match(run.result.error.message, why);
   }
-  // An Agent operation whose unit lacks the ownership header is refused before any effect.
-  const prepared = fx.activate('ns-x', 'agent-x', 'rev-x', 1, 19100);
-  prepared.unit.text = prepared.unit.text.split('\n').slice(1).join('\n');
-  const result = await L.helper(prepared);
-  assert.equal(result.error.code, 'invalid-operation');
+  // A unit the component renders is no part of activate any more: refused before any effect.
+  const activate = fx.activate('ns-x', 'agent-x', 'rev-x', 1);
+  activate.op.unit = { text: fx.unitText('ns-x', 'agent-x', 19100).split('\n').slice(1).join('\n') };
+  const result = L.refused(await L.runHelper(activate), 'invalid-operation', /operation\.unit is not a field/);
+  assert.equal(result.ok, false);
+  assert.equal(L.hostState([fx.root, fx.unitDirectory]), before, 'nothing changed on the host');
 });
 
 test('probe reports each check and fails permanently naming the failed ones', async () => {
-  const ok = await L.helper({ version: 1, op: 'probe', nodePath: L.NODE, openclawPath: L.OPENCLAW });
+  const ok = await L.helper(fx.probe());
   assert.equal(ok.ok, true);
   assert.deepEqual(ok.checks.map((c) => c.name),
     ['systemctl', 'flock', 'getent', 'useradd', 'userdel', 'groupadd', 'groupdel', 'node', 'openclaw']);
   assert.ok(ok.checks.every((c) => c.ok));
   assert.match(ok.checks.find((c) => c.name === 'node').detail, /v24\./);
 
-  const bad = await L.runHelper({ version: 1, op: 'probe', nodePath: '/usr/bin/no-such-node', openclawPath: '/etc/shadow-missing' });
+  const bad = await L.runHelper(fx.probe({ nodePath: '/usr/bin/no-such-node', openclawPath: '/etc/shadow-missing' }));
   assert.equal(bad.code, 1);
   assert.equal(bad.result.ok, false);
   assert.equal(bad.result.error.code, 'probe-failed');
@@ -118,7 +145,7 @@ test('probe reports each check and fails permanently naming the failed ones', as
 
   // The host's own node (the machine's Node.js 20 shows through the rig's overlay) runs,
   // but the spec requires Node.js 24.
-  const old = await L.runHelper({ version: 1, op: 'probe', nodePath: '/usr/bin/node', openclawPath: L.OPENCLAW });
+  const old = await L.runHelper(fx.probe({ nodePath: '/usr/bin/node' }));
   assert.equal(old.result.error.code, 'probe-failed');
   const node = old.result.checks.find((c) => c.name === 'node');
   assert.equal(node.ok, false);
@@ -181,7 +208,7 @@ test('killing the ssh client during the lock wait stops the helper before any ef
   const p = fx.paths('ns-proto', 'agent-epipe');
   assert.equal(L.sh(`test -e ${p.agentDir} && echo yes || echo no`).trim(), 'no');
   assert.equal(L.sh(`test -e ${p.accountMarker} && echo yes || echo no`).trim(), 'no');
-  assert.equal(L.sh(`getent passwd ${op.agent.account} >/dev/null && echo yes || echo no`).trim(), 'no');
+  assert.equal(L.sh(`getent passwd ${fx.account('ns-proto', 'agent-epipe')} >/dev/null && echo yes || echo no`).trim(), 'no');
   assert.ok(L.lockIsFree(fx.root), 'the lock is free');
 });
 
@@ -194,8 +221,9 @@ test('a failed stdout write (EPIPE) stops the helper before its next step (local
     const holder = spawn('flock', [path.join(root, '.compute-lock'), 'sh', '-c', 'echo held; exec cat >/dev/null'],
       { stdio: ['pipe', 'pipe', 'inherit'] });
     await new Promise((resolve) => holder.stdout.once('data', resolve));
-    const op = { ...fx.ensureNamespace('ns-local'), root };
-    const helper = spawn(L.NODE, ['-', Buffer.from(JSON.stringify(op)).toString('base64')],
+    const request = fx.ensureNamespace('ns-local');
+    request.envelope.runtime.root = root;
+    const helper = spawn(L.NODE, ['-', L.b64(request.op), L.b64(request.envelope)],
       { stdio: ['pipe', 'pipe', 'pipe'] });
     helper.stdin.end(L.HELPER_SOURCE);
     let stderr = '';
