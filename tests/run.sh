@@ -30,7 +30,7 @@ cargo build --release -p occ-driver-host
 step "rust tests: unit, runtime bounds, driver policy"
 # The test guests are wasm32-wasip2 components only: compiling them natively would
 # change dependency features and rebuild wasmtime for nothing.
-cargo test --release --workspace --exclude fault-guest --exclude fs-guest --exclude sandbox-hostile-guest
+cargo test --release --workspace --exclude fault-guest --exclude fs-guest --exclude sandbox-hostile-guest --exclude compute-hostile-guest
 
 step "test hosts: up"
 # The test hosts are occ-h1 and occ-h2 of $OCC_RIG (default /run/occ-rig); the demo's

@@ -93,6 +93,9 @@ pub fn run_host(args: &[&str]) -> Output {
         .expect("run occ-driver-host")
 }
 
+/// Deploying with a compute component through the host binary.
+pub mod compute;
+
 /// OpenClaw's SSH sandbox backend through the host binary: installations and a
 /// JSON-RPC client of `serve`.
 pub mod sandbox;

@@ -5,174 +5,13 @@
 //!
 //! Needs the rig: `tests/run.sh` brings it up and runs these with `--ignored`.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
+use occ_e2e::compute::{Agent, Deployment, ROOT, UNIT_DIR, config, hash12, marker, unique};
 use occ_e2e::rig::{Host, Rig};
 use occ_e2e::{component, run_host, write_installation};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-
-const ROOT: &str = "/var/lib/openclaw-enterprise";
-const UNIT_DIR: &str = "/etc/systemd/system";
-
-fn hash12(s: &str) -> String {
-    Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>()[..12]
-        .to_string()
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-struct Deployment {
-    _dir: tempfile::TempDir,
-    installation: PathBuf,
-    audit: PathBuf,
-}
-
-impl Deployment {
-    /// An installation mapping each `(namespace name, host)` pair.
-    fn new(names: &[(&str, &Host)], known_hosts: Option<&Path>) -> Deployment {
-        let rig = Rig::load();
-        let dir = tempfile::tempdir().unwrap();
-        let mut hosts = serde_json::Map::new();
-        for (name, host) in names {
-            hosts.insert(
-                name.to_string(),
-                json!({"address": host.address, "port": host.port, "user": "root", "nodePath": rig.node, "openclawPath": rig.openclaw}),
-            );
-        }
-        let configuration = json!({
-            "ssh": {
-                "identityFile": rig.identity,
-                "knownHostsFile": known_hosts.unwrap_or(&rig.known_hosts),
-                "connectTimeoutSeconds": 5,
-            },
-            "hosts": hosts,
-            "runtime": {
-                "nodePath": rig.node, "openclawPath": rig.openclaw, "user": "openclaw",
-                "root": ROOT, "systemdUnitDirectory": UNIT_DIR,
-            },
-            "network": {"gatewayPortRange": {"start": 18800, "end": 18899}},
-        });
-        let installation =
-            write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
-        let audit = dir.path().join("audit.jsonl");
-        Deployment {
-            _dir: dir,
-            installation,
-            audit,
-        }
-    }
-
-    /// One `occ-driver-host call`; returns the exit status and the JSON printed.
-    fn call(&self, method: &str, params: Value) -> (i32, Value) {
-        self.call_with(method, params, &[])
-    }
-
-    /// Like [`Deployment::call`] with extra command-line arguments.
-    fn call_with(&self, method: &str, params: Value, extra: &[&str]) -> (i32, Value) {
-        let params = params.to_string();
-        let mut args = vec![
-            "call",
-            method,
-            "--installation",
-            self.installation.to_str().unwrap(),
-            "--audit-log",
-            self.audit.to_str().unwrap(),
-            "--json",
-            "--params",
-            &params,
-        ];
-        args.extend_from_slice(extra);
-        let out = run_host(&args);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let v = serde_json::from_str(&stdout).unwrap_or_else(|_| {
-            panic!(
-                "{method}: not JSON: {stdout}\nstderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (out.status.code().unwrap_or(-1), v)
-    }
-
-    fn ok(&self, method: &str, params: Value) -> Value {
-        let (code, v) = self.call(method, params);
-        assert_eq!(code, 0, "{method} failed: {v}");
-        v
-    }
-}
-
-struct Agent {
-    namespace: Value,
-    id: String,
-    sp: String,
-}
-
-impl Agent {
-    fn new(namespace: &Value) -> Agent {
-        Agent {
-            namespace: namespace.clone(),
-            id: unique("agent"),
-            sp: unique("sp"),
-        }
-    }
-    fn binding(&self) -> Value {
-        json!({"namespace": self.namespace, "agent": {
-            "id": self.id, "namespaceId": self.namespace["id"], "name": "agent",
-            "servicePrincipalId": self.sp,
-        }})
-    }
-    fn revision(&self, id: &str, number: u64, configuration: Value) -> Value {
-        // OCC's AgentRevision, as its contracts type it.
-        json!({
-            "id": id, "namespaceId": self.namespace["id"], "agentId": self.id, "revision": number,
-            "backendId": null, "configurationId": "cfg", "configurationKind": "agent",
-            "configurationGeneration": number,
-            "harness": {"id": "openclaw", "mode": "embedded", "version": "2026.9.6"},
-            "compute": {"id": "compute-ssh", "implementation": "occ/ssh"},
-            "harnessAuth": {"method": "runtime"},
-            "configuration": configuration,
-            "servicePrincipalId": self.sp, "createdAt": "2026-11-30T00:00:00.000Z",
-        })
-    }
-    fn params(&self, revision: &Value) -> Value {
-        json!({"revision": revision, "binding": self.binding()})
-    }
-    fn dir(&self) -> String {
-        format!(
-            "{ROOT}/namespaces/{}/agents/{}",
-            hash12(self.namespace["id"].as_str().unwrap()),
-            hash12(&self.id)
-        )
-    }
-    fn unit(&self) -> String {
-        format!("openclaw-enterprise-gateway-{}.service", hash12(&self.id))
-    }
-    fn account(&self) -> String {
-        format!(
-            "openclaw-{}",
-            hash12(&format!(
-                "{}:{}",
-                self.namespace["id"].as_str().unwrap(),
-                self.id
-            ))
-        )
-    }
-}
-
-fn marker(rig: &Rig, host: &Host, path: &str) -> Value {
-    serde_json::from_str(&rig.sh_ok(host, &format!("cat {path}"))).unwrap()
-}
 
 /// The port the driver must allocate next on `host`: the lowest of the range
 /// that no Agent marker under the root holds (other tests may have left some).
@@ -203,14 +42,6 @@ fn env_state(rig: &Rig, host: &Host, agent: &Agent) -> String {
             agent.dir()
         ),
     )
-}
-
-fn config(extra: Value) -> Value {
-    let mut c = json!({"gateway": {"mode": "local"}});
-    if let (Some(c), Some(e)) = (c.as_object_mut(), extra.as_object()) {
-        c.extend(e.clone());
-    }
-    c
 }
 
 #[test]

@@ -1,0 +1,216 @@
+//! Deploying with a compute component through the host binary: an
+//! installation on rig hosts, one-shot calls, and OCC-shaped Agents and
+//! revisions. Shared by the end-to-end and hostile suites.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::rig::{Host, Rig};
+use crate::{component, run_host, write_installation};
+
+/// The runtime root the compute suites deploy under.
+pub const ROOT: &str = "/var/lib/openclaw-enterprise";
+/// The gateway port range of [`ROOT`].
+pub const PORTS: (u16, u16) = (18800, 18899);
+/// The unit directory the compute suites deploy into.
+pub const UNIT_DIR: &str = "/etc/systemd/system";
+
+/// The first 12 hex digits of SHA-256 of `s`: the spec's nsHash, agentHash, revHash.
+pub fn hash12(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()[..12]
+        .to_string()
+}
+
+/// `<prefix>-<pid>-<nanos>`: an ID no other run shares.
+pub fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// An installation of a compute component on rig hosts, and its audit log.
+pub struct Deployment {
+    _dir: tempfile::TempDir,
+    /// The installation file.
+    pub installation: PathBuf,
+    /// The audit log every call appends to.
+    pub audit: PathBuf,
+}
+
+impl Deployment {
+    /// An installation of the driver component mapping each `(namespace name,
+    /// host)` pair.
+    pub fn new(names: &[(&str, &Host)], known_hosts: Option<&Path>) -> Deployment {
+        Deployment::of("guest_ssh_driver", names, known_hosts, ROOT, PORTS)
+    }
+
+    /// Like [`Deployment::new`], for the component built as `component_name`,
+    /// the runtime root `root` and the gateway port range `ports`.
+    pub fn of(
+        component_name: &str,
+        names: &[(&str, &Host)],
+        known_hosts: Option<&Path>,
+        root: &str,
+        ports: (u16, u16),
+    ) -> Deployment {
+        let rig = Rig::load();
+        let dir = tempfile::tempdir().unwrap();
+        let mut hosts = serde_json::Map::new();
+        for (name, host) in names {
+            hosts.insert(
+                name.to_string(),
+                json!({"address": host.address, "port": host.port, "user": "root", "nodePath": rig.node, "openclawPath": rig.openclaw}),
+            );
+        }
+        let configuration = json!({
+            "ssh": {
+                "identityFile": rig.identity,
+                "knownHostsFile": known_hosts.unwrap_or(&rig.known_hosts),
+                "connectTimeoutSeconds": 5,
+            },
+            "hosts": hosts,
+            "runtime": {
+                "nodePath": rig.node, "openclawPath": rig.openclaw, "user": "openclaw",
+                "root": root, "systemdUnitDirectory": UNIT_DIR,
+            },
+            "network": {"gatewayPortRange": {"start": ports.0, "end": ports.1}},
+        });
+        let installation =
+            write_installation(dir.path(), &component(component_name), &configuration);
+        let audit = dir.path().join("audit.jsonl");
+        Deployment {
+            _dir: dir,
+            installation,
+            audit,
+        }
+    }
+
+    /// One `occ-driver-host call`; returns the exit status and the JSON printed.
+    pub fn call(&self, method: &str, params: Value) -> (i32, Value) {
+        self.call_with(method, params, &[])
+    }
+
+    /// Like [`Deployment::call`] with extra command-line arguments.
+    pub fn call_with(&self, method: &str, params: Value, extra: &[&str]) -> (i32, Value) {
+        let params = params.to_string();
+        let mut args = vec![
+            "call",
+            method,
+            "--installation",
+            self.installation.to_str().unwrap(),
+            "--audit-log",
+            self.audit.to_str().unwrap(),
+            "--json",
+            "--params",
+            &params,
+        ];
+        args.extend_from_slice(extra);
+        let out = run_host(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let v = serde_json::from_str(&stdout).unwrap_or_else(|_| {
+            panic!(
+                "{method}: not JSON: {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    /// [`Deployment::call`], insisting on success.
+    pub fn ok(&self, method: &str, params: Value) -> Value {
+        let (code, v) = self.call(method, params);
+        assert_eq!(code, 0, "{method} failed: {v}");
+        v
+    }
+}
+
+/// An Agent of one Namespace, as OCC would bind it.
+pub struct Agent {
+    /// Its Namespace, as OCC passes it.
+    pub namespace: Value,
+    /// Its id.
+    pub id: String,
+    /// Its ServicePrincipal.
+    pub sp: String,
+}
+
+impl Agent {
+    /// A new Agent of `namespace`.
+    pub fn new(namespace: &Value) -> Agent {
+        Agent {
+            namespace: namespace.clone(),
+            id: unique("agent"),
+            sp: unique("sp"),
+        }
+    }
+    /// OCC's `ComputeAgentBinding`.
+    pub fn binding(&self) -> Value {
+        json!({"namespace": self.namespace, "agent": {
+            "id": self.id, "namespaceId": self.namespace["id"], "name": "agent",
+            "servicePrincipalId": self.sp,
+        }})
+    }
+    /// OCC's `AgentRevision` of this Agent.
+    pub fn revision(&self, id: &str, number: u64, configuration: Value) -> Value {
+        // OCC's AgentRevision, as its contracts type it.
+        json!({
+            "id": id, "namespaceId": self.namespace["id"], "agentId": self.id, "revision": number,
+            "backendId": null, "configurationId": "cfg", "configurationKind": "agent",
+            "configurationGeneration": number,
+            "harness": {"id": "openclaw", "mode": "embedded", "version": "2026.9.6"},
+            "compute": {"id": "compute-ssh", "implementation": "occ/ssh"},
+            "harnessAuth": {"method": "runtime"},
+            "configuration": configuration,
+            "servicePrincipalId": self.sp, "createdAt": "2026-11-30T00:00:00.000Z",
+        })
+    }
+    /// The params of a one-shot revision call.
+    pub fn params(&self, revision: &Value) -> Value {
+        json!({"revision": revision, "binding": self.binding()})
+    }
+    /// Its directory on the host.
+    pub fn dir(&self) -> String {
+        format!(
+            "{ROOT}/namespaces/{}/agents/{}",
+            hash12(self.namespace["id"].as_str().unwrap()),
+            hash12(&self.id)
+        )
+    }
+    /// Its unit's name.
+    pub fn unit(&self) -> String {
+        format!("openclaw-enterprise-gateway-{}.service", hash12(&self.id))
+    }
+    /// Its account's name.
+    pub fn account(&self) -> String {
+        format!(
+            "openclaw-{}",
+            hash12(&format!(
+                "{}:{}",
+                self.namespace["id"].as_str().unwrap(),
+                self.id
+            ))
+        )
+    }
+}
+
+/// A JSON marker on `host`.
+pub fn marker(rig: &Rig, host: &Host, path: &str) -> Value {
+    serde_json::from_str(&rig.sh_ok(host, &format!("cat {path}"))).unwrap()
+}
+
+/// A native configuration: local gateway mode plus `extra`.
+pub fn config(extra: Value) -> Value {
+    let mut c = json!({"gateway": {"mode": "local"}});
+    if let (Some(c), Some(e)) = (c.as_object_mut(), extra.as_object()) {
+        c.extend(e.clone());
+    }
+    c
+}
