@@ -126,6 +126,95 @@ mod tests {
         assert_eq!(read(&json!({"environment": {}})).unwrap(), vec![]);
     }
 
+    /// The helper checks the placeholders again before it renders them into a
+    /// unit (`helper/helper.js`, `launchEnvironment`). One rule set in two
+    /// languages: this runs the same names and values through both and holds
+    /// the verdicts equal (with the machine's `node`; the helper needs only its
+    /// built-ins).
+    #[test]
+    fn the_helper_applies_the_same_rules() {
+        let helper = concat!(env!("CARGO_MANIFEST_DIR"), "/../helper/helper.js");
+        let cases: Vec<(String, Value)> = [
+            ("IAM_TOKEN", json!("opaque-iam:1.a_b-c")),
+            ("_X9", json!("opaque-A")),
+            ("N", json!(format!("opaque-{}", "a".repeat(128)))),
+            ("N", json!(format!("opaque-{}", "a".repeat(129)))),
+            (&"A".repeat(128), json!("opaque-x")),
+            (&"A".repeat(129), json!("opaque-x")),
+            ("lower", json!("opaque-x")),
+            ("9LEAD", json!("opaque-x")),
+            ("A-B", json!("opaque-x")),
+            ("A", json!("opaque-")),
+            ("A", json!("opaque--x")),
+            ("A", json!("opaque-a b")),
+            ("A", json!("opaque-a\nExecStartPre=+/bin/sh")),
+            ("A", json!("opaque-a\"b")),
+            ("A", json!("secret")),
+            ("A", json!(3)),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .chain(
+            RESERVED
+                .iter()
+                .map(|n| (n.to_string(), json!("opaque-x")))
+                .chain(
+                    RESERVED_PREFIXES
+                        .iter()
+                        .map(|p| (format!("{p}X"), json!("opaque-x"))),
+                ),
+        )
+        .chain(
+            ["HOMEDIR", "PATHS", "XDG", "LD", "OPENCLAWX"]
+                .map(|n| (n.to_string(), json!("opaque-x"))),
+        )
+        .collect();
+        let ours: Vec<bool> = cases
+            .iter()
+            .map(|(name, value)| read(&json!({name.as_str(): value})).is_ok())
+            .collect();
+        let script = format!(
+            "const h = require({helper:?});
+             const cases = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+             const base = {{version: h.PROTOCOL_VERSION, method: 'activateRevision', ops: ['activate'], host: 'h',
+               driver: {{id: 'd', implementation: 'i'}},
+               runtime: {{root: '/r', unitDirectory: '/u', nodePath: '/n', openclawPath: '/o', user: 'u'}},
+               gatewayPortRange: {{start: 2000, end: 2001}}}};
+             const verdicts = cases.map(([name, value]) => {{
+               const env = {{...base, launchEnvironment: {{[name]: value}}}};
+               try {{ h.parseEnvelope(Buffer.from(JSON.stringify(env)).toString('base64')); return true; }}
+               catch (e) {{ if (e.code !== 'invalid-operation') throw e; return false; }}
+             }});
+             process.stdout.write(JSON.stringify(verdicts));"
+        );
+        let mut node = std::process::Command::new("node")
+            .args(["-e", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("node on PATH");
+        std::io::Write::write_all(
+            node.stdin.as_mut().unwrap(),
+            serde_json::to_string(&cases).unwrap().as_bytes(),
+        )
+        .unwrap();
+        drop(node.stdin.take());
+        let out = node.wait_with_output().unwrap();
+        assert!(out.status.success(), "node failed");
+        let theirs: Vec<bool> = serde_json::from_slice(&out.stdout).unwrap();
+        for ((case, ours), theirs) in cases.iter().zip(&ours).zip(&theirs) {
+            assert_eq!(ours, theirs, "{case:?}: host {ours}, helper {theirs}");
+        }
+        assert!(ours.iter().filter(|ok| **ok).count() >= 4 && ours.contains(&false));
+        // And the bound on how many.
+        let many: serde_json::Map<String, Value> = (0..=MAX_PLACEHOLDERS)
+            .map(|i| (format!("N{i}"), json!("opaque-x")))
+            .collect();
+        assert!(read(&Value::Object(many)).is_err());
+        let js = std::fs::read_to_string(helper).unwrap();
+        assert!(js.contains(&format!("const MAX_PLACEHOLDERS = {MAX_PLACEHOLDERS};")));
+    }
+
     #[test]
     fn refuses_what_occ_refuses() {
         let many: serde_json::Map<String, Value> = (0..65)

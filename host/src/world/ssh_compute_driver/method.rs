@@ -235,6 +235,43 @@ mod tests {
         assert_eq!(Method::from_name("prepare"), None);
     }
 
+    /// The helper's own table of operations and the fields each may carry
+    /// (`helper/helper.js`, `OPERATIONS`) is this one: read with the machine's
+    /// `node`, which needs nothing but the helper's built-ins.
+    #[test]
+    fn the_helper_serves_the_operations_and_fields_the_host_admits() {
+        let helper = concat!(env!("CARGO_MANIFEST_DIR"), "/../helper/helper.js");
+        let script = format!(
+            "const h = require({helper:?});
+             process.stdout.write(JSON.stringify({{version: h.PROTOCOL_VERSION,
+               ops: Object.fromEntries(Object.entries(h.OPERATIONS).map(([k, v]) => [k, v.fields]))}}));"
+        );
+        let out = std::process::Command::new("node")
+            .args(["-e", &script])
+            .output()
+            .expect("node on PATH");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let theirs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(theirs["version"], super::super::envelope::PROTOCOL_VERSION);
+        let ours: serde_json::Map<String, serde_json::Value> = HelperOp::ALL
+            .iter()
+            .map(|op| (op.name().to_string(), serde_json::json!(op.policy_fields())))
+            .collect();
+        assert_eq!(theirs["ops"], serde_json::Value::Object(ours));
+        // Every operation some method may run is one of them, and each method's
+        // list names its operations once.
+        for m in Method::all() {
+            let ops = m.helper_ops();
+            for op in ops {
+                assert_eq!(ops.iter().filter(|o| *o == op).count(), 1, "{m}");
+            }
+        }
+    }
+
     #[test]
     fn the_node_client_lists_the_same_methods() {
         let file = format!(
