@@ -29,12 +29,6 @@
 pub mod admission;
 #[path = "../../../../guest-ssh-driver/src/component.rs"]
 mod component;
-// What the driver's inline tests use; the orchestration tests that use the rest
-// are not compiled here.
-#[cfg(test)]
-#[allow(dead_code)]
-#[path = "../../../../guest-ssh-driver/src/testing.rs"]
-mod testing;
 #[path = "../../../../guest-ssh-driver/src/config.rs"]
 pub mod config;
 #[path = "../../../../guest-ssh-driver/src/error.rs"]
@@ -47,6 +41,13 @@ pub mod lifecycle;
 pub mod model;
 #[path = "../../../../guest-ssh-driver/src/operation.rs"]
 pub mod operation;
+
+// What the driver's inline tests use (`cargo clippy --all-targets` compiles
+// them here); the orchestration tests that use the rest are not compiled here.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../../../guest-ssh-driver/src/testing.rs"]
+mod testing;
 
 /// The driver's bindings, with `ssh-exec.exec` replaced by [`tamper::exec`].
 /// Items declared here shadow the generated ones of the same name.
