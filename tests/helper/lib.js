@@ -389,15 +389,27 @@ function sandboxProperties(unitText) {
 
 // Everything on the host a helper run could change, as text: every entry under `paths`
 // (name, type, mode, owner, size, mtime, link target) and a hash of each file's
-// content, the accounts and groups, the schedulers' deny lists and root's home. Equal
-// before and after a run: the run changed nothing.
+// content, the accounts and groups, the schedulers' deny lists, and whether the files
+// the attack tests try to have root create exist. Equal before and after a run: the
+// run changed nothing. (Root's home itself is not compared: the rig host's lower layer
+// is the live machine, whose /root changes under it.)
 function hostState(paths) {
   const list = paths.map((p) => `'${p}'`).join(' ');
   return sh(`find ${list} -printf '%p %y %m %u:%g %s %T@ %l\\n' 2>/dev/null | sort
     find ${list} -type f -exec sha256sum {} + 2>/dev/null | sort
     getent passwd | sort; getent group | sort
     cat /etc/cron.deny /etc/at.deny 2>/dev/null || true
-    ls -la --time-style=full-iso /root`);
+    for f in /root/x /tmp/x; do if [ -e "$f" ]; then echo "present: $f"; fi; done`);
+}
+
+// Throws naming the lines that differ between two hostState() texts.
+function sameHost(after, before, what = 'the host changed') {
+  if (after === before) return;
+  const a = after.split('\n');
+  const b = before.split('\n');
+  const gone = b.filter((line) => !a.includes(line));
+  const added = a.filter((line) => !b.includes(line));
+  throw new Error(`${what}:\n${gone.map((l) => `- ${l}`).join('\n')}\n${added.map((l) => `+ ${l}`).join('\n')}`);
 }
 
 // Asserts a helper run was refused: exit 1, a result naming `code`, permanent as
@@ -415,5 +427,5 @@ function refused(run, code, why, permanent = true) {
 module.exports = {
   exists, readyz, REPO, HELPER_PATH, HELPER_SOURCE, H, NODE, OPENCLAW, HOST, HOST_ALIAS, rigEnv, sshArgs, sh, shJson,
   startHelper, runHelper, helper, waitFor, Fixture, GATEWAY_CONFIG, snapshotText, statHost, sha12, sha256, b64,
-  lockIsFree, helperRunning, helperPid, helperTitle, sandboxProperties, refused, hostState,
+  lockIsFree, helperRunning, helperPid, helperTitle, sandboxProperties, refused, hostState, sameHost,
 };
