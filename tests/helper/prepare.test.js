@@ -13,8 +13,9 @@ test.after(() => fx.cleanup());
 const { exists } = L;
 const read = (p) => L.sh(`cat '${p}'`);
 // A fingerprint of a whole tree (names, types, modes, owners, sizes, mtimes, link
-// targets) to show that a refused operation changed nothing.
-const fingerprint = (root) => L.sh(`find ${root} -printf '%p %y %m %u:%g %s %T@ %l\\n' | sort; ls -l ${fx.unitDirectory} | grep openclaw-enterprise || true; getent passwd | grep '^openclaw-' | sort || true`);
+// targets, contents), of the unit directory and of the accounts, to show that a
+// refused operation changed nothing.
+const fingerprint = (root) => L.hostState([root, fx.unitDirectory]);
 
 async function expectRefusal(op, code, why) {
   const before = fingerprint(fx.root);
@@ -24,7 +25,7 @@ async function expectRefusal(op, code, why) {
   assert.equal(run.result.error.code, code, run.result.error.message);
   assert.equal(run.result.error.permanent, true);
   if (why) assert.match(run.result.error.message, why);
-  assert.equal(fingerprint(fx.root), before, 'a refused operation changes nothing');
+  L.sameHost(fingerprint(fx.root), before, 'a refused operation changed the host');
   return run.result;
 }
 
@@ -36,14 +37,14 @@ test('prepare before ensure-namespace is refused (missing-namespace)', async () 
 
 test('prepare creates the layout with exact markers, modes and owners', async () => {
   assert.equal((await L.helper(fx.ensureNamespace('ns-a'))).ok, true);
-  const op = fx.prepare('ns-a', 'agent-1', 'rev-1', 1);
-  const result = await L.helper(op);
+  const result = await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-1', 1));
   assert.equal(result.ok, true);
   assert.equal(result.changed, true);
   assert.equal(result.ready, true);
   assert.equal(result.port, 19000);
   const p = fx.paths('ns-a', 'agent-1', 'rev-1');
-  const account = op.agent.account;
+  const account = fx.account('ns-a', 'agent-1');
+  assert.equal(account, `openclaw-${L.sha12('ns-a:agent-1')}`);
   const [, , uid, gid, , home, shell] = L.sh(`getent passwd ${account}`).trim().split(':');
   assert.equal(Number(uid), result.uid);
   assert.equal(Number(gid), result.gid);
@@ -82,29 +83,31 @@ test('prepare creates the layout with exact markers, modes and owners', async ()
   expect(`${p.revDir}/openclaw.json`, '640', 'root', account);
   expect(`${p.revDir}/revision.json`, '600', 'root', 'root');
 
-  assert.deepEqual(JSON.parse(read(`${p.nsDir}/namespace.json`)), { driver: 'occ/ssh', namespaceId: 'ns-a' });
+  // Each marker names the exact Driver (its id and implementation) and the Namespace
+  // (its id and name) that own it.
+  assert.deepEqual(JSON.parse(read(`${p.nsDir}/namespace.json`)), {
+    driverId: 'compute-ssh', implementation: 'occ/ssh', namespaceId: 'ns-a', namespaceName: L.HOST_ALIAS,
+  });
+  const owner = fx.agentOwner('ns-a', 'agent-1');
   // The account carries the marker's comment: proof that the driver made it.
   const accountMarker = JSON.parse(read(p.accountMarker));
   assert.match(accountMarker.comment, /^occ-ssh [0-9a-f]{24}$/);
-  assert.deepEqual(accountMarker, {
-    driver: 'occ/ssh', namespaceId: 'ns-a', agentId: 'agent-1', servicePrincipalId: 'sp-agent-1',
-    account, uid: result.uid, gid: result.gid, comment: accountMarker.comment,
-  });
+  assert.deepEqual(accountMarker, { ...owner, account, uid: result.uid, gid: result.gid, comment: accountMarker.comment });
   assert.equal(L.sh(`getent passwd ${account}`).trim().split(':')[4], accountMarker.comment);
   // Denied cron (its deny list created, as the host had neither list) and at.
   assert.ok(read('/etc/cron.deny').split('\n').includes(account), 'in /etc/cron.deny');
   assert.ok(read('/etc/at.deny').split('\n').includes(account), 'in /etc/at.deny');
   assert.match(L.sh(`runuser -u ${account} -- crontab -l`, { allowFailure: true }).stderr, /not allowed/);
   assert.match(L.sh(`echo true | runuser -u ${account} -- at now + 1 hour`, { allowFailure: true }).stderr, /not allowed|permission/i);
-  assert.deepEqual(JSON.parse(read(`${p.agentDir}/agent.json`)), {
-    driver: 'occ/ssh', namespaceId: 'ns-a', agentId: 'agent-1', servicePrincipalId: 'sp-agent-1',
-    account, uid: result.uid, gid: result.gid, port: 19000,
-  });
+  assert.deepEqual(JSON.parse(read(`${p.agentDir}/agent.json`)), { ...owner, account, uid: result.uid, gid: result.gid, port: 19000 });
+  // The snapshot is the helper's rendering of the controller's document; the marker
+  // records the document's hash (the controller's) and the snapshot's (what is on disk).
+  const snapshot = read(`${p.revDir}/openclaw.json`);
+  assert.equal(snapshot, L.snapshotText(L.GATEWAY_CONFIG));
   assert.deepEqual(JSON.parse(read(`${p.revDir}/revision.json`)), {
-    driver: 'occ/ssh', namespaceId: 'ns-a', agentId: 'agent-1', servicePrincipalId: 'sp-agent-1',
-    revisionId: 'rev-1', revisionNumber: 1, configHash: op.revision.configHash, harness: 'openclaw/embedded',
+    ...owner, revisionId: 'rev-1', revisionNumber: 1, configurationSha256: L.sha256(L.GATEWAY_CONFIG),
+    snapshotSha256: L.sha256(snapshot), harness: 'openclaw/embedded',
   });
-  assert.equal(read(`${p.revDir}/openclaw.json`), L.GATEWAY_CONFIG);
   assert.match(read(`${p.agentDir}/gateway-password.env`), /^OPENCLAW_GATEWAY_PASSWORD=[0-9a-f]{64}\n$/);
   // Prepare never touches current, served.json, the unit or the operator's env file.
   for (const absent of [`${p.agentDir}/current`, `${p.agentDir}/served.json`, `${p.agentDir}/env`, p.unitPath]) {
@@ -119,16 +122,16 @@ test('prepare is idempotent: the same revision again changes nothing', async () 
   assert.equal(result.ok, true);
   assert.equal(result.changed, false);
   assert.equal(result.port, 19000);
-  assert.equal(fingerprint(fx.root), before);
+  L.sameHost(fingerprint(fx.root), before);
 });
 
 test('the Agent reads its own snapshot; a sibling Agent reads neither its snapshot nor state', async () => {
   assert.equal((await L.helper(fx.prepare('ns-a', 'agent-2', 'rev-1', 1))).ok, true);
-  const a1 = fx.agent('ns-a', 'agent-1').account;
-  const a2 = fx.agent('ns-a', 'agent-2').account;
+  const a1 = fx.account('ns-a', 'agent-1');
+  const a2 = fx.account('ns-a', 'agent-2');
   const p1 = fx.paths('ns-a', 'agent-1', 'rev-1');
   const p2 = fx.paths('ns-a', 'agent-2', 'rev-1');
-  assert.equal(L.sh(`runuser -u ${a1} -- cat ${p1.revDir}/openclaw.json`), L.GATEWAY_CONFIG);
+  assert.equal(L.sh(`runuser -u ${a1} -- cat ${p1.revDir}/openclaw.json`), L.snapshotText(L.GATEWAY_CONFIG));
   assert.equal(L.sh(`runuser -u ${a1} -- sh -c 'touch ${p1.agentDir}/state/x && touch ${p1.agentDir}/home/y && echo ok'`).trim(), 'ok');
   for (const denied of [
     `cat ${p2.revDir}/openclaw.json`, `ls ${p2.agentDir}/state`, `ls ${p2.agentDir}`,
@@ -152,32 +155,57 @@ test('ports: lowest unused across Namespaces, kept by an Agent, and exhaustion',
   const b2 = await L.helper(fx.prepare('ns-b', 'agent-b2', 'rev-1', 1));
   assert.equal(b2.port, 19001);
   // A tiny range that is already fully held.
-  const full = fx.prepare('ns-b', 'agent-b3', 'rev-1', 1, L.GATEWAY_CONFIG, { portRange: { start: 19000, end: 19002 } });
+  const full = fx.prepare('ns-b', 'agent-b3', 'rev-1', 1);
+  full.envelope.gatewayPortRange = { start: 19000, end: 19002 };
   const result = await L.helper(full);
   assert.equal(result.error.code, 'no-free-port');
   assert.equal(result.error.permanent, true);
   assert.equal(exists(fx.paths('ns-b', 'agent-b3').agentDir), false);
 });
 
+// A trusted-proxy document: the helper keeps it as written and adds no password.
+const TRUSTED_PROXY = `${JSON.stringify({ gateway: { mode: 'local', bind: 'loopback', auth: { mode: 'trusted-proxy', trustedProxy: { userHeader: 'x-forwarded-user' } } } })}\n`;
+
 test('the gateway password is created once and never rotated', async () => {
   const file = `${fx.paths('ns-a', 'agent-1').agentDir}/gateway-password.env`;
   const first = read(file);
-  await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-3', 3, `${L.GATEWAY_CONFIG}  `));
-  await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-3', 3, `${L.GATEWAY_CONFIG}  `, { needsPassword: false }));
+  assert.equal((await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-3', 3, `${L.GATEWAY_CONFIG}  `))).ok, true);
+  assert.equal((await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-3', 3, `${L.GATEWAY_CONFIG}  `))).changed, false);
+  // A later revision that reads no password leaves the file as it is.
+  assert.equal((await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-tp', 4, TRUSTED_PROXY))).ok, true);
   assert.equal(read(file), first);
-  // Without needsPassword no file is created.
-  await L.helper(fx.prepare('ns-b', 'agent-nopw', 'rev-1', 1, L.GATEWAY_CONFIG, { needsPassword: false }));
+  assert.equal(read(`${fx.paths('ns-a', 'agent-1', 'rev-tp').revDir}/openclaw.json`), L.snapshotText(TRUSTED_PROXY));
+  L.sh(`rm -r ${fx.paths('ns-a', 'agent-1', 'rev-tp').revDir}`);
+  // When the rendered snapshot reads no password (trusted-proxy), no file is created;
+  // an omitted mode is password mode, and gets one.
+  assert.equal((await L.helper(fx.prepare('ns-b', 'agent-nopw', 'rev-1', 1, TRUSTED_PROXY))).ok, true);
   assert.equal(exists(`${fx.paths('ns-b', 'agent-nopw').agentDir}/gateway-password.env`), false);
+  const snapshot = JSON.parse(read(`${fx.paths('ns-b', 'agent-nopw', 'rev-1').revDir}/openclaw.json`));
+  assert.deepEqual(snapshot.gateway.auth, { mode: 'trusted-proxy', trustedProxy: { userHeader: 'x-forwarded-user' } });
+  assert.equal((await L.helper(fx.prepare('ns-b', 'agent-omitted', 'rev-1', 1, '{"gateway":{"mode":"local"}}'))).ok, true);
+  const omitted = fx.paths('ns-b', 'agent-omitted', 'rev-1');
+  assert.match(read(`${omitted.agentDir}/gateway-password.env`), /^OPENCLAW_GATEWAY_PASSWORD=[0-9a-f]{64}\n$/);
+  assert.equal(read(`${omitted.revDir}/openclaw.json`), L.snapshotText(L.GATEWAY_CONFIG), 'the same snapshot as an explicit password mode');
 });
 
-test('a changed snapshot is refused, for new bytes and for a tampered file', async () => {
-  await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1, '{"gateway":{}}\n'), 'changed-snapshot', /differs|configHash/);
+test('a changed snapshot is refused, for another document and for a tampered file', async () => {
+  // The same revision prepared from another document of the controller.
+  await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1, '{"gateway":{}}\n'), 'changed-snapshot', /revision\.json: configurationSha256 is/);
   const p = fx.paths('ns-a', 'agent-1', 'rev-1');
   L.sh(`cp -p ${p.revDir}/openclaw.json /tmp/keep.json && printf ' ' >> ${p.revDir}/openclaw.json`);
   try {
-    await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1), 'changed-snapshot', /differs/);
+    await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1), 'changed-snapshot', /no longer has the snapshotSha256/);
   } finally {
     L.sh(`mv -f /tmp/keep.json ${p.revDir}/openclaw.json`);
+  }
+  // Edited with its recorded hash edited to match: still not the controller's document.
+  L.sh(`cp -p ${p.revDir}/openclaw.json /tmp/keep.json && cp -p ${p.revDir}/revision.json /tmp/keep-rev.json
+    printf '{"gateway":{"auth":{"mode":"none"}}}\\n' > ${p.revDir}/openclaw.json
+    sed -i "s/\\"snapshotSha256\\":\\"[0-9a-f]*\\"/\\"snapshotSha256\\":\\"$(sha256sum < ${p.revDir}/openclaw.json | cut -c1-64)\\"/" ${p.revDir}/revision.json`);
+  try {
+    await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1), 'changed-snapshot', /differs from the snapshot of the controller's document/);
+  } finally {
+    L.sh(`mv -f /tmp/keep.json ${p.revDir}/openclaw.json && mv -f /tmp/keep-rev.json ${p.revDir}/revision.json`);
   }
   L.sh(`chmod 0644 ${p.revDir}/openclaw.json`);
   try {
@@ -192,12 +220,21 @@ test('foreign markers are refused and nothing changes', async () => {
   const p = fx.paths('ns-a', 'agent-1', 'rev-1');
   // The same Agent claimed by another ServicePrincipal.
   const otherSp = fx.prepare('ns-a', 'agent-1', 'rev-1', 1);
-  otherSp.agent.servicePrincipalId = 'sp-intruder';
-  await expectRefusal(otherSp, 'foreign-marker', /servicePrincipalId/);
-  // Another Driver's Namespace marker at this Namespace's path.
-  const otherDriver = fx.prepare('ns-a', 'agent-1', 'rev-1', 1);
-  otherDriver.driver = 'occ/other';
-  await expectRefusal(otherDriver, 'foreign-marker', /namespace.json: driver/);
+  otherSp.envelope.agent.servicePrincipalId = 'sp-intruder';
+  await expectRefusal(otherSp, 'foreign-marker', /agent\.json: servicePrincipalId is "sp-agent-1", expected "sp-intruder"/);
+  // This Namespace's marker, seen by another Driver selection sharing the root: another
+  // driver id, another implementation, or the same Namespace id under another name.
+  for (const [edit, why] of [
+    [(e) => { e.driver.id = 'compute-other'; }, /namespace\.json: driverId is "compute-ssh", expected "compute-other"/],
+    [(e) => { e.driver.implementation = 'occ/other'; }, /namespace\.json: implementation is "occ\/ssh", expected "occ\/other"/],
+    [(e) => { e.namespace.name = 'other-host'; }, /namespace\.json: namespaceName is/],
+  ]) {
+    for (const request of [fx.prepare('ns-a', 'agent-1', 'rev-1', 1), fx.ensureNamespace('ns-a'), fx.deleteNamespace('ns-a'),
+      fx.agentOp('stop', 'ns-a', 'agent-1', 'rev-1', 1), fx.deleteAgent('ns-a', 'agent-1')]) {
+      edit(request.envelope);
+      await expectRefusal(request, 'foreign-marker', why);
+    }
+  }
   // A marker rewritten by someone else.
   L.sh(`cp -p ${p.agentDir}/agent.json /tmp/agent.keep && sed -i 's/"agent-1"/"agent-9"/' ${p.agentDir}/agent.json`);
   try {
@@ -260,7 +297,7 @@ test('an existing user or group without its marker is refused (foreign-account)'
     ['groupadd --system NAME', 'groupdel NAME'],
   ]) {
     const op = fx.prepare('ns-b', 'agent-taken', 'rev-1', 1);
-    const name = op.agent.account;
+    const name = fx.account('ns-b', 'agent-taken');
     L.sh(make.replaceAll('NAME', name));
     try {
       await expectRefusal(op, 'foreign-account', /exists without the ownership marker/);
@@ -284,11 +321,11 @@ test('an existing user or group without its marker is refused (foreign-account)'
 function writePendingMarker(nsId, agentId, comment) {
   const op = fx.prepare(nsId, agentId, 'rev-1', 1);
   const marker = fx.paths(nsId, agentId).accountMarker;
+  const name = fx.account(nsId, agentId);
   L.sh(`printf '%s\\n' '${JSON.stringify({
-    driver: 'occ/ssh', namespaceId: nsId, agentId, servicePrincipalId: `sp-${agentId}`,
-    account: op.agent.account, uid: null, gid: null, ...(comment ? { comment } : {}),
+    ...fx.agentOwner(nsId, agentId), account: name, uid: null, gid: null, ...(comment ? { comment } : {}),
   })}' > ${marker} && chmod 600 ${marker}`);
-  return { op, name: op.agent.account, marker };
+  return { op, name, marker };
 }
 
 test('an account left half made by a killed helper is completed on retry', async () => {
@@ -327,10 +364,10 @@ test('a pending marker neither adopts nor deletes an account the driver did not 
     }
   }
   // With nothing in its way the same pending marker makes its account.
-  const { op } = writePendingMarker('ns-b', 'agent-squat', 'occ-ssh 00000000000000000000000a');
+  const { op, name } = writePendingMarker('ns-b', 'agent-squat', 'occ-ssh 00000000000000000000000a');
   const made = await L.helper(op);
   assert.equal(made.ok, true, JSON.stringify(made));
-  assert.equal(L.sh(`getent passwd ${op.agent.account}`).split(':')[4], 'occ-ssh 00000000000000000000000a');
+  assert.equal(L.sh(`getent passwd ${name}`).split(':')[4], 'occ-ssh 00000000000000000000000a');
 });
 
 test('a superseded prepare returns ready:false and changes nothing', async () => {
@@ -341,14 +378,14 @@ test('a superseded prepare returns ready:false and changes nothing', async () =>
     const before = fingerprint(fx.root);
     const older = await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-old', 2, '{"old":true}\n'));
     assert.deepEqual([older.ok, older.ready, older.changed, older.port], [true, false, false, 19000]);
-    assert.equal(fingerprint(fx.root), before);
+    L.sameHost(fingerprint(fx.root), before);
     const newer = await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-new', 5, '{"new":true}\n'));
     assert.deepEqual([newer.ok, newer.ready, newer.changed], [true, true, true]);
   } finally {
     L.sh(`rm ${p.agentDir}/current`);
   }
   // served.json of a newer revision supersedes as well.
-  L.sh(`printf '%s\\n' '${JSON.stringify({ driver: 'occ/ssh', namespaceId: 'ns-a', agentId: 'agent-1', revisionId: 'rev-new', revisionNumber: 5, configHash: '0'.repeat(64), servedAt: 'x' })}' > ${p.agentDir}/served.json`);
+  L.sh(`printf '%s\\n' '${JSON.stringify({ ...fx.agentOwner('ns-a', 'agent-1'), revisionId: 'rev-new', revisionNumber: 5, configurationSha256: '0'.repeat(64), servedAt: 'x' })}' > ${p.agentDir}/served.json`);
   try {
     const older = await L.helper(fx.prepare('ns-a', 'agent-1', 'rev-older', 4, '{"older":true}\n'));
     assert.deepEqual([older.ok, older.ready, older.changed], [true, false, false]);
@@ -367,7 +404,7 @@ test('a unit without the exact ownership header is refused by activate, stop and
   ]) {
     L.sh(`cat > ${p.unitPath}`, { input: foreign });
     try {
-      await expectRefusal(fx.activate('ns-b', 'agent-b1', 'rev-1', 1, 19002), 'foreign-unit', /ownership header/);
+      await expectRefusal(fx.activate('ns-b', 'agent-b1', 'rev-1', 1), 'foreign-unit', /ownership header/);
       await expectRefusal(fx.agentOp('stop', 'ns-b', 'agent-b1', 'rev-1', 1, L.GATEWAY_CONFIG), 'foreign-unit');
       await expectRefusal(fx.agentOp('retire', 'ns-b', 'agent-b1', 'rev-1', 1, L.GATEWAY_CONFIG), 'foreign-unit');
       await expectRefusal(fx.deleteNamespace('ns-b'), 'foreign-unit');
@@ -378,25 +415,26 @@ test('a unit without the exact ownership header is refused by activate, stop and
   }
   L.sh(`ln -s /dev/null ${p.unitPath}`);
   try {
-    await expectRefusal(fx.activate('ns-b', 'agent-b1', 'rev-1', 1, 19002), 'unexpected-symlink');
+    await expectRefusal(fx.activate('ns-b', 'agent-b1', 'rev-1', 1), 'unexpected-symlink');
   } finally {
     L.sh(`rm -f ${p.unitPath}`);
   }
 });
 
 test('activate without a prepared revision is refused (missing-revision)', async () => {
-  const result = await L.helper(fx.activate('ns-b', 'agent-b1', 'rev-unprepared', 9, 19002));
+  const result = await L.helper(fx.activate('ns-b', 'agent-b1', 'rev-unprepared', 9));
   assert.equal(result.error.code, 'missing-revision');
   assert.equal(exists(fx.paths('ns-b', 'agent-b1').unitPath), false);
 });
 
-test('activate refuses a unit rendered for another port than the Agent holds (port-changed)', async () => {
-  const before = fingerprint(fx.root);
-  const run = await L.runHelper(fx.activate('ns-a', 'agent-1', 'rev-1', 1, 19005));
-  assert.equal(run.result.error.code, 'port-changed');
-  assert.equal(run.result.error.permanent, false);
-  assert.match(run.result.error.message, /records port 19000/);
-  assert.equal(fingerprint(fx.root), before);
+test('activate takes the port from agent.json: a port, unit or readiness bound in the operation is refused', async () => {
+  // The Agent holds 19000; protocol 1 let the component name the port its unit would
+  // bind, render the unit and choose how long readiness may take.
+  for (const [field, value] of [['port', 19005], ['unit', { text: fx.unitText('ns-a', 'agent-1', 19005) }], ['readinessTimeoutMs', 1]]) {
+    const request = fx.activate('ns-a', 'agent-1', 'rev-1', 1);
+    request.op[field] = value;
+    await expectRefusal(request, 'invalid-operation', new RegExp(`^operation\\.${field} is not a field of operation`));
+  }
   assert.equal(exists(fx.paths('ns-a', 'agent-1').unitPath), false);
 });
 
@@ -404,16 +442,16 @@ test('deactivate and inspect-agent verify ownership and change nothing', async (
   const before = fingerprint(fx.root);
   const result = await L.helper(fx.agentOp('deactivate', 'ns-a', 'agent-1', 'rev-1', 1, L.GATEWAY_CONFIG));
   assert.deepEqual([result.ok, result.changed], [true, false]);
-  const inspect = await L.helper({ ...fx.base('inspect-agent', 'ns-a'), agent: fx.agent('ns-a', 'agent-1') });
+  const inspect = await L.helper(fx.inspectAgent('ns-a', 'agent-1'));
   const marker = JSON.parse(read(`${fx.paths('ns-a', 'agent-1').agentDir}/agent.json`));
   assert.deepEqual([inspect.exists, inspect.port, inspect.account, inspect.uid, inspect.gid],
     [true, 19000, marker.account, marker.uid, marker.gid]);
-  const none = await L.helper({ ...fx.base('inspect-agent', 'ns-a'), agent: fx.agent('ns-a', 'agent-none') });
+  const none = await L.helper(fx.inspectAgent('ns-a', 'agent-none'));
   assert.deepEqual([none.ok, none.exists], [true, false]);
   const foreign = fx.agentOp('deactivate', 'ns-a', 'agent-1', 'rev-1', 1, L.GATEWAY_CONFIG);
-  foreign.agent.servicePrincipalId = 'sp-other';
+  foreign.envelope.agent.servicePrincipalId = 'sp-other';
   assert.equal((await L.helper(foreign)).error.code, 'foreign-marker');
-  assert.equal(fingerprint(fx.root), before);
+  L.sameHost(fingerprint(fx.root), before);
 });
 
 test('retire removes only that snapshot; stop without a current pointer changes nothing', async () => {
@@ -432,9 +470,9 @@ test('retire removes only that snapshot; stop without a current pointer changes 
 test('delete-namespace removes the tree and its accounts, and retries accounts when the tree is gone', async () => {
   // Deleting ns-b leaves ns-a, its tree and its accounts, untouched.
   const nsA = fx.paths('ns-a');
-  const aAccounts = ['agent-1'].map((a) => fx.agent('ns-a', a).account);
-  const bAgents = ['agent-b1', 'agent-b2', 'agent-nopw', 'agent-half', 'agent-squat'];
-  const bAccounts = bAgents.map((a) => fx.agent('ns-b', a).account);
+  const aAccounts = ['agent-1'].map((a) => fx.account('ns-a', a));
+  const bAgents = ['agent-b1', 'agent-b2', 'agent-nopw', 'agent-omitted', 'agent-half', 'agent-squat'];
+  const bAccounts = bAgents.map((a) => fx.account('ns-b', a));
   const result = await L.helper(fx.deleteNamespace('ns-b'));
   assert.deepEqual([result.ok, result.changed], [true, true], JSON.stringify(result));
   assert.equal(exists(fx.paths('ns-b').nsDir), false);
