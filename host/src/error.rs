@@ -26,6 +26,15 @@ impl FailureKind {
     }
 }
 
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FailureKind::Retryable => "retryable",
+            FailureKind::Permanent => "permanent",
+        })
+    }
+}
+
 /// A contract call that did not succeed: the driver's own error, or the host's
 /// verdict on a driver that misbehaved or was stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]

@@ -193,7 +193,7 @@ fn serve_answers_errors_and_keeps_serving() {
     );
     assert_eq!(v["result"]["namespaceReady"], false, "{v}");
     assert!(
-        v["result"]["message"]
+        v["result"]["reason"]
             .as_str()
             .unwrap()
             .contains("namespace.name: missing"),

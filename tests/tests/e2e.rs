@@ -426,8 +426,15 @@ fn an_unreachable_host_is_retryable_and_named() {
         json!({"namespace": {"id": unique("ns"), "name": "gone"}}),
     );
     assert_eq!(code, 75, "{v}");
+    // OCC's NamespaceEnsureResult exactly; the operator's text, naming the host,
+    // in `reason`.
+    assert_eq!(
+        v.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["failure", "namespaceId", "namespaceReady", "reason"],
+        "{v}"
+    );
     assert_eq!(v["failure"], "retryable");
-    assert_eq!(v["host"], "gone");
+    assert!(v["reason"].as_str().unwrap().contains("host gone"), "{v}");
 }
 
 /// Cancelling while the remote helper waits for readiness kills the ssh client:

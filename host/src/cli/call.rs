@@ -128,6 +128,11 @@ pub(crate) fn run(setup: &Setup, args: CallArgs) -> Result<ExitCode> {
                 ..CallOptions::default()
             };
             let result = tokio.block_on(driver.call_json(method, &params, options));
+            // A Namespace method answers in OCC's shape, whose `reason` is
+            // bounded; the operator at this terminal gets the whole error too.
+            if let (Err(e), Method::EnsureNamespace | Method::DeleteNamespace) = (&result, method) {
+                eprintln!("{method}: {} ({}): {}", e.code, e.failure, e.message);
+            }
             present(method, &params, result)
         }
         Opened::Sandbox(backend) => {

@@ -628,10 +628,11 @@ impl Driver {
 }
 
 /// The shape a controller sees for a finished call: namespace methods report
-/// failure inside their result, as OCC's `NamespaceEnsureResult` and
-/// `NamespaceDeleteResult` do (`namespaceId`, `namespaceReady: false`, `failure`,
-/// and for ensure a bounded `reason`; the host's `code`, `message` and `host`
-/// ride along); the others return their result or the error.
+/// failure inside their result, exactly as OCC's `NamespaceEnsureResult` and
+/// `NamespaceDeleteResult` do: `{namespaceId, namespaceReady: false, failure,
+/// reason}` (`namespaceDeleted` for deletion), the operator's text bounded in
+/// `reason`. The others return their result or the error, whose JSON-RPC
+/// `data` carries `failure`, `code` and `host`.
 pub fn present(
     method: Method,
     params: &Value,
@@ -641,26 +642,20 @@ pub fn present(
         .pointer("/namespace/id")
         .cloned()
         .unwrap_or(Value::Null);
-    match (method, result) {
-        (Method::EnsureNamespace, Err(e)) => {
-            let mut v = failed_namespace(namespace_id, "namespaceReady", &e);
-            v["reason"] = json!(reason(&e));
-            Ok(v)
-        }
-        (Method::DeleteNamespace, Err(e)) => {
-            Ok(failed_namespace(namespace_id, "namespaceDeleted", &e))
-        }
-        (_, r) => r,
+    let flag = match method {
+        Method::EnsureNamespace => "namespaceReady",
+        Method::DeleteNamespace => "namespaceDeleted",
+        _ => return result,
+    };
+    match result {
+        Err(e) => Ok(json!({
+            "namespaceId": namespace_id,
+            flag: false,
+            "failure": e.failure,
+            "reason": reason(&e),
+        })),
+        ok => ok,
     }
-}
-
-fn failed_namespace(namespace_id: Value, flag: &str, e: &CallError) -> Value {
-    let mut v = serde_json::to_value(e).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("namespaceId".into(), namespace_id);
-        o.insert(flag.into(), json!(false));
-    }
-    v
 }
 
 /// OCC's `reason`: at most 256 printable characters, and only those OCC's log
@@ -708,23 +703,26 @@ mod tests {
         );
         let params = json!({"namespace": {"id": "ns-1", "name": "stable"}});
         let v = present(Method::EnsureNamespace, &params, Err(e.clone())).unwrap();
-        assert_eq!(v["namespaceId"], "ns-1");
-        assert_eq!(v["namespaceReady"], json!(false));
-        assert_eq!(v["failure"], json!("retryable"));
-        let reason = v["reason"].as_str().unwrap();
         assert_eq!(
-            reason,
-            "ssh-connect: host stable: ensure-namespace: stable root@203.0.113.10:22 : Connection refused 31m"
+            v,
+            json!({
+                "namespaceId": "ns-1", "namespaceReady": false, "failure": "retryable",
+                "reason": "ssh-connect: host stable: ensure-namespace: stable root@203.0.113.10:22 : Connection refused 31m",
+            })
         );
-        assert!(reason.len() <= 256);
         let long = CallError::new(FailureKind::Permanent, "x", "y".repeat(1000));
         assert_eq!(super::reason(&long).len(), 256);
         let v = present(Method::DeleteNamespace, &params, Err(e.clone())).unwrap();
         assert_eq!(
-            (&v["namespaceId"], &v["namespaceDeleted"]),
-            (&json!("ns-1"), &json!(false))
+            v.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["failure", "namespaceDeleted", "namespaceId", "reason"]
         );
-        assert!(v.get("reason").is_none());
+        assert_eq!(v["namespaceDeleted"], json!(false));
+        let ok = json!({"namespaceId": "ns-1", "namespaceReady": true});
+        assert_eq!(
+            present(Method::EnsureNamespace, &params, Ok(ok.clone())).unwrap(),
+            ok
+        );
         assert!(present(Method::ActivateRevision, &params, Err(e)).is_err());
     }
 }
