@@ -159,6 +159,10 @@ export function spawnHost({ binary, args, env, onRequest, onProgress, onStderr }
     /** A fresh request id, for a caller that needs to know it before calling. */
     nextId: () => nextId++,
     pid: child.pid,
+    /** Whether the process has exited (or never started). */
+    get closed() {
+      return closed;
+    },
     /** Stop the host; in-flight calls are cancelled. */
     async close() {
       if (!closed) child.stdin.end();

@@ -149,6 +149,16 @@ export function validateConfiguration(configuration) {
 
 const NEVER = new AbortController().signal;
 
+/**
+ * OCC's `reason` of a failed Namespace result: at most 256 characters of
+ * letters, digits, spaces and `. _ : / @ -` (what OCC's log keeps), naming the
+ * failure as the host does.
+ */
+function reason(error) {
+  const text = `${error?.code ?? "driver-error"}: ${error?.message ?? String(error)}`;
+  return text.replace(/[^A-Za-z0-9._:/@-]+/g, " ").trim().slice(0, 256).trim();
+}
+
 function notSelected(phase) {
   const error = new Error(`no ${phase} hook is selected`);
   error.rpcCode = RPC.METHOD_NOT_FOUND;
@@ -195,7 +205,15 @@ export function createDriver({ id, implementation, configuration, getOperationAb
     }
   };
 
-  const host = spawnHost({
+  // One `serve` process at a time. A process that died (OOM, a kill, a crash)
+  // is replaced on the next call: calls in flight when it died fail retryable,
+  // and the new process is told every binding bindAgent accepted before it
+  // runs anything else, as the controller would not call bindAgent again.
+  const bindings = new Map();
+  let host = null;
+  let starting = null;
+  let closedByCaller = false;
+  const spawnServe = () => spawnHost({
     binary: s.binary,
     // The host's global options (--cache-dir) may follow the subcommand.
     args: [...s.globalArgs, "--installation", path, ...(s.auditLog ? ["--audit-log", s.auditLog] : [])],
@@ -203,25 +221,49 @@ export function createDriver({ id, implementation, configuration, getOperationAb
     onProgress,
     onStderr,
   });
+  const current = async () => {
+    if (closedByCaller) throw new DriverError("driver closed", { failure: "permanent", code: "closed" });
+    if (host && !host.closed) return host;
+    if (!starting) {
+      starting = (async () => {
+        const fresh = spawnServe();
+        for (const binding of bindings.values()) await fresh.call("bindAgent", binding);
+        host = fresh;
+      })().finally(() => {
+        starting = null;
+      });
+    }
+    await starting;
+    return host;
+  };
+  host = spawnServe();
 
   const invoke = async (method, params) => {
     started = true;
     const signal = getOperationAbortSignal?.() ?? undefined;
-    const callId = host.nextId();
+    const serve = await current();
+    const callId = serve.nextId();
     if (signal) operations.set(String(callId), signal);
     try {
-      return await host.call(method, params, { signal, id: callId });
+      return await serve.call(method, params, { signal, id: callId });
     } finally {
       operations.delete(String(callId));
     }
   };
 
-  // Namespace methods report failure in their result and never reject.
+  // Namespace methods report failure in their result, exactly in OCC's shape
+  // (NamespaceEnsureResult, NamespaceDeleteResult), and never reject.
   const namespaceCall = (method, flag) => async (namespace) => {
     try {
-      return await invoke(method, { namespace });
+      const result = await invoke(method, { namespace });
+      if (result?.[flag] === true) {
+        for (const [agentId, binding] of bindings) {
+          if (method === "deleteNamespace" && binding.namespace?.id === namespace?.id) bindings.delete(agentId);
+        }
+      }
+      return result;
     } catch (error) {
-      return { namespaceId: namespace?.id, [flag]: false, failure: error.failure ?? "retryable", code: error.code, message: error.message };
+      return { namespaceId: namespace?.id, [flag]: false, failure: error.failure ?? "retryable", reason: reason(error) };
     }
   };
 
@@ -240,7 +282,9 @@ export function createDriver({ id, implementation, configuration, getOperationAb
     ensureNamespace: namespaceCall("ensureNamespace", "namespaceReady"),
     deleteNamespace: namespaceCall("deleteNamespace", "namespaceDeleted"),
     async bindAgent(binding) {
-      await invoke("bindAgent", { namespace: binding?.namespace, agent: binding?.agent });
+      const accepted = { namespace: binding?.namespace, agent: binding?.agent };
+      await invoke("bindAgent", accepted);
+      bindings.set(String(binding.agent.id), structuredClone(accepted));
     },
     /** OCC calls this synchronously at admission: one short host run. */
     validateHarnessAuth(harness, auth, _configuration, secretBindings) {
@@ -263,12 +307,17 @@ export function createDriver({ id, implementation, configuration, getOperationAb
     },
     async deleteAgentRuntimeCredentials(binding) {
       await invoke("deleteAgentRuntimeCredentials", { namespace: binding?.namespace, agent: binding?.agent });
+      bindings.delete(String(binding?.agent?.id));
     },
-    /** The host's process id. */
-    pid: host.pid,
-    /** Stop the host; in-flight calls are cancelled. */
+    /** The process id of the host serving now. */
+    get pid() {
+      return host?.pid;
+    },
+    /** Stop the host; in-flight calls are cancelled, and no host is started again. */
     async close() {
-      await host.close();
+      closedByCaller = true;
+      await starting?.catch(() => {});
+      await host?.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -4,7 +4,9 @@
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import test from "node:test";
 
@@ -123,6 +125,8 @@ test("namespace methods answer in OCC's result shape and never reject", async ()
   try {
     const unmapped = namespace("nowhere");
     const ensured = await driver.ensureNamespace(unmapped);
+    // OCC's NamespaceEnsureResult, and nothing else.
+    assert.deepStrictEqual(Object.keys(ensured).sort(), ["failure", "namespaceId", "namespaceReady", "reason"]);
     assert.equal(ensured.namespaceId, unmapped.id);
     assert.equal(ensured.namespaceReady, false);
     assert.equal(ensured.failure, "permanent");
@@ -137,9 +141,9 @@ test("namespace methods answer in OCC's result shape and never reject", async ()
     assert.match(refused.reason, /existingNamespace/);
 
     const deleted = await driver.deleteNamespace(unmapped);
-    assert.equal(deleted.namespaceId, unmapped.id);
-    assert.equal(deleted.namespaceDeleted, false);
-    assert.equal(deleted.failure, "permanent");
+    assert.deepStrictEqual({ ...deleted, reason: undefined },
+      { namespaceId: unmapped.id, namespaceDeleted: false, failure: "permanent", reason: undefined });
+    assert.match(deleted.reason, /nowhere/);
   } finally {
     await driver.close();
   }
@@ -196,4 +200,68 @@ test("a missing host binary is a permanent error naming it", async () => {
     return true;
   });
   await driver.close();
+});
+
+test("a host process that dies is replaced on the next call, with the bindings bindAgent accepted", async () => {
+  // A host that accepts a connection and never speaks SSH: a call to it stays in
+  // flight until ssh's connect timeout.
+  const sockets = new Set();
+  const silent = createServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+  const closeSilent = () => new Promise((resolve) => {
+    silent.close(() => resolve());
+    for (const socket of sockets) socket.destroy();
+  });
+  await new Promise((resolve) => silent.listen(0, "127.0.0.1", resolve));
+  const configuration = specConfiguration();
+  configuration.ssh.connectTimeoutSeconds = 20;
+  configuration.hosts.stable = { ...configuration.hosts.stable, address: "127.0.0.1", port: silent.address().port };
+  configuration.driverHost.approvedHelpers = [
+    createHash("sha256").update(readFileSync(join(repo, "helper/helper.js"))).digest("hex"),
+  ];
+  const driver = create(configuration);
+  try {
+    const ns = namespace("stable");
+    const a = agent(ns);
+    await driver.bindAgent({ namespace: ns, agent: a });
+    const rev = revision(a, 1);
+
+    // Killed mid-call: the call in flight fails retryable.
+    const first = driver.pid;
+    const inFlight = driver.deactivateRevision(rev);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    process.kill(first, "SIGKILL");
+    await assert.rejects(inFlight, (error) => {
+      assert.ok(error instanceof pkg.DriverError);
+      assert.equal(error.failure, "retryable");
+      assert.equal(error.code, "host-exited");
+      return true;
+    });
+
+    // The next call runs on a new process that knows the binding: it gets as far
+    // as the host (now refusing connections), not "unbound-agent".
+    await closeSilent();
+    await assert.rejects(driver.deactivateRevision(rev), (error) => {
+      assert.notEqual(error.code, "unbound-agent", error.message);
+      assert.equal(error.failure, "retryable");
+      assert.match(error.code, /^ssh-/);
+      return true;
+    });
+    assert.ok(driver.pid && driver.pid !== first, `a new host process serves (${first} -> ${driver.pid})`);
+
+    // Killed between calls: the next call succeeds on a new process.
+    const second = driver.pid;
+    process.kill(second, "SIGKILL");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await driver.bindAgent({ namespace: ns, agent: a });
+    assert.notEqual(driver.pid, second);
+  } finally {
+    if (silent.listening) await closeSilent();
+    await driver.close();
+  }
+  // Closed by the caller: nothing starts again.
+  await assert.rejects(driver.bindAgent({ namespace: namespace("stable"), agent: agent(namespace("stable")) }),
+    (error) => error.code === "closed");
 });
