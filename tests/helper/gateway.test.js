@@ -12,18 +12,19 @@ test.after(() => fx.cleanup());
 
 const NS = 'ns-gw';
 const AGENT = 'agent-gw';
-// Same native configuration, different bytes: a distinct admitted snapshot per revision.
+// Same native configuration, different bytes: each revision its own controller
+// document (its own configurationSha256), rendered to the same snapshot.
 const CONFIG_2 = `${JSON.stringify(JSON.parse(L.GATEWAY_CONFIG))}\n`;
 const CONFIG_3 = `${JSON.stringify(JSON.parse(L.GATEWAY_CONFIG), null, 4)}\n`;
 const p = fx.paths(NS, AGENT);
-const unitName = fx.agent(NS, AGENT).unitName;
+const unitName = fx.unitName(AGENT);
 const { exists, readyz } = L;
 const unitProp = (prop) => L.sh(`systemctl show -p ${prop} --value ${unitName}`).trim();
 let port;
 
-async function activate(revId, number, snapshot, extra) {
+async function activate(revId, number, configuration, options) {
   const started = Date.now();
-  const run = await L.runHelper(fx.activate(NS, AGENT, revId, number, port, snapshot, extra));
+  const run = await L.runHelper(fx.activate(NS, AGENT, revId, number, configuration, options));
   return { ...run, ms: Date.now() - started };
 }
 
@@ -40,7 +41,7 @@ test('activate starts a real gateway and writes served.json only after /readyz 2
   const snapshotBefore = L.sh(`stat -c '%s %Y %a %U:%G' ${fx.paths(NS, AGENT, 'rev-1').revDir}/openclaw.json`);
   let duringWait = null;
   const started = Date.now();
-  const run = L.startHelper(fx.activate(NS, AGENT, 'rev-1', 1, port), {
+  const run = L.startHelper(fx.activate(NS, AGENT, 'rev-1', 1), {
     onEvent: (event) => {
       if (event.event === 'progress' && event.step === 'readiness' && !duringWait) {
         duringWait = {
@@ -64,13 +65,17 @@ test('activate starts a real gateway and writes served.json only after /readyz 2
   assert.deepEqual(duringWait, { served: false, current: `revisions/${L.sha12('rev-1')}`, lockFree: true },
     'while waiting for readiness: no served.json, current already switched, host lock free');
 
-  assert.deepEqual(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)), {
-    driver: 'occ/ssh', namespaceId: NS, agentId: AGENT, servicePrincipalId: `sp-${AGENT}`,
-    revisionId: 'rev-1', revisionNumber: 1, configHash: L.sha256(L.GATEWAY_CONFIG),
-    servedAt: JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).servedAt,
+  const served = JSON.parse(L.sh(`cat ${p.agentDir}/served.json`));
+  assert.deepEqual(served, {
+    ...fx.agentOwner(NS, AGENT), revisionId: 'rev-1', revisionNumber: 1,
+    configurationSha256: L.sha256(L.GATEWAY_CONFIG), servedAt: served.servedAt,
   });
+  assert.ok(Date.parse(served.servedAt) >= started, served.servedAt);
   assert.equal(L.statHost([`${p.agentDir}/served.json`])[`${p.agentDir}/served.json`].mode, '600');
+  // The unit is the helper's own rendering: the envelope's paths, the account and port of
+  // agent.json, the password file the snapshot reads.
   assert.equal(L.sh(`cat ${p.unitPath}`), fx.unitText(NS, AGENT, port));
+  assert.equal(L.statHost([p.unitPath])[p.unitPath].mode, '644');
   assert.equal(unitProp('ActiveState'), 'active');
   assert.equal(unitProp('UnitFileState'), 'enabled');
   assert.equal(readyz(port), '200');
@@ -108,7 +113,7 @@ test('a new revision: prepare leaves the gateway alone, activate restarts onto i
   const pid = unitProp('MainPID');
   // What the gateway keeps in its state directory (its key, its database) and a file of
   // the Agent's own must survive the cutover: only the snapshot changes.
-  const account = fx.agent(NS, AGENT).account;
+  const account = fx.account(NS, AGENT);
   L.sh(`runuser -u ${account} -- sh -c 'echo mine > ${p.agentDir}/state/agent-file'`);
   const stateBefore = L.sh(`cd ${p.agentDir}/state && sha256sum config-journal-fingerprint.key && stat -c '%i %U' state/openclaw.sqlite`);
   const prepared = await L.helper(fx.prepare(NS, AGENT, 'rev-2', 2, CONFIG_2));
@@ -139,10 +144,10 @@ test('a snapshot edited in place is refused by activate, stop, retire and deacti
   try {
     for (const op of ['activate', 'stop', 'retire', 'deactivate']) {
       const run = op === 'activate'
-        ? await L.runHelper(fx.activate(NS, AGENT, 'rev-2', 2, port, CONFIG_2))
+        ? await L.runHelper(fx.activate(NS, AGENT, 'rev-2', 2, CONFIG_2))
         : await L.runHelper(fx.agentOp(op, NS, AGENT, 'rev-2', 2, CONFIG_2));
       assert.deepEqual([run.code, run.result.error.code, run.result.error.permanent], [1, 'changed-snapshot', true], op);
-      assert.ok(run.result.error.message.startsWith(`${file} no longer has the configHash`), run.result.error.message);
+      assert.ok(run.result.error.message.startsWith(`${file} no longer has the snapshotSha256`), run.result.error.message);
       assert.ok(!run.events.some((e) => ['restart', 'stop', 'retire', 'current'].includes(e.step)), op);
     }
     // Not restarted into service, not stopped, not removed, served.json untouched.
@@ -182,7 +187,7 @@ test('stop of a revision that is not current still stops and disables the gatewa
 
 test('a session closed during the readiness wait writes no served.json; the retry converges', { timeout: 240000 }, async (t) => {
   assert.equal((await L.helper(fx.prepare(NS, AGENT, 'rev-3', 3, CONFIG_3))).ready, true);
-  const run = L.startHelper(fx.activate(NS, AGENT, 'rev-3', 3, port, CONFIG_3), {
+  const run = L.startHelper(fx.activate(NS, AGENT, 'rev-3', 3, CONFIG_3), {
     onEvent: (event, child) => {
       if (event.event === 'progress' && event.step === 'readiness') child.kill('SIGKILL');
     },
@@ -279,9 +284,10 @@ async function overtaken(first, other) {
 }
 
 test('an activation overtaken by one of the same revision succeeds; by another revision it is superseded', { timeout: 480000 }, async (t) => {
-  const withToken = (revId, number, snapshot, token) =>
-    fx.activate(NS, AGENT, revId, number, port, snapshot, { unitOptions: { placeholders: [['OCC_TEST_TOKEN', token]] } });
-  // Both activate rev-2, with different hook placeholders: the second one's unit wins
+  const withToken = (revId, number, configuration, token) =>
+    fx.activate(NS, AGENT, revId, number, configuration, { launchEnvironment: { OCC_TEST_TOKEN: token } });
+  // Both activate rev-2, with different placeholders from beforeWorkloadStart (in the
+  // envelope, rendered into the unit by the helper): the second one's unit wins
   // and it writes served.json first. The first must not fail (its failure would run
   // compensating hooks against a revision that is serving).
   const same = await overtaken(withToken('rev-2', 2, CONFIG_2, 'opaque-first'), withToken('rev-2', 2, CONFIG_2, 'opaque-second'));
@@ -291,13 +297,14 @@ test('an activation overtaken by one of the same revision succeeds; by another r
   assert.deepEqual([same.first.result.ok, same.first.result.port], [true, port]);
   assert.ok(same.first.events.some((e) => e.step === 'served' && /another activation already served revision rev-2/.test(e.message)));
   assert.equal(L.sh(`cat ${p.agentDir}/served.json`), servedBySecond, 'served.json is the second activation\'s');
-  assert.match(L.sh(`cat ${p.unitPath}`), /OCC_TEST_TOKEN=opaque-second/);
+  assert.equal(L.sh(`cat ${p.unitPath}`), fx.unitText(NS, AGENT, port, { launchEnvironment: { OCC_TEST_TOKEN: 'opaque-second' } }));
+  assert.match(unitProp('Environment'), /OCC_TEST_TOKEN=opaque-second/);
   t.diagnostic('same revision: both activations succeeded');
 
   // Another revision overtakes: the first one's goal is gone, superseded stays.
   const CONFIG_4 = `${JSON.stringify(JSON.parse(L.GATEWAY_CONFIG), null, 3)}\n`;
   assert.equal((await L.helper(fx.prepare(NS, AGENT, 'rev-4', 4, CONFIG_4))).ready, true);
-  const other = await overtaken(withToken('rev-2', 2, CONFIG_2, 'opaque-first'), fx.activate(NS, AGENT, 'rev-4', 4, port, CONFIG_4));
+  const other = await overtaken(withToken('rev-2', 2, CONFIG_2, 'opaque-first'), fx.activate(NS, AGENT, 'rev-4', 4, CONFIG_4));
   assert.equal(other.other.result.ok, true, JSON.stringify(other.other.result));
   assert.deepEqual([other.first.code, other.first.result.error.code, other.first.result.error.permanent], [1, 'superseded', true]);
   assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-4');
@@ -313,7 +320,7 @@ test('two Agents of two Namespaces activate concurrently; delete-namespace remov
   const started = Date.now();
   const [a, b] = await Promise.all([
     activate('rev-2', 2, CONFIG_2),
-    L.runHelper(fx.activate(NS2, AGENT2, 'rev-1', 1, other.port)),
+    L.runHelper(fx.activate(NS2, AGENT2, 'rev-1', 1)),
   ]);
   t.diagnostic(`two concurrent activations served after ${Date.now() - started} ms`);
   assert.equal(a.result.ok, true, JSON.stringify(a.result));
@@ -321,7 +328,7 @@ test('two Agents of two Namespaces activate concurrently; delete-namespace remov
   assert.equal(readyz(port), '200');
   assert.equal(readyz(other.port), '200');
 
-  const account = fx.agent(NS, AGENT).account;
+  const account = fx.account(NS, AGENT);
   const deleted = await L.helper(fx.deleteNamespace(NS));
   assert.deepEqual([deleted.ok, deleted.changed], [true, true], JSON.stringify(deleted));
   assert.equal(exists(p.unitPath), false);
