@@ -21,8 +21,9 @@ pub const DEFAULT_SSH_PORT: u16 = 22;
 /// Bound on `ssh.connectTimeoutSeconds`: above five minutes a connect attempt would
 /// outlive the 180 s operation bound it is part of.
 pub const MAX_CONNECT_TIMEOUT_SECONDS: u64 = 300;
-/// Linux account names are at most 32 bytes.
-const MAX_USER_LEN: usize = 32;
+/// Bound on `runtime.user`. Accounts take its first 19 characters (the spec's
+/// rule), so a longer prefix is accepted and cut, as OCC's driver cuts it.
+const MAX_USER_LEN: usize = 255;
 /// A DNS name is at most 253 characters; Namespace names are held to the same bound.
 const MAX_NAME_LEN: usize = 253;
 
@@ -195,7 +196,7 @@ fn rule_schema(rule: Rule) -> Value {
             "type": "string",
             // `-` ends PATH_PUNCTUATION, so it stays literal in the class.
             "pattern": format!("^/[A-Za-z0-9{PATH_PUNCTUATION}]*$"),
-            "description": "An absolute, normalized path (no `.`, `..`, `//` or trailing `/`)."
+            "description": "An absolute, normalized path (no `.`, `..` or `//`; a trailing `/` is dropped)."
         }),
         Rule::Address => json!({
             "type": "string",
@@ -506,8 +507,7 @@ impl<'a> Object<'a> {
 
     fn path(&self, key: &str) -> Result<String, Error> {
         let value = self.string(key)?;
-        check_path(&self.key_path(key), &value)?;
-        Ok(value)
+        check_path(&self.key_path(key), &value)
     }
 
     fn optional_path(&self, key: &str) -> Result<Option<String>, Error> {
@@ -536,8 +536,10 @@ impl<'a> Object<'a> {
 }
 
 /// Paths: absolute, normalized (so the layout derived from them has one spelling), and
-/// made only of `A-Z a-z 0-9 _ . / : @ + -`.
-pub(crate) fn check_path(key_path: &str, value: &str) -> Result<(), Error> {
+/// made only of `A-Z a-z 0-9 _ . / : @ + -`. A trailing `/` names the same
+/// directory, as it does for OCC's driver: it is dropped, and the path returned
+/// without it.
+pub(crate) fn check_path(key_path: &str, value: &str) -> Result<String, Error> {
     if let Some(c) = value.chars().find(|c| !is_path_char(*c)) {
         return Err(Error::config(
             key_path,
@@ -550,6 +552,10 @@ pub(crate) fn check_path(key_path: &str, value: &str) -> Result<(), Error> {
             format!("{PATH_RULE}: not absolute"),
         ));
     }
+    let value = match value.strip_suffix('/') {
+        Some(stripped) if stripped.len() > 1 && !stripped.ends_with('/') => stripped,
+        _ => value,
+    };
     let normalized = value.len() > 1
         && !value.ends_with('/')
         && value[1..]
@@ -558,10 +564,10 @@ pub(crate) fn check_path(key_path: &str, value: &str) -> Result<(), Error> {
     if !normalized {
         return Err(Error::config(
             key_path,
-            "must be a normalized path below / (no trailing `/`, `//`, `.` or `..`)",
+            "must be a normalized path below / (no `//`, `.` or `..`)",
         ));
     }
-    Ok(())
+    Ok(value.to_string())
 }
 
 /// Besides ASCII letters and digits, the only characters a path may hold. The
@@ -624,8 +630,8 @@ fn is_dns_name(name: &str) -> bool {
         })
 }
 
-/// `runtime.user` prefixes every Agent account name, so it must itself be a valid
-/// Linux user name, and never `root`.
+/// `runtime.user` prefixes every Agent account name, so it must be made of a Linux
+/// user name's characters, and never be `root`.
 fn check_user(key_path: &str, user: &str) -> Result<(), Error> {
     let mut chars = user.chars();
     let valid = user.len() <= MAX_USER_LEN
@@ -820,6 +826,32 @@ mod tests {
         assert_eq!((host.address.as_str(), host.port), ("203.0.113.10", 22));
     }
 
+    /// What the spec accepts and the driver used to refuse: a runtime user longer
+    /// than an account name (accounts take its first 19 characters), and a path
+    /// with a trailing `/` (the same directory, kept without it).
+    #[test]
+    fn long_runtime_users_and_trailing_slashes_are_accepted() {
+        let mut doc = spec_example();
+        doc["runtime"]["user"] = json!("a-forty-character-runtime-user-prefix-xx");
+        doc["runtime"]["root"] = json!("/var/lib/openclaw-enterprise/");
+        doc["hosts"]["stable"]["openclawPath"] = json!("/opt/openclaw/current/dist/index.js");
+        doc["ssh"]["knownHostsFile"] = json!("/etc/openclaw/ssh/known_hosts");
+        doc["runtime"]["systemdUnitDirectory"] = json!("/etc/systemd/system/");
+        let config = Config::parse(&doc.to_string()).unwrap();
+        assert_eq!(config.runtime.root, "/var/lib/openclaw-enterprise");
+        assert_eq!(config.runtime.systemd_unit_directory, "/etc/systemd/system");
+        assert_eq!(config.runtime.user.len(), 40);
+        let binding = crate::testing::binding();
+        let ids = crate::ids::AgentIds::new(&binding, &config.runtime.user).unwrap();
+        assert_eq!(
+            ids.account,
+            format!(
+                "a-forty-character-r-{}",
+                crate::ids::short_hash("ns-1:agent-1")
+            )
+        );
+    }
+
     #[test]
     fn optional_keys_take_their_defaults() {
         let mut doc = spec_example();
@@ -1008,27 +1040,27 @@ mod tests {
             (
                 "/runtime/user",
                 Some(json!("OpenClaw")),
-                "configuration.runtime.user: must be a Linux user name prefix of at most 32 characters: lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
+                "configuration.runtime.user: must be a Linux user name prefix of at most 255 characters: lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
             ),
             (
                 "/runtime/user",
                 Some(json!("-oc")),
-                "configuration.runtime.user: must be a Linux user name prefix of at most 32 characters: lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
+                "configuration.runtime.user: must be a Linux user name prefix of at most 255 characters: lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
             ),
             (
                 "/runtime/user",
                 Some(json!("9oc")),
-                "configuration.runtime.user: must be a Linux user name prefix of at most 32 characters: lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
+                "configuration.runtime.user: must be a Linux user name prefix of at most 255 characters: lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
             ),
             (
                 "/runtime/user",
                 Some(json!("")),
-                "configuration.runtime.user: must be a Linux user name prefix of at most 32 characters: lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
+                "configuration.runtime.user: must be a Linux user name prefix of at most 255 characters: lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
             ),
             (
                 "/runtime/user",
                 Some(json!("open claw")),
-                "configuration.runtime.user: must be a Linux user name prefix of at most 32 characters: lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
+                "configuration.runtime.user: must be a Linux user name prefix of at most 255 characters: lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
             ),
             // Addresses.
             (
@@ -1081,7 +1113,7 @@ mod tests {
     fn unsafe_paths_are_refused_naming_the_key() {
         let rule = "must be an absolute path without whitespace, quotes, control characters, \
                     shell metacharacters or systemd expansion (`%`, `$`)";
-        let normal = "must be a normalized path below / (no trailing `/`, `//`, `.` or `..`)";
+        let normal = "must be a normalized path below / (no `//`, `.` or `..`)";
         let cases: &[(&str, &str, String)] = &[
             (
                 "/runtime/root",
@@ -1164,7 +1196,7 @@ mod tests {
                 format!("{rule}: contains unsupported character 'é'"),
             ),
             ("/runtime/root", "/", normal.to_owned()),
-            ("/runtime/root", "/var/lib/", normal.to_owned()),
+            ("/runtime/root", "/var/lib//", normal.to_owned()),
             ("/runtime/root", "/var//lib", normal.to_owned()),
             ("/runtime/root", "/var/../etc", normal.to_owned()),
             ("/runtime/root", "/var/./lib", normal.to_owned()),

@@ -365,7 +365,8 @@ pub(crate) fn integer(
         .ok_or_else(|| err(path, format!("must be an integer from {min} to {max}")))
 }
 
-/// Absolute, normalized, and made only of `A-Z a-z 0-9 _ . / : @ + -`.
+/// Absolute, normalized, and made only of `A-Z a-z 0-9 _ . / : @ + -`; a
+/// trailing `/` (the same directory) is dropped.
 pub(crate) fn path(key: &str, v: Option<&Value>) -> Result<PathBuf, GrantError> {
     let value = string(key, v)?;
     if let Some(c) = value.chars().find(|c| {
@@ -379,6 +380,10 @@ pub(crate) fn path(key: &str, v: Option<&Value>) -> Result<PathBuf, GrantError> 
     if !value.starts_with('/') {
         return Err(err(key, format!("{PATH_RULE}: not absolute")));
     }
+    let value = match value.strip_suffix('/') {
+        Some(stripped) if stripped.len() > 1 && !stripped.ends_with('/') => stripped,
+        _ => value.as_str(),
+    };
     let normalized = value.len() > 1
         && !value.ends_with('/')
         && value[1..]
@@ -387,7 +392,7 @@ pub(crate) fn path(key: &str, v: Option<&Value>) -> Result<PathBuf, GrantError> 
     if !normalized {
         return Err(err(
             key,
-            "must be a normalized path below / (no trailing `/`, `//`, `.` or `..`)",
+            "must be a normalized path below / (no `//`, `.` or `..`)",
         ));
     }
     Ok(PathBuf::from(value))
