@@ -788,6 +788,8 @@ function unitHeader(namespaceId, agentId) {
 
 const GATEWAY_PASSWORD_ENV = 'OPENCLAW_GATEWAY_PASSWORD';
 const GATEWAY_PASSWORD_REF = Object.freeze({ source: 'env', provider: 'default', id: GATEWAY_PASSWORD_ENV });
+// The expression form OCC accepts beside the SecretRef.
+const GATEWAY_PASSWORD_EXPRESSION = `\${${GATEWAY_PASSWORD_ENV}}`;
 
 const isPlainObject = (value) => value !== null && typeof value === 'object' && !Array.isArray(value);
 
@@ -816,9 +818,9 @@ function canonicalJson(value) {
 }
 
 // The snapshot the spec allows for the controller's document: the document itself,
-// plus, in password mode (explicit or omitted), the managed SecretRef. Any other
-// gateway authentication is refused: the helper never writes a snapshot a gateway
-// would serve without it.
+// plus, in password mode (explicit or omitted), the managed SecretRef (whichever
+// form OCC accepts the document named it in). Any other gateway authentication is
+// refused: the helper never writes a snapshot a gateway would serve without it.
 function renderSnapshot(text) {
   let document;
   try {
@@ -832,8 +834,10 @@ function renderSnapshot(text) {
   if (document.gateway.auth === undefined) document.gateway.auth = {};
   const auth = document.gateway.auth;
   if (!isPlainObject(auth)) throw invalid('configuration.gateway.auth must be an object');
-  if (auth.password !== undefined && !sameJson(auth.password, GATEWAY_PASSWORD_REF)) {
-    throw invalid(`configuration.gateway.auth.password must be the managed SecretRef ${JSON.stringify(GATEWAY_PASSWORD_REF)}`);
+  if (auth.password !== undefined && auth.password !== GATEWAY_PASSWORD_EXPRESSION &&
+      !sameJson(auth.password, GATEWAY_PASSWORD_REF)) {
+    throw invalid(`configuration.gateway.auth.password must be the managed SecretRef ${JSON.stringify(GATEWAY_PASSWORD_REF)} ` +
+      `or ${GATEWAY_PASSWORD_EXPRESSION}`);
   }
   if (auth.mode === undefined || auth.mode === 'password') {
     auth.mode = 'password';

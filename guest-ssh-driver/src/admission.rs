@@ -21,11 +21,21 @@ pub fn gateway_password_ref() -> Value {
     json!({"source": "env", "provider": "default", "id": GATEWAY_PASSWORD_ENV})
 }
 
-/// `gateway.auth` fields admitted in password mode (explicit or defaulted).
-const PASSWORD_FIELDS: &[&str] = &["mode", "password"];
-/// `gateway.auth` fields admitted in trusted-proxy mode; `password` opts into the
-/// loopback password.
-const TRUSTED_PROXY_FIELDS: &[&str] = &["mode", "password", "trustedProxy"];
+/// The one expression form of the managed password OCC accepts besides the
+/// SecretRef: the variable, expanded by the gateway.
+pub const GATEWAY_PASSWORD_EXPRESSION: &str = "${OPENCLAW_GATEWAY_PASSWORD}";
+
+/// The `gateway.auth` fields OCC supports (openclaw-enterprise
+/// `apps/controller/src/gateway/auth-fields.ts`), in every mode; in trusted-proxy
+/// mode `password` opts into the loopback password.
+const SUPPORTED_AUTH_FIELDS: &[&str] = &[
+    "mode",
+    "password",
+    "allowTailscale",
+    "identityScopes",
+    "rateLimit",
+    "trustedProxy",
+];
 
 /// An admitted revision: what the operator should know. The snapshot itself is
 /// the helper's to render, from the controller's document.
@@ -314,8 +324,12 @@ pub struct NativeDocument {
     pub defaulted_mode: bool,
 }
 
-/// Admits `gateway.auth` and renders it: password mode always carries the managed
-/// SecretRef; trusted-proxy is kept as written.
+/// Admits `gateway.auth` and renders it as OCC's SSH driver does
+/// (`sshGatewayConfigurationDocument` in openclaw-enterprise
+/// `apps/controller/src/drivers/compute/ssh/index.ts`): password mode (explicit
+/// or omitted) always carries the managed SecretRef, whichever accepted form the
+/// document used; trusted-proxy is kept as written. The helper renders the
+/// snapshot it writes by the same rule.
 pub fn render_native(configuration: &str) -> Result<NativeDocument, Error> {
     let refuse = |path: &str, reason: String| {
         Error::refused(
@@ -366,39 +380,31 @@ pub fn render_native(configuration: &str) -> Result<NativeDocument, Error> {
         Some(_) => return Err(refuse(".gateway.auth.mode", "must be a string".into())),
     };
     let trusted_proxy = mode.as_deref() == Some("trusted-proxy");
-    let allowed = if trusted_proxy {
-        TRUSTED_PROXY_FIELDS
-    } else {
-        PASSWORD_FIELDS
-    };
     let mut fields: Vec<&String> = auth.keys().collect();
     fields.sort_unstable();
-    if let Some(field) = fields.into_iter().find(|f| !allowed.contains(&f.as_str())) {
+    if let Some(field) = fields
+        .into_iter()
+        .find(|f| !SUPPORTED_AUTH_FIELDS.contains(&f.as_str()))
+    {
         return Err(refuse(
             &format!(".gateway.auth.{field}"),
             format!(
-                "unsupported field in {} mode: SSH Compute admits only {}",
-                mode.as_deref().unwrap_or("password"),
-                allowed.join(", ")
+                "unsupported field: SSH Compute admits only {}",
+                SUPPORTED_AUTH_FIELDS.join(", ")
             ),
         ));
     }
     if auth
         .get("password")
-        .is_some_and(|p| *p != gateway_password_ref())
+        .is_some_and(|p| *p != gateway_password_ref() && *p != json!(GATEWAY_PASSWORD_EXPRESSION))
     {
         return Err(refuse(
             ".gateway.auth.password",
             format!(
                 "must be the managed SecretRef \
-                 {{\"source\":\"env\",\"provider\":\"default\",\"id\":\"{GATEWAY_PASSWORD_ENV}\"}}"
+                 {{\"source\":\"env\",\"provider\":\"default\",\"id\":\"{GATEWAY_PASSWORD_ENV}\"}} \
+                 or the expression \"{GATEWAY_PASSWORD_EXPRESSION}\""
             ),
-        ));
-    }
-    if trusted_proxy && !auth.get("trustedProxy").is_some_and(Value::is_object) {
-        return Err(refuse(
-            ".gateway.auth.trustedProxy",
-            "must be an object in trusted-proxy mode".into(),
         ));
     }
 
@@ -639,6 +645,18 @@ mod tests {
                 true,
                 false,
             ),
+            // The expression form becomes the SecretRef in password mode; OCC's
+            // other supported fields stay.
+            (
+                json!({"gateway": {"auth": {"mode": "password", "password": "${OPENCLAW_GATEWAY_PASSWORD}",
+                                            "allowTailscale": true, "rateLimit": {"perMinute": 10},
+                                            "identityScopes": ["operator"]}}}),
+                json!({"gateway": {"auth": {"mode": "password", "password": reference,
+                                            "allowTailscale": true, "rateLimit": {"perMinute": 10},
+                                            "identityScopes": ["operator"]}}}),
+                true,
+                false,
+            ),
             // Trusted proxy, with and without the loopback password: kept as written.
             (
                 json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {"userHeader": "x-user"}}}}),
@@ -649,6 +667,12 @@ mod tests {
             (
                 json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {}, "password": reference}}}),
                 json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {}, "password": reference}}}),
+                true,
+                false,
+            ),
+            (
+                json!({"gateway": {"auth": {"mode": "trusted-proxy", "password": "${OPENCLAW_GATEWAY_PASSWORD}"}}}),
+                json!({"gateway": {"auth": {"mode": "trusted-proxy", "password": "${OPENCLAW_GATEWAY_PASSWORD}"}}}),
                 true,
                 false,
             ),
@@ -663,8 +687,8 @@ mod tests {
 
     #[test]
     fn unsupported_gateway_auth_is_refused_naming_the_field() {
-        let reference = gateway_password_ref();
-        let sref = "must be the managed SecretRef {\"source\":\"env\",\"provider\":\"default\",\"id\":\"OPENCLAW_GATEWAY_PASSWORD\"}";
+        let sref = "must be the managed SecretRef {\"source\":\"env\",\"provider\":\"default\",\"id\":\"OPENCLAW_GATEWAY_PASSWORD\"} or the expression \"${OPENCLAW_GATEWAY_PASSWORD}\"";
+        let fields = "unsupported field: SSH Compute admits only mode, password, allowTailscale, identityScopes, rateLimit, trustedProxy";
         let cases = [
             (json!({"gateway": []}), "configuration.gateway: must be an object".to_owned()),
             (json!({"gateway": {"auth": "password"}}), "configuration.gateway.auth: must be an object".into()),
@@ -674,12 +698,12 @@ mod tests {
              "configuration.gateway.auth.mode: \"none\" is unsupported: SSH Compute supports password (the default) and trusted-proxy".into()),
             (json!({"gateway": {"auth": {"mode": 1}}}), "configuration.gateway.auth.mode: must be a string".into()),
             (json!({"gateway": {"auth": {"token": "t"}}}),
-             "configuration.gateway.auth.token: unsupported field in password mode: SSH Compute admits only mode, password".into()),
-            (json!({"gateway": {"auth": {"mode": "password", "trustedProxy": {}}}}),
-             "configuration.gateway.auth.trustedProxy: unsupported field in password mode: SSH Compute admits only mode, password".into()),
-            (json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {}, "rateLimit": {}}}}),
-             "configuration.gateway.auth.rateLimit: unsupported field in trusted-proxy mode: SSH Compute admits only mode, password, trustedProxy".into()),
+             format!("configuration.gateway.auth.token: {fields}")),
+            (json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {}, "users": []}}}),
+             format!("configuration.gateway.auth.users: {fields}")),
             (json!({"gateway": {"auth": {"mode": "password", "password": "hunter2"}}}),
+             format!("configuration.gateway.auth.password: {sref}")),
+            (json!({"gateway": {"auth": {"password": "$OPENCLAW_GATEWAY_PASSWORD"}}}),
              format!("configuration.gateway.auth.password: {sref}")),
             (json!({"gateway": {"auth": {"password": {"source": "env", "provider": "default", "id": "OTHER"}}}}),
              format!("configuration.gateway.auth.password: {sref}")),
@@ -689,10 +713,6 @@ mod tests {
              format!("configuration.gateway.auth.password: {sref}")),
             (json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": {}, "password": "p"}}}),
              format!("configuration.gateway.auth.password: {sref}")),
-            (json!({"gateway": {"auth": {"mode": "trusted-proxy"}}}),
-             "configuration.gateway.auth.trustedProxy: must be an object in trusted-proxy mode".into()),
-            (json!({"gateway": {"auth": {"mode": "trusted-proxy", "trustedProxy": true, "password": reference}}}),
-             "configuration.gateway.auth.trustedProxy: must be an object in trusted-proxy mode".into()),
         ];
         for (input, message) in cases {
             assert_eq!(
