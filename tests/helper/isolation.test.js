@@ -22,7 +22,7 @@ const NS_A = `ns-iso-a-${tag}`;
 const NS_B = `ns-iso-b-${tag}`;
 const A = 'agent-a';
 const B = 'agent-b';
-const accountOf = (ns, agent) => fx.agent(ns, agent).account;
+const accountOf = (ns, agent) => fx.account(ns, agent);
 const { exists, readyz } = L;
 const uidOf = (account) => Number(L.sh(`id -u ${account}`).trim());
 const ports = {};
@@ -105,7 +105,7 @@ test("a squatter on the Agent's port fails activation retryably, naming port and
   await waitLine(squatter, 'listening', "B's listener");
   assert.equal(readyz(port), '200', "B's listener answers as if it were A's gateway");
   try {
-    const run = await L.runHelper(fx.activate(NS_A, A, 'rev-1', 1, port));
+    const run = await L.runHelper(fx.activate(NS_A, A, 'rev-1', 1));
     assert.equal(run.code, 1, run.stdout.slice(-1000));
     assert.deepEqual([run.result.error.code, run.result.error.permanent], ['port-squatted', false]);
     assert.match(run.result.error.message, new RegExp(`port ${port} is held by account ${b} \\(uid ${uidOf(b)}\\)`));
@@ -116,7 +116,7 @@ test("a squatter on the Agent's port fails activation retryably, naming port and
     L.sh(`pkill -KILL -u ${b} || true`);
     await squatter.done;
   }
-  const retry = await L.runHelper(fx.activate(NS_A, A, 'rev-1', 1, port));
+  const retry = await L.runHelper(fx.activate(NS_A, A, 'rev-1', 1));
   assert.equal(retry.result.ok, true, JSON.stringify(retry.result));
   t.diagnostic(`retry served after ${retry.result.readyAfterMs} ms`);
   assert.equal(JSON.parse(L.sh(`cat ${pA.agentDir}/served.json`)).revisionId, 'rev-1');
@@ -127,12 +127,19 @@ test("a squatter on the Agent's port fails activation retryably, naming port and
 test("from inside its sandbox, Agent B sees nothing of Agent A's operations in /proc", { timeout: 240000 }, async (t) => {
   const b = accountOf(NS_B, B);
   const marker = `snapshot-marker-${tag}`;
-  const snapshot = `${JSON.stringify({ ...JSON.parse(L.GATEWAY_CONFIG), 'x-test-marker': marker })}\n`;
+  const configuration = `${JSON.stringify({ ...JSON.parse(L.GATEWAY_CONFIG), 'x-test-marker': marker })}\n`;
   const needles = [NS_A, marker];
-  // B's own gateway unit, as the guest renders it: its sandbox lines become the
+  // B's own gateway unit, as the helper renders it: its sandbox lines become the
   // transient unit's properties, so the scanner runs exactly where B's gateway would.
   const props = L.sandboxProperties(fx.unitText(NS_B, B, ports[B]));
-  assert.ok(props.includes('ProtectProc=invisible'));
+  assert.equal(props[0], 'NoNewPrivileges=true');
+  assert.equal(props[props.length - 1], `SocketBindAllow=tcp:${ports[B]}`);
+  for (const line of ['PrivateTmp=true', 'ProtectProc=invisible', 'ProtectSystem=strict', 'CapabilityBoundingSet=']) {
+    assert.ok(props.includes(line), line);
+  }
+  for (const prefix of ['ExecStart=', 'User=', 'Environment', 'Restart=']) {
+    assert.ok(!props.some((p) => p.startsWith(prefix)), prefix);
+  }
   const scanner = `
     const fs = require('fs');
     const needles = Buffer.from(process.env.NEEDLES, 'hex').toString().split('\\n');
@@ -170,11 +177,11 @@ test("from inside its sandbox, Agent B sees nothing of Agent A's operations in /
       ...properties.flatMap((p) => ['-p', p]), `--setenv=NEEDLES=${hex}`, L.NODE, '-e', scanner];
     const remote = startRemote(`systemd-run ${args.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ')}`);
     await waitLine(remote, 'scanning', 'the scanner');
-    // A's prepares run while B scans: each is a fresh helper whose argument holds
-    // A's Namespace id and snapshot.
+    // A's prepares run while B scans: each is a fresh helper whose arguments hold
+    // A's document (the operation) and A's Namespace id (the envelope).
     const titles = [];
     for (let i = 0; i < 5; i++) {
-      const op = fx.prepare(NS_A, A, `rev-scan-${i}`, 10 + i, snapshot);
+      const op = fx.prepare(NS_A, A, `rev-scan-${i}`, 10 + i, configuration);
       const done = await L.runHelper(op);
       assert.equal(done.result.ok, true, JSON.stringify(done.result));
       titles.push(L.helperTitle(done.b64));
@@ -243,7 +250,7 @@ test('after delete-namespace nothing of the accounts is left on the host', { tim
   // RemoveIPC=yes clears its IPC when the unit stops); the other never ran one, so
   // only the helper can clear what it leaves.
   const running = await L.helper(fx.prepare(ns, 'agent-left', 'rev-1', 1));
-  const active = await L.runHelper(fx.activate(ns, 'agent-left', 'rev-1', 1, running.port));
+  const active = await L.runHelper(fx.activate(ns, 'agent-left', 'rev-1', 1));
   assert.equal(active.result.ok, true, JSON.stringify(active.result));
   assert.equal((await L.helper(fx.prepare(ns, 'agent-idle', 'rev-1', 1))).ok, true);
   const accounts = ['agent-left', 'agent-idle'].map((agent) => accountOf(ns, agent));
@@ -295,14 +302,14 @@ test('delete-agent removes one Agent whole and releases its port; its siblings k
   const C = 'agent-c';
   const prepared = await L.helper(fx.prepare(NS_B, C, 'rev-1', 1));
   const portC = prepared.port;
-  const active = await L.runHelper(fx.activate(NS_B, C, 'rev-1', 1, portC));
+  const active = await L.runHelper(fx.activate(NS_B, C, 'rev-1', 1));
   assert.equal(active.result.ok, true, JSON.stringify(active.result));
   const c = accountOf(NS_B, C);
   const uid = uidOf(c);
   const pC = fx.paths(NS_B, C);
   L.sh(`printf 'OPERATOR=1\\n' > ${pC.agentDir}/env && chmod 600 ${pC.agentDir}/env`);
   const bFiles = L.sh(`find ${fx.paths(NS_B, B).agentDir} | sort`);
-  const op = { ...fx.base('delete-agent', NS_B), agent: fx.agent(NS_B, C) };
+  const op = fx.deleteAgent(NS_B, C);
 
   // A foreign agent.json is refused before any change.
   L.sh(`cp -p ${pC.agentDir}/agent.json /tmp/agent-c.keep && sed -i 's/"namespaceId":"[^"]*"/"namespaceId":"ns-other"/' ${pC.agentDir}/agent.json`);
@@ -318,7 +325,7 @@ test('delete-agent removes one Agent whole and releases its port; its siblings k
   assert.deepEqual([result.ok, result.changed], [true, true], JSON.stringify(result));
   assert.notEqual(readyz(portC), '200');
   assert.equal(exists(pC.unitPath), false);
-  assert.equal(L.sh(`systemctl list-units --all --no-legend ${fx.agent(NS_B, C).unitName} | wc -l`).trim(), '0');
+  assert.equal(L.sh(`systemctl list-units --all --no-legend ${fx.unitName(C)} | wc -l`).trim(), '0');
   assert.equal(exists(pC.agentDir), false, 'home, state, env, password, revisions, markers: all gone');
   assert.equal(exists(pC.accountMarker), false);
   assert.equal(L.sh(`getent passwd ${c} || true; getent group ${c} || true`).trim(), '');
@@ -335,12 +342,12 @@ test('delete-agent removes one Agent whole and releases its port; its siblings k
   const e = await L.helper(fx.prepare(NS_B, 'agent-e', 'rev-1', 1));
   assert.equal(e.ok, true);
   L.sh(`rm -rf ${fx.paths(NS_B, 'agent-e').agentDir}`);
-  const opE = { ...fx.base('delete-agent', NS_B), agent: fx.agent(NS_B, 'agent-e') };
+  const opE = fx.deleteAgent(NS_B, 'agent-e');
   assert.deepEqual([(await L.helper(opE)).changed], [true]);
   assert.equal(L.sh(`getent passwd ${accountOf(NS_B, 'agent-e')} || true`).trim(), '');
   assert.equal(exists(fx.paths(NS_B, 'agent-e').accountMarker), false);
   // An absent Namespace is success.
-  const none = await L.helper({ ...fx.base('delete-agent', 'ns-none'), agent: fx.agent('ns-none', 'agent-z') });
+  const none = await L.helper(fx.deleteAgent('ns-none', 'agent-z'));
   assert.deepEqual([none.ok, none.changed], [true, false]);
 });
 
