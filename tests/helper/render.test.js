@@ -140,6 +140,21 @@ test('an omitted gateway.auth.mode is password mode with the managed SecretRef',
   assert.equal(JSON.parse(withRef.text).gateway.auth.mode, 'trusted-proxy');
 });
 
+test('the password expression OCC accepts beside the SecretRef is the managed password too', () => {
+  const expression = '${OPENCLAW_GATEWAY_PASSWORD}';
+  const password = H.renderSnapshot(JSON.stringify({ gateway: { mode: 'local', auth: { mode: 'password', password: expression } } }));
+  assert.equal(password.text, H.renderSnapshot('{"gateway":{"mode":"local"}}').text, 'written as the SecretRef');
+  assert.equal(password.needsPassword, true);
+  // trusted-proxy keeps the document as written, expression included, and reads the file.
+  const proxy = H.renderSnapshot(JSON.stringify({ gateway: { auth: { mode: 'trusted-proxy', password: expression } } }));
+  assert.equal(JSON.parse(proxy.text).gateway.auth.password, expression);
+  assert.equal(proxy.needsPassword, true);
+  for (const other of ['${SLACK_BOT_TOKEN}', '$OPENCLAW_GATEWAY_PASSWORD', '${OPENCLAW_GATEWAY_PASSWORD} ', '${ OPENCLAW_GATEWAY_PASSWORD}']) {
+    assert.throws(() => H.renderSnapshot(JSON.stringify({ gateway: { auth: { mode: 'password', password: other } } })),
+      /gateway\.auth\.password must be the managed SecretRef/, other);
+  }
+});
+
 test('renderSnapshot refuses every other gateway authentication', () => {
   for (const [text, why] of [
     ['{"gateway":{"auth":{"mode":"none"}}}', /gateway\.auth\.mode "none"/],
@@ -180,4 +195,24 @@ test('canonicalJson: keys sorted, two-space indent, a trailing newline; input or
   // printf '{\n  "gateway": {\n    "mode": "local"\n  }\n}\n' | sha256sum
   assert.equal(sha256(H.canonicalJson({ gateway: { mode: 'local' } })),
     '0f966f47bcb2b3fee7fc55c31626acc772d4442a4969fc2a87d4dd2c608a36e2');
+});
+
+// The snapshot is the controller's document: no value of it may change on the way.
+// JSON.parse reads every number as a double, so canonicalJson writes an integer beyond
+// 2^53 rounded (the guest's renderer, serde_json, kept it), and a number beyond the
+// double range as null.
+test('renderSnapshot keeps every number of the document as the controller wrote it', {
+  todo: 'helper/helper.js renderSnapshot/canonicalJson: numbers go through doubles (see the report)',
+}, () => {
+  for (const number of ['18446744073709551615', '-9223372036854775808', '9007199254740993']) {
+    // Either written as it came, or refused: never another value.
+    let rendered;
+    try {
+      rendered = H.renderSnapshot(`{"gateway":{"mode":"local"},"x":{"n":${number}}}`);
+    } catch (error) {
+      assert.equal(error.code, 'invalid-operation', number);
+      continue;
+    }
+    assert.match(rendered.text, new RegExp(`"n": ${number}\n`), number);
+  }
 });
