@@ -22,7 +22,7 @@ use crate::model::{
     SandboxScope, Seeding, ShellRequest, ShellResult, TextEdit, Warning, WorkspaceSummary,
 };
 use crate::patch::{self, Hunk};
-use crate::paths::{resolve, resolve_writable};
+use crate::paths::{exec_workdir, resolve, resolve_writable};
 use crate::scripts::{self, EXEC, Failure, PREFLIGHT, Script, WORKSPACE};
 
 /// What the backend may do besides computing: the host's imports.
@@ -504,16 +504,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     }
 
     pub fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult, Error> {
-        let workdir = resolve(
-            &self.layout,
-            &FileRef::new(
-                req.workdir
-                    .as_deref()
-                    .filter(|w| !w.is_empty())
-                    .unwrap_or("."),
-            ),
-            "run commands in",
-        )?;
+        let workdir = exec_workdir(&self.layout, req.workdir.as_deref())?;
         let env = Self::check_env(&req.env)?;
         let timeout = req
             .timeout_ms
@@ -542,7 +533,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     }
 
     pub fn run_shell(&mut self, req: &ShellRequest) -> Result<ShellResult, Error> {
-        let workdir = resolve(&self.layout, &FileRef::new("."), "run commands in")?;
+        let workdir = exec_workdir(&self.layout, None)?;
         if req.args.iter().any(|a| a.contains('\0')) {
             return Err(Error::new(
                 Code::InvalidCommand,
