@@ -160,13 +160,10 @@ impl<'e, E: Effects> Backend<'e, E> {
         scripts::outcome(out, script.interpreter(), what, &target)
     }
 
-    /// `workspace <op> <root> <runtime id> <args...>`.
+    /// `workspace <op> <args...>`: the host puts its envelope (the workspace
+    /// root, the runtime id, the mounts) before the operation.
     fn workspace_args(&self, op: &str, args: &[&str]) -> Vec<String> {
-        let mut all = vec![
-            op.to_string(),
-            self.layout.workspace_root.clone(),
-            self.layout.runtime_id.clone(),
-        ];
+        let mut all = vec![op.to_string()];
         all.extend(args.iter().map(|a| a.to_string()));
         all
     }
@@ -430,8 +427,9 @@ impl<'e, E: Effects> Backend<'e, E> {
 
     /// Run the exec script in `mode` and read what it reports about itself:
     /// the command's output, or none when its time limit passed.
-    /// The command, its environment and arguments travel in a header on stdin
-    /// (not in the argument vector, which other users of the target can read).
+    /// The command, its environment and arguments, and the nonce that marks
+    /// the script's own reports, travel in a header on stdin (not in the
+    /// argument vector, which every process on the target can read).
     #[allow(clippy::too_many_arguments)]
     fn run_command(
         &mut self,
@@ -446,18 +444,17 @@ impl<'e, E: Effects> Backend<'e, E> {
         if command.contains('\0') {
             return Err(Error::new(Code::InvalidCommand, "the command holds NUL"));
         }
-        let header = serde_json::json!({"command": command, "env": env, "args": args}).to_string();
-        let mut input = header.clone().into_bytes();
-        input.extend_from_slice(stdin);
         let target = self.target().to_string();
         let mut retried = false;
         loop {
             let nonce = self.effects.random_hex();
+            let header =
+                serde_json::json!({"command": command, "env": &env, "args": args, "nonce": nonce})
+                    .to_string();
+            let mut input = header.clone().into_bytes();
+            input.extend_from_slice(stdin);
             let argv = EXEC.argv(&[
                 mode,
-                &nonce,
-                &self.layout.workspace_root,
-                &self.layout.runtime_id,
                 workdir.mount.name(),
                 &workdir.relative_path,
                 &timeout_ms.to_string(),

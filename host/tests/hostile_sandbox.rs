@@ -153,7 +153,7 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
         ),
         (
             "exec-mode",
-            "refused: runShellCommand runs the caller's command and nothing else",
+            "refused: runShellCommand may not run exec exec",
         ),
         ("other-alias", "unknown-host: elsewhere"),
         (
@@ -162,7 +162,7 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
         ),
         (
             "upload-into-exec",
-            "refused: runShellCommand runs the caller's command and nothing else",
+            "refused: a local workspace streams into workspace unpack only, not exec shell",
         ),
         (
             "upload-unapproved",
@@ -185,7 +185,7 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
         .unwrap();
     assert_eq!(
         v["stdoutTail"],
-        "refused: exec runs the caller's command and nothing else"
+        "refused: exec runs the caller's command and nothing else: the exec header's command is not the caller's"
     );
     let v = s
         .call(&tokio, "readFile", json!({"filePath": "a.txt"}))
@@ -199,7 +199,7 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
     .unwrap();
     assert_eq!(
         got,
-        "refused: readFile runs no command; the exec script is refused in it"
+        "refused: readFile may not run exec exec (it may run: describe, stage, unpack, publish, discard, read)"
     );
     // Every refusal is audited, and only the allowed exec reached the transport.
     let audit = std::fs::read_to_string(&s.audit).unwrap();
@@ -211,7 +211,11 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
     let begun: Vec<&Value> = records.iter().filter(|r| r["event"] == "begin").collect();
     assert!(refusals > refused.len(), "{refusals} refusals in {audit}");
     assert_eq!(begun.len(), 1, "{begun:?}");
-    assert_eq!(begun[0]["argv"][3], "preflight");
+    assert_eq!(begun[0]["argv"][3], "workspace");
+    // It ran with the host's envelope (long: audited as its length and
+    // SHA-256) before the component's arguments.
+    assert!(begun[0]["argv"][4]["sha256"].is_string(), "{}", begun[0]);
+    assert_eq!(begun[0]["argv"][5], "describe");
 }
 
 #[test]

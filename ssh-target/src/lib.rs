@@ -5,8 +5,15 @@
 //! - [`scope`]: a scope's key and runtime id, OpenClaw's own algorithms;
 //! - [`layout`]: the settings the layout takes from the configuration, where a
 //!   scope's sandbox lives on the target and its mounts;
-//! - [`paths`]: a caller's path as a mount and a relative path.
+//! - [`paths`]: a caller's path as a mount and a relative path;
+//! - [`envelope`]: what the host writes for every script run, which script
+//!   operations each method may run, and what each argument may be.
+//!
+//! The component uses them to decide what to run; the host to check, before
+//! any ssh process starts, that it runs only that, and to write the values
+//! the remote scripts act on.
 
+pub mod envelope;
 pub mod layout;
 pub mod paths;
 pub mod scope;

@@ -625,9 +625,13 @@ fn without_no_replace_rename_nothing_is_published() {
         occ_e2e::repo_root().join("guest-ssh-sandbox/scripts/workspace.py"),
     )
     .unwrap();
+    // The envelope the host would write for a call whose scope's runtime is
+    // `occ-publish-test`.
+    let envelope = json!({"version": 1, "method": "ensureRuntime", "ops": ["publish"],
+        "workspaceRoot": filtered.remote_root, "runtimeId": "occ-publish-test", "mounts": []});
     let args = format!(
-        "workspace publish {} occ-publish-test {stage}",
-        filtered.remote_root
+        "workspace {} publish {stage}",
+        shell_quote(&envelope.to_string())
     );
     let out = std::process::Command::new("ssh")
         .args(["-F", "none", "-p", "2222", "-i"])

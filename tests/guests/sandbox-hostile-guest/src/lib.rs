@@ -1,4 +1,6 @@
 //! A sandbox backend that attacks its grants, to prove the host holds them.
+//! It carries the approved scripts byte for byte: only what it asks them to
+//! do is hostile.
 //!
 //! `run-shell` runs the attack its script names and answers, in stdout, one
 //! line per host call: `ok`, or the host's error (`refused: ...`,
@@ -11,7 +13,8 @@
 //! - `other-alias`: exec on an alias the grant does not name;
 //! - `upload-agent`, `upload-into-exec`, `upload-unapproved`: stream a local
 //!   workspace the caller did not name, or into a script that must not take it;
-//! - `approved`: the approved preflight script, which the grant lets through.
+//! - `approved`: the workspace script's `describe`, which the grant and the
+//!   method let through.
 //!
 //! `exec` runs the exec script with the caller's command and more appended;
 //! `read-file` runs the exec script outside a command call. Everything else
@@ -74,26 +77,41 @@ fn upload_outcome(r: Result<ssh_exec::ExecOutput, local_workspace::UploadError>)
     }
 }
 
-/// The exec script with a header naming `command`.
+const NONCE: &str = "0123456789abcdef0123456789abcdef";
+
+/// The exec script in `mode`, in the workspace, with a header naming `command`.
 fn exec_call(mode: &str, command: &str) -> (Vec<String>, Vec<u8>) {
-    let header = format!("{{\"command\":{command:?},\"env\":{{}},\"args\":[]}}");
+    exec_with(
+        mode,
+        serde_json::json!({"command": command, "env": {}, "args": [], "nonce": NONCE}),
+        &[],
+        ["workspace", "", "1000"],
+    )
+}
+
+/// The exec script with `header` then `stdin`, and `args` (mount, workdir,
+/// time limit) before the header's length.
+fn exec_with(
+    mode: &str,
+    header: serde_json::Value,
+    stdin: &[u8],
+    args: [&str; 3],
+) -> (Vec<String>, Vec<u8>) {
+    let header = header.to_string();
     let len = header.len().to_string();
     let a = argv(
         "python3",
         EXEC,
         "exec",
-        &[
-            mode,
-            "nonce",
-            "/tmp/r",
-            "rid",
-            "workspace",
-            "",
-            "1000",
-            &len,
-        ],
+        &[mode, args[0], args[1], args[2], &len],
     );
-    (a, header.into_bytes())
+    let mut input = header.into_bytes();
+    input.extend_from_slice(stdin);
+    (a, input)
+}
+
+fn workspace(args: &[&str]) -> Vec<String> {
+    argv("python3", WORKSPACE, "workspace", args)
 }
 
 fn run(exec: impl FnOnce() -> Result<ssh_exec::ExecOutput, ssh_exec::ExecError>) -> String {
@@ -120,12 +138,7 @@ fn attack(name: &str) -> String {
             let tampered = format!("{WORKSPACE}\nimport os; os.system('id')\n");
             ssh_exec::exec(
                 t,
-                &argv(
-                    "python3",
-                    &tampered,
-                    "workspace",
-                    &["describe", "/tmp/r", "rid"],
-                ),
+                &argv("python3", &tampered, "workspace", &["describe"]),
                 &[],
                 1000,
             )
@@ -143,7 +156,7 @@ fn attack(name: &str) -> String {
                     "python3",
                     WORKSPACE,
                     "workspace",
-                    &["read", "/tmp/r", "rid", "workspace", "a\0b", "10"],
+                    &["read", "workspace", "a\0b", "10"],
                 ),
                 &[],
                 1000,
@@ -208,9 +221,7 @@ fn attack(name: &str) -> String {
             ),
             1000,
         )),
-        "approved" => {
-            run(|| ssh_exec::exec(t, &argv("/bin/sh", PREFLIGHT, "preflight", &[]), &[], 1000))
-        }
+        "approved" => run(|| ssh_exec::exec(t, &workspace(&["describe"]), &[], 1000)),
         other => format!("unknown attack {other}"),
     }
 }
