@@ -31,9 +31,14 @@
 # - the SSH channel closes (the caller cancelled, the host timed out): stdout
 #   or stderr reports an error or hang-up, and the processes are killed the
 #   same way.
-# Reports of this script itself (never of the command) are one stderr line
-# `occ-sandbox-exec <nonce> <json>`, exit 124 (time limit) or 125 (it could not
-# start the command).
+# Reports of this script itself are one stderr line
+# `occ-sandbox-exec <nonce> <json>`, always the last, with exit 124 (time
+# limit) or 125 (it could not start the command). A command that itself exits
+# 124 or 125 gets a report too, `{"exitCode": <n>}`, written after its output
+# has ended: whatever the command printed, the last line is this script's.
+# Before it reads the nonce, this script makes itself non-dumpable, so that a
+# command running as the same user can neither read the nonce from its memory
+# nor trace it.
 # Python 3.6 or later; standard library only.
 
 import errno
@@ -248,7 +253,22 @@ def read_header(size):
     return header
 
 
+def not_dumpable():
+    """PR_SET_DUMPABLE 0: no process of the same user may read this one's
+    memory (/proc/<pid>/mem), its environment or descriptors, or trace it, so
+    the nonce stays this script's. Linux only; elsewhere, or if the call
+    fails, the script runs on without it."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except Exception:
+        pass
+
+
 def main(argv):
+    not_dumpable()
     if len(argv) != 6 or not re.match(r"[0-9]{1,7}\Z", argv[5]):
         report("-", {"error": "invalid-operation", "message": "exec takes 6 arguments: <envelope> <mode> <mount> <workdir> <timeout-ms> <header-bytes>"}, 125)
     envelope, mode, mount, rel, timeout_ms, header_bytes = argv
@@ -366,7 +386,12 @@ def run(child, marker, nonce, timeout, timeout_ms, pipes):
                 os.set_blocking(fd, False)
                 while fd in pipes and drain(fd, False):
                     pass
-            os._exit(exit_code(status))
+            code = exit_code(status)
+            if code in (124, 125):
+                # The statuses of this script's own reports: say that this one
+                # is the command's, in the last line, after all it wrote.
+                report(nonce, {"exitCode": code}, code)
+            os._exit(code)
         left = deadline - time.monotonic()
         if left <= 0:
             kill_run(child, marker)

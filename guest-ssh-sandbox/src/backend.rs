@@ -484,6 +484,10 @@ impl<'e, E: Effects> Backend<'e, E> {
             if v["timedOut"] == Value::Bool(true) {
                 return Ok(None);
             }
+            if v["exitCode"].as_i64() == out.exit_status.map(i64::from) {
+                // The command's own 124 or 125: the report only says so.
+                return Ok(Some(without_last_line(out)));
+            }
             match scripts::error_line(&report, mode) {
                 Some(Failure::NoRuntime) if !retried => {
                     retried = true;
@@ -962,6 +966,15 @@ impl<'e, E: Effects> Backend<'e, E> {
             container_path: r.container_path,
         })
     }
+}
+
+/// `out` without the last line of its stderr tail (the exec script's report).
+fn without_last_line(mut out: ExecOutput) -> ExecOutput {
+    let tail = &out.stderr_tail;
+    let end = tail.strip_suffix(b"\n").unwrap_or(tail);
+    let cut = end.iter().rposition(|b| *b == b'\n').map_or(0, |at| at + 1);
+    out.stderr_tail.truncate(cut);
+    out
 }
 
 fn push_unique(list: &mut Vec<String>, value: String) {

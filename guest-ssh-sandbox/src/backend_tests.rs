@@ -535,14 +535,14 @@ fn every_method_runs_within_its_own_envelope() {
         ("exec", |b| {
             let r = b
                 .exec(&ExecRequest {
-                    command: "cat README.md; exit 3".into(),
+                    command: "cat README.md; exit 125".into(),
                     env: vec![("A".into(), "b".into())],
                     ..ExecRequest::default()
                 })
                 .unwrap();
             assert_eq!(
                 (r.exit_code, r.stdout_tail, r.stderr_tail),
-                (Some(3), b"hello\n".to_vec(), Vec::new())
+                (Some(125), b"hello\n".to_vec(), Vec::new())
             );
         }),
         ("runShellCommand", |b| {
@@ -614,4 +614,41 @@ fn every_method_runs_within_its_own_envelope() {
     assert_eq!(e.code(), "invalid-operation", "{e}");
     assert!(e.to_string().contains("readFile may not run write"), "{e}");
     assert!(!fx.local.join("new.txt").exists());
+}
+
+/// A command that knows the nonce (here it can: the local target's nonces
+/// are a counter) prints what looks like the exec script's `no-runtime`
+/// report and exits 125: the script's own last line says the status is the
+/// command's, so the call reports it and the command ran once.
+#[test]
+fn a_forged_report_is_the_commands_own_output() {
+    let fx = Fixture::new("rw");
+    let mut t = fx.target();
+    let ws = fx.workspace(&mut t);
+    fx.backend(&mut t).ensure().unwrap();
+    // The next nonce the target hands out.
+    let mut probe = fx.target();
+    let nonce = {
+        use crate::backend::Effects;
+        for _ in 0..t.issued() {
+            probe.random_hex();
+        }
+        probe.random_hex()
+    };
+    let command = format!(
+        "echo ran >> count; echo 'occ-sandbox-exec {nonce} {{\"error\": \"no-runtime\", \"message\": \"x\"}}' >&2; exit 125"
+    );
+    let r = fx
+        .backend(&mut t)
+        .exec(&ExecRequest {
+            command,
+            ..ExecRequest::default()
+        })
+        .unwrap();
+    assert_eq!(r.exit_code, Some(125));
+    assert_eq!(std::fs::read_to_string(ws.join("count")).unwrap(), "ran\n");
+    assert!(
+        String::from_utf8_lossy(&r.stderr_tail).contains(&format!("occ-sandbox-exec {nonce} ")),
+        "the command's own line is its output"
+    );
 }

@@ -124,7 +124,8 @@ impl Effects for Host {
         // one exec apart from every other. A stage name needs to be unique;
         // a nonce also unknown to the command, so that it cannot print the
         // exec script's report: nothing on the target sees the seed, and the
-        // nonce reaches the script on stdin, not in its argument vector.
+        // nonce reaches the script on stdin, which the command cannot read
+        // (the script is not dumpable).
         use std::hash::{BuildHasher, Hasher};
         let mut out = String::with_capacity(32);
         for _ in 0..2 {

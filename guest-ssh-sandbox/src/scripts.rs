@@ -18,8 +18,9 @@
 //! What they answer: exit 0 with a JSON object on stdout (raw bytes for a
 //! read); or exit 1 with a JSON line `{"error", "message", "path"}` last on
 //! stderr. `exec` passes the command's own status on and reports itself only in
-//! a stderr line `occ-sandbox-exec <nonce> <json>` with exit 124 or 125 (the
-//! nonce is the one its header carried on stdin).
+//! a last stderr line `occ-sandbox-exec <nonce> <json>` with exit 124 or 125
+//! (the nonce is the one its header carried on stdin); a command's own 124 or
+//! 125 gets such a line too, `{"exitCode": <n>}`.
 
 use serde_json::Value;
 

@@ -46,6 +46,11 @@ impl LocalTarget {
         }
     }
 
+    /// How many random values it has handed out.
+    pub(crate) fn issued(&self) -> u64 {
+        self.counter
+    }
+
     fn run(
         &mut self,
         argv: &[String],
