@@ -171,6 +171,9 @@ fn the_workspace_script_acts_only_on_what_the_envelope_grants() {
     let read = t.envelope("readFile", true).to_json();
     let victim = t.dir.path().join("victim").to_string_lossy().into_owned();
     let parent = t.dir.path().to_string_lossy().into_owned();
+    let remove = t.envelope("remove", true).to_json();
+    let ensure = t.envelope("ensureRuntime", true).to_json();
+    let stage = format!("{RUNTIME}.bootstrap-{}", "0".repeat(32));
     let cases: &[(&str, &str, Vec<&str>, &str)] = &[
         // The old shape: a root and a runtime of the component's choosing.
         (
@@ -249,6 +252,24 @@ fn the_workspace_script_acts_only_on_what_the_envelope_grants() {
             "no envelope at all",
             "{}",
             vec!["read", "workspace", "README.md", "10"],
+            "invalid-operation",
+        ),
+        (
+            "a read limit that is no count",
+            &read,
+            vec!["read", "workspace", "README.md", "10x"],
+            "invalid-operation",
+        ),
+        (
+            "remove flags that are no flags",
+            &remove,
+            vec!["remove", "workspace", "README.md", "yes", "0"],
+            "invalid-operation",
+        ),
+        (
+            "an unpack into a mount the envelope lacks",
+            &ensure,
+            vec!["unpack", &stage, "agent"],
             "invalid-operation",
         ),
     ];

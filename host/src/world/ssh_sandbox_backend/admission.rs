@@ -549,6 +549,13 @@ mod tests {
                 "streams into workspace unpack only",
             ),
             (
+                Method::EnsureRuntime,
+                Access::None,
+                vec!["workspace", "unpack", &stage, "agent"],
+                true,
+                "argument 2 of workspace unpack: \"agent\" is not a mount of this scope",
+            ),
+            (
                 Method::ValidateConfiguration,
                 Access::ReadWrite,
                 vec!["preflight"],
@@ -699,6 +706,17 @@ mod tests {
             let err = a.admit(&run, &stdin, false).unwrap_err();
             assert!(err.contains(expected), "{header} {args:?}: {err}");
         }
+        // A header length past the end of stdin, or no count at all.
+        let (mut run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
+        *run.last_mut().unwrap() = (stdin.len() + 1).to_string();
+        let err = a.admit(&run, &stdin, false).unwrap_err();
+        assert!(err.contains("stdin is shorter than its header"), "{err}");
+        *run.last_mut().unwrap() = "12 ".into();
+        let err = a.admit(&run, &stdin, false).unwrap_err();
+        assert!(
+            err.contains("argument 4 of exec exec: must be a count"),
+            "{err}"
+        );
         // The other mode, or the script in a call that asked for no command.
         let shell = admission(
             Method::RunShellCommand,
