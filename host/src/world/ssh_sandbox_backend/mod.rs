@@ -8,7 +8,7 @@
 //! [`SandboxBackend`] opens a component of this world from an installation
 //! ([`installation`]) and calls it with a controller's JSON, one fresh
 //! instance per call. Per call the host also admits what may run
-//! ([`admission`]): each script operation only from its own method, each
+//! (`admission.rs`): each script operation only from its own method, each
 //! argument of the kind the operation takes, the exec script only with the
 //! caller's own request; and every script runs with the envelope the host
 //! writes (the workspace root, the scope's runtime id and mounts). It streams
