@@ -2,14 +2,20 @@
 # occ sandbox: run one command in a sandbox, and make sure it ends.
 #
 # Sent by the sandbox component and run by the host as
-#   python3 -c <this text> exec <mode> <nonce> <workspace-root> <runtime-id>
-#           <mount> <workdir> <timeout-ms> <header-bytes>
+#   python3 -c <this text> exec <envelope> <mode> <mount> <workdir>
+#           <timeout-ms> <header-bytes>
 # with stdin starting with a JSON header of <header-bytes> bytes,
-# {"command", "env", "args"}, followed by the command's own stdin. The command
-# and its environment travel on stdin, not in the argument vector, so that
-# other users of the target cannot read them in the process list. The host runs
-# this script only when its SHA-256 is approved in the installation, and only
-# in a call that asked for exactly this command (it reads the header).
+# {"command", "env", "args", "nonce"}, followed by the command's own stdin.
+# The command, its environment and the nonce travel on stdin, not in the
+# argument vector, so that no process on the target can read them in the
+# process list or in /proc/<pid>/cmdline. The host runs this script only when
+# its SHA-256 is approved in the installation, and only in a call that asked
+# for exactly this command, environment, arguments and stdin (it reads the
+# header), in the directory the caller named.
+#
+# Trusted values come from the envelope alone, which the host writes for the
+# call (see workspace.py): the workspace root, the runtime id and the mounts.
+# The mode must be one of envelope.ops and the mount one of envelope.mounts.
 #
 # <mode> is `exec` (`/bin/sh -c <command>`) or `shell` (`/bin/sh -c <command>
 # occ-sandbox-shell <args...>`). The command runs in <workdir> below the mount,
@@ -25,9 +31,14 @@
 # - the SSH channel closes (the caller cancelled, the host timed out): stdout
 #   or stderr reports an error or hang-up, and the processes are killed the
 #   same way.
-# Reports of this script itself (never of the command) are one stderr line
-# `occ-sandbox-exec <nonce> <json>`, exit 124 (time limit) or 125 (it could not
-# start the command).
+# Reports of this script itself are one stderr line
+# `occ-sandbox-exec <nonce> <json>`, always the last, with exit 124 (time
+# limit) or 125 (it could not start the command). A command that itself exits
+# 124 or 125 gets a report too, `{"exitCode": <n>}`, written after its output
+# has ended: whatever the command printed, the last line is this script's.
+# Before it reads the nonce, this script makes itself non-dumpable, so that a
+# command running as the same user can neither read the nonce from its memory
+# nor trace it.
 # Python 3.6 or later; standard library only.
 
 import errno
@@ -61,8 +72,6 @@ def report(nonce, payload, status):
 # The same descriptor walk as workspace.py: each script is sent alone, so each
 # carries the few lines it needs.
 def open_workdir(root, runtime, mount, rel):
-    if mount not in ("workspace", "agent"):
-        raise SetupError("invalid-path", "unknown mount %r" % mount)
     parts = [] if rel == "" else rel.split("/")
     for part in [runtime, mount] + parts:
         if part in ("", ".", "..") or "/" in part or "\0" in part:
@@ -96,6 +105,26 @@ def open_workdir(root, runtime, mount, rel):
             os.close(fd)
         fd = nxt
     return fd
+
+
+def read_envelope(text, mode, mount):
+    """The workspace root and runtime id the host wrote for this call, once
+    the mode and the mount are found to be the envelope's."""
+    try:
+        v = json.loads(text)
+    except ValueError:
+        raise SetupError("invalid-operation", "the envelope is not JSON: the host writes it before the mode")
+    if not isinstance(v, dict) or v.get("version") != 1 or isinstance(v.get("version"), bool):
+        raise SetupError("invalid-operation", "envelope.version: this script reads version 1")
+    ops = v.get("ops")
+    if not isinstance(ops, list) or mode not in ("exec", "shell") or mode not in ops:
+        raise SetupError("invalid-operation", "envelope.ops: %s may not run mode %r" % (v.get("method"), mode[:64]))
+    root, runtime, mounts = v.get("workspaceRoot"), v.get("runtimeId"), v.get("mounts")
+    if not isinstance(root, str) or not root.startswith("/") or not isinstance(runtime, str):
+        raise SetupError("invalid-operation", "envelope.workspaceRoot and envelope.runtimeId: this call names no sandbox")
+    if not isinstance(mounts, list) or not any(isinstance(m, dict) and m.get("name") == mount for m in mounts):
+        raise SetupError("invalid-operation", "%r is not a mount of this sandbox (envelope.mounts)" % mount[:64])
+    return root, runtime
 
 
 def env_for(extra, marker):
@@ -221,23 +250,50 @@ def read_header(size):
     header = json.loads(data.decode("utf-8"))
     if not isinstance(header, dict) or not isinstance(header.get("command"), str):
         raise SetupError("invalid-command", "the header names no command")
-    return header["command"], header.get("env", {}), header.get("args", [])
+    return header
+
+
+def not_dumpable():
+    """PR_SET_DUMPABLE 0: no process of the same user may read this one's
+    memory (/proc/<pid>/mem), its environment or descriptors, or trace it, so
+    the nonce stays this script's. Linux only; elsewhere, or if the call
+    fails, the script runs on without it."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except Exception:
+        pass
 
 
 def main(argv):
-    if len(argv) != 8:
-        report(argv[1] if len(argv) > 1 else "-", {"error": "invalid-command", "message": "exec takes 8 arguments"}, 125)
-    mode, nonce, root, runtime, mount, rel, timeout_ms, header_bytes = argv
+    not_dumpable()
+    if len(argv) != 6 or not re.match(r"[0-9]{1,7}\Z", argv[5]):
+        report("-", {"error": "invalid-operation", "message": "exec takes 6 arguments: <envelope> <mode> <mount> <workdir> <timeout-ms> <header-bytes>"}, 125)
+    envelope, mode, mount, rel, timeout_ms, header_bytes = argv
     try:
-        if mode not in ("exec", "shell"):
-            raise SetupError("invalid-command", "unknown mode %r" % mode)
-        command, extra, args = read_header(int(header_bytes))
+        header = read_header(int(header_bytes))
+    except (SetupError, OSError, ValueError) as e:
+        report("-", {"error": "invalid-command", "message": "the header: %s" % e}, 125)
+    nonce = header.get("nonce")
+    if not isinstance(nonce, str) or not re.match(r"[0-9a-f]{32}\Z", nonce):
+        report("-", {"error": "invalid-command", "message": "the header carries no nonce of 32 hex digits"}, 125)
+    try:
+        root, runtime = read_envelope(envelope, mode, mount)
+        command, extra, args = header["command"], header.get("env", {}), header.get("args", [])
         if "\0" in command:
             raise SetupError("invalid-command", "the command holds NUL")
         if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
             raise SetupError("invalid-command", "the environment must map names to strings")
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise SetupError("invalid-command", "the arguments must be strings")
+        if mode == "exec" and args:
+            raise SetupError("invalid-command", "mode exec takes no arguments")
+        if mode == "shell" and extra:
+            raise SetupError("invalid-command", "mode shell takes no environment")
+        if not re.match(r"[0-9]{1,10}\Z", timeout_ms) or int(timeout_ms) == 0:
+            raise SetupError("invalid-operation", "the time limit must be a positive count of milliseconds")
         timeout = int(timeout_ms) / 1000.0
         fd = open_workdir(root, runtime, mount, rel)
         try:
@@ -330,7 +386,12 @@ def run(child, marker, nonce, timeout, timeout_ms, pipes):
                 os.set_blocking(fd, False)
                 while fd in pipes and drain(fd, False):
                     pass
-            os._exit(exit_code(status))
+            code = exit_code(status)
+            if code in (124, 125):
+                # The statuses of this script's own reports: say that this one
+                # is the command's, in the last line, after all it wrote.
+                report(nonce, {"exitCode": code}, code)
+            os._exit(code)
         left = deadline - time.monotonic()
         if left <= 0:
             kill_run(child, marker)

@@ -3,8 +3,12 @@
 # SSH command itself (not a login shell), as the spec requires.
 #
 # Sent by the sandbox component and run by the host as
-#   /bin/sh -c <this text> preflight
-# POSIX sh only, so that it answers on a target that lacks everything else.
+#   /bin/sh -c <this text> preflight <envelope>
+# where the envelope is the JSON object the host writes for the call (see
+# workspace.py): it runs only when that envelope grants the preflight method
+# its one operation, and takes no argument of its own; it acts on nothing
+# else. POSIX sh only, so that it answers on a target that lacks everything
+# else.
 # Prints one `key=value` line per finding:
 #   missing=<what>    a utility of the contract is absent or not GNU-compatible
 #   warning=<text>    something that limits the backend without stopping it
@@ -12,6 +16,16 @@
 # and exits 0; the component decides what the findings mean.
 
 missing() { printf 'missing=%s\n' "$1"; }
+
+refuse() {
+  printf '{"error": "invalid-operation", "message": "%s", "path": null}\n' "$1" >&2
+  exit 1
+}
+[ "$#" -eq 1 ] || refuse "preflight takes the envelope and no argument"
+case "$1" in
+  '{"version":1,"method":"preflight","ops":["preflight"],'*) ;;
+  *) refuse "envelope.ops: this call may not run preflight" ;;
+esac
 
 [ -x /bin/sh ] || missing "/bin/sh"
 

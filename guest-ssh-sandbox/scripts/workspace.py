@@ -2,9 +2,22 @@
 # occ sandbox: every change the backend makes to a remote workspace.
 #
 # Sent by the sandbox component and run by the host as
-#   python3 -c <this text> workspace <op> <workspace-root> <runtime-id> [args...]
+#   python3 -c <this text> workspace <envelope> <op> [args...]
 # with the operation's data (a file's bytes, a tar stream) on stdin. The host
 # runs it only when its SHA-256 is approved in the installation.
+#
+# What it acts on is either trusted or bounded here. Trusted values come from
+# the envelope alone, one JSON object the host writes for the call (the
+# component never does):
+#   {"version": 1, "method": <the controller's method>, "ops": [<the
+#    operations that method may run>], "workspaceRoot": <the installation's>,
+#    "runtimeId": <the call's scope's>, "mounts": [{"name", "writable"}]}
+# Everything after it is the component's, and bounded: the operation must be
+# one of envelope.ops; each argument has the kind the OPS table below names:
+# a mount of envelope.mounts (writable, for an operation that changes one), a
+# path of plain names below it, a stage of envelope.runtimeId, a flag or a
+# count. Anything else is refused before anything is touched, with the error
+# `invalid-operation` (or `read-only`, `invalid-path`) naming the field.
 #
 # Layout: <workspace-root>/<runtime-id>/{workspace,agent}. The workspace root is
 # the operator's (configured, followed as it is). Below it every directory is
@@ -25,6 +38,7 @@
 import errno
 import json
 import os
+import re
 import stat
 import sys
 
@@ -768,33 +782,107 @@ def op_workdir(root, runtime, mount, rel):
     return {"directory": True}
 
 
+# The operations, each with the kinds of its arguments (M a mount of the
+# envelope, P a path below the mount before it, S a stage of the envelope's
+# runtime, F 0 or 1, N decimal digits) and whether it changes a mount (then
+# each of its mounts must be writable). The host checks the same table
+# (ssh-target/src/envelope.rs) before anything runs; a test reads both.
 OPS = {
-    "describe": (op_describe, 0),
-    "stage": (op_stage, 1),
-    "unpack": (op_unpack, 2),
-    "publish": (op_publish, 1),
-    "discard": (op_discard, 1),
-    "remove-runtime": (op_remove_runtime, 0),
-    "read": (op_read, 3),
-    "write": (op_write, 3),
-    "create": (op_create, 3),
-    "mkdirp": (op_mkdirp, 2),
-    "remove": (op_remove, 4),
-    "rename": (op_rename, 4),
-    "stat": (op_stat, 2),
-    "readdir": (op_readdir, 2),
-    "workdir": (op_workdir, 2),
+    "describe": (op_describe, "", False),
+    "stage": (op_stage, "S", False),
+    "unpack": (op_unpack, "SM", False),
+    "publish": (op_publish, "S", False),
+    "discard": (op_discard, "S", False),
+    "remove-runtime": (op_remove_runtime, "", False),
+    "read": (op_read, "MPN", False),
+    "write": (op_write, "MPF", True),
+    "create": (op_create, "MPF", True),
+    "mkdirp": (op_mkdirp, "MP", True),
+    "remove": (op_remove, "MPFF", True),
+    "rename": (op_rename, "MPMP", True),
+    "stat": (op_stat, "MP", False),
+    "readdir": (op_readdir, "MP", False),
+    "workdir": (op_workdir, "MP", False),
 }
 
 
+class Envelope(object):
+    """What the host wrote for this call: the only source of the workspace
+    root, the runtime id, the mounts and the operations allowed."""
+
+    def __init__(self, text):
+        try:
+            v = json.loads(text)
+        except ValueError:
+            raise Refusal("invalid-operation", "the envelope is not JSON: the host writes it before the operation")
+        if not isinstance(v, dict) or v.get("version") != 1 or isinstance(v.get("version"), bool):
+            raise Refusal("invalid-operation", "envelope.version: this script reads version 1")
+        ops = v.get("ops")
+        if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+            raise Refusal("invalid-operation", "envelope.ops: must be a list of operation names")
+        root = v.get("workspaceRoot")
+        if not isinstance(root, str) or not root.startswith("/") or "\0" in root:
+            raise Refusal("invalid-operation", "envelope.workspaceRoot: must be an absolute path")
+        runtime = v.get("runtimeId")
+        if runtime is not None:
+            if not isinstance(runtime, str):
+                raise Refusal("invalid-operation", "envelope.runtimeId: must be a string")
+            check_name(runtime, runtime)
+        listed = v.get("mounts")
+        if not isinstance(listed, list):
+            raise Refusal("invalid-operation", "envelope.mounts: must be a list")
+        mounts = {}
+        for m in listed:
+            if not isinstance(m, dict) or m.get("name") not in MOUNTS or not isinstance(m.get("writable"), bool):
+                raise Refusal("invalid-operation", "envelope.mounts: must list {name: workspace or agent, writable: true or false}")
+            mounts[m["name"]] = m["writable"]
+        self.method = v.get("method")
+        self.ops = ops
+        self.root = root
+        self.runtime = runtime
+        self.mounts = mounts
+
+
+def check_args(envelope, op, kinds, mutating, args):
+    """Each argument of `op` as its kind allows, against the envelope."""
+    if len(args) != len(kinds):
+        raise Refusal("invalid-operation", "%s takes %d arguments after the envelope and the operation, not %d"
+                      % (op, len(kinds), len(args)))
+    for index, (kind, value) in enumerate(zip(kinds, args)):
+        field = "argument %d of %s" % (index + 1, op)
+        if kind == "M":
+            if value not in envelope.mounts:
+                raise Refusal("invalid-operation", "%s: %r is not a mount of this sandbox (envelope.mounts: %s)"
+                              % (field, value, ", ".join(sorted(envelope.mounts)) or "none"))
+            if mutating and not envelope.mounts[value]:
+                raise Refusal("read-only", "%s: the %s mount is read-only in this sandbox" % (op, value), value)
+        elif kind == "P":
+            split(value)
+        elif kind == "S":
+            check_stage(envelope.runtime, value)
+        elif kind == "F":
+            if value not in ("0", "1"):
+                raise Refusal("invalid-operation", "%s: must be 0 or 1, not %r" % (field, value))
+        elif kind == "N":
+            if not re.match(r"[0-9]{1,18}\Z", value):
+                raise Refusal("invalid-operation", "%s: must be a count in decimal digits, not %r" % (field, value))
+
+
 def main(argv):
-    if len(argv) < 3 or argv[0] not in OPS:
-        raise Refusal("invalid-path", "usage: workspace <op> <workspace-root> <runtime-id> [args...]")
-    fn, extra = OPS[argv[0]]
-    args = argv[1:]
-    if len(args) != 2 + extra:
-        raise Refusal("invalid-path", "%s takes %d arguments, not %d" % (argv[0], 2 + extra, len(args)))
-    result = fn(*args)
+    if len(argv) < 2:
+        raise Refusal("invalid-operation", "usage: workspace <envelope> <op> [args...]")
+    envelope = Envelope(argv[0])
+    op, args = argv[1], argv[2:]
+    if op not in OPS:
+        raise Refusal("invalid-operation", "unknown operation %r" % op[:64])
+    if op not in envelope.ops:
+        raise Refusal("invalid-operation", "envelope.ops: %s may not run %s (it may run: %s)"
+                      % (envelope.method, op, ", ".join(envelope.ops) or "nothing"))
+    if envelope.runtime is None:
+        raise Refusal("invalid-operation", "envelope.runtimeId: this call names no sandbox scope")
+    fn, kinds, mutating = OPS[op]
+    check_args(envelope, op, kinds, mutating, args)
+    result = fn(envelope.root, envelope.runtime, *args)
     if result is not None:
         sys.stdout.write(json.dumps(result) + "\n")
 

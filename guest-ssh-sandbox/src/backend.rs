@@ -22,7 +22,7 @@ use crate::model::{
     SandboxScope, Seeding, ShellRequest, ShellResult, TextEdit, Warning, WorkspaceSummary,
 };
 use crate::patch::{self, Hunk};
-use crate::paths::{resolve, resolve_writable};
+use crate::paths::{exec_workdir, resolve, resolve_writable};
 use crate::scripts::{self, EXEC, Failure, PREFLIGHT, Script, WORKSPACE};
 
 /// What the backend may do besides computing: the host's imports.
@@ -160,13 +160,10 @@ impl<'e, E: Effects> Backend<'e, E> {
         scripts::outcome(out, script.interpreter(), what, &target)
     }
 
-    /// `workspace <op> <root> <runtime id> <args...>`.
+    /// `workspace <op> <args...>`: the host puts its envelope (the workspace
+    /// root, the runtime id, the mounts) before the operation.
     fn workspace_args(&self, op: &str, args: &[&str]) -> Vec<String> {
-        let mut all = vec![
-            op.to_string(),
-            self.layout.workspace_root.clone(),
-            self.layout.runtime_id.clone(),
-        ];
+        let mut all = vec![op.to_string()];
         all.extend(args.iter().map(|a| a.to_string()));
         all
     }
@@ -430,8 +427,9 @@ impl<'e, E: Effects> Backend<'e, E> {
 
     /// Run the exec script in `mode` and read what it reports about itself:
     /// the command's output, or none when its time limit passed.
-    /// The command, its environment and arguments travel in a header on stdin
-    /// (not in the argument vector, which other users of the target can read).
+    /// The command, its environment and arguments, and the nonce that marks
+    /// the script's own reports, travel in a header on stdin (not in the
+    /// argument vector, which every process on the target can read).
     #[allow(clippy::too_many_arguments)]
     fn run_command(
         &mut self,
@@ -446,18 +444,17 @@ impl<'e, E: Effects> Backend<'e, E> {
         if command.contains('\0') {
             return Err(Error::new(Code::InvalidCommand, "the command holds NUL"));
         }
-        let header = serde_json::json!({"command": command, "env": env, "args": args}).to_string();
-        let mut input = header.clone().into_bytes();
-        input.extend_from_slice(stdin);
         let target = self.target().to_string();
         let mut retried = false;
         loop {
             let nonce = self.effects.random_hex();
+            let header =
+                serde_json::json!({"command": command, "env": &env, "args": args, "nonce": nonce})
+                    .to_string();
+            let mut input = header.clone().into_bytes();
+            input.extend_from_slice(stdin);
             let argv = EXEC.argv(&[
                 mode,
-                &nonce,
-                &self.layout.workspace_root,
-                &self.layout.runtime_id,
                 workdir.mount.name(),
                 &workdir.relative_path,
                 &timeout_ms.to_string(),
@@ -487,6 +484,10 @@ impl<'e, E: Effects> Backend<'e, E> {
             if v["timedOut"] == Value::Bool(true) {
                 return Ok(None);
             }
+            if v["exitCode"].as_i64() == out.exit_status.map(i64::from) {
+                // The command's own 124 or 125: the report only says so.
+                return Ok(Some(without_last_line(out)));
+            }
             match scripts::error_line(&report, mode) {
                 Some(Failure::NoRuntime) if !retried => {
                     retried = true;
@@ -504,16 +505,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     }
 
     pub fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult, Error> {
-        let workdir = resolve(
-            &self.layout,
-            &FileRef::new(
-                req.workdir
-                    .as_deref()
-                    .filter(|w| !w.is_empty())
-                    .unwrap_or("."),
-            ),
-            "run commands in",
-        )?;
+        let workdir = exec_workdir(&self.layout, req.workdir.as_deref())?;
         let env = Self::check_env(&req.env)?;
         let timeout = req
             .timeout_ms
@@ -542,7 +534,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     }
 
     pub fn run_shell(&mut self, req: &ShellRequest) -> Result<ShellResult, Error> {
-        let workdir = resolve(&self.layout, &FileRef::new("."), "run commands in")?;
+        let workdir = exec_workdir(&self.layout, None)?;
         if req.args.iter().any(|a| a.contains('\0')) {
             return Err(Error::new(
                 Code::InvalidCommand,
@@ -974,6 +966,15 @@ impl<'e, E: Effects> Backend<'e, E> {
             container_path: r.container_path,
         })
     }
+}
+
+/// `out` without the last line of its stderr tail (the exec script's report).
+fn without_last_line(mut out: ExecOutput) -> ExecOutput {
+    let tail = &out.stderr_tail;
+    let end = tail.strip_suffix(b"\n").unwrap_or(tail);
+    let cut = end.iter().rposition(|b| *b == b'\n').map_or(0, |at| at + 1);
+    out.stderr_tail.truncate(cut);
+    out
 }
 
 fn push_unique(list: &mut Vec<String>, value: String) {

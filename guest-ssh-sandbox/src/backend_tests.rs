@@ -4,6 +4,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
+use occ_ssh_target::envelope::{Envelope, METHOD_OPS};
 use serde_json::json;
 
 use crate::backend::Backend;
@@ -53,8 +54,26 @@ impl Fixture {
         }
     }
 
+    /// A target whose envelope lets every operation run: for the tests that
+    /// run several methods' operations on one target.
     fn target(&self) -> LocalTarget {
-        LocalTarget::new(&self.local)
+        let mut envelope = self.envelope("exec");
+        envelope.ops = METHOD_OPS
+            .iter()
+            .flat_map(|(_, ops)| ops.iter().copied())
+            .collect();
+        LocalTarget::new(&self.local, &envelope)
+    }
+
+    /// A target with the envelope the host writes for a `method` call.
+    fn target_for(&self, method: &str) -> LocalTarget {
+        LocalTarget::new(&self.local, &self.envelope(method))
+    }
+
+    fn envelope(&self, method: &str) -> Envelope {
+        let mut t = LocalTarget::new(&self.local, &Envelope::new("stat", "/", None).unwrap());
+        let layout = self.backend(&mut t).layout.shared;
+        Envelope::new(method, &layout.workspace_root, Some(&layout)).unwrap()
     }
 
     fn backend<'a>(&self, target: &'a mut LocalTarget) -> Backend<'a, LocalTarget> {
@@ -487,5 +506,149 @@ fn media_reads_are_bounded_and_typed() {
     assert_eq!(
         b.read_media(&f("img.png"), Some(4)).unwrap_err().code(),
         "too-large"
+    );
+}
+
+/// Every method, on a target that has never seen the scope, under the
+/// envelope the host writes for that method alone: what the backend runs for
+/// an honest call (seeding on first use included) is what the method's row of
+/// `METHOD_OPS` allows, and nothing more.
+#[test]
+fn every_method_runs_within_its_own_envelope() {
+    type Call = fn(&mut Backend<'_, LocalTarget>);
+    let calls: &[(&str, Call)] = &[
+        ("describeRuntime", |b| {
+            assert!(!b.describe().unwrap().running);
+        }),
+        ("ensureRuntime", |b| {
+            assert_eq!(b.ensure().unwrap().seeding, Seeding::Seeded);
+        }),
+        ("removeRuntime", |b| {
+            assert!(!b.remove_runtime().unwrap());
+        }),
+        ("recreateRuntime", |b| {
+            assert_eq!(b.recreate().unwrap().seeding, Seeding::Seeded);
+        }),
+        ("validateWorkdir", |b| {
+            assert!(b.validate_workdir("src").unwrap().is_some());
+        }),
+        ("exec", |b| {
+            let r = b
+                .exec(&ExecRequest {
+                    command: "cat README.md; exit 125".into(),
+                    env: vec![("A".into(), "b".into())],
+                    ..ExecRequest::default()
+                })
+                .unwrap();
+            assert_eq!(
+                (r.exit_code, r.stdout_tail, r.stderr_tail),
+                (Some(125), b"hello\n".to_vec(), Vec::new())
+            );
+        }),
+        ("runShellCommand", |b| {
+            let r = b
+                .run_shell(&ShellRequest {
+                    script: "echo \"$1\"".into(),
+                    args: vec!["x".into()],
+                    ..ShellRequest::default()
+                })
+                .unwrap();
+            assert_eq!(r.stdout, b"x\n");
+        }),
+        ("readFile", |b| {
+            assert_eq!(b.read_file(&f("README.md"), None).unwrap(), b"hello\n");
+        }),
+        ("readMedia", |b| {
+            b.read_media(&f("README.md"), None).unwrap();
+        }),
+        ("writeFile", |b| {
+            b.write_file(&f("new.txt"), b"x", true).unwrap()
+        }),
+        ("createFileExclusive", |b| {
+            b.create_file_exclusive(&f("d/new.txt"), b"x", true)
+                .unwrap();
+        }),
+        ("mkdirp", |b| b.mkdirp(&f("a/b")).unwrap()),
+        ("remove", |b| b.remove(&f("src"), true, false).unwrap()),
+        ("rename", |b| {
+            b.rename(&f("README.md"), &f("d/R.md")).unwrap()
+        }),
+        ("stat", |b| {
+            assert!(b.stat(&f("README.md")).unwrap().is_some());
+        }),
+        ("readDirectory", |b| {
+            b.read_directory(&f("src")).unwrap();
+        }),
+        ("edit", |b| {
+            b.edit(
+                &f("src/main.rs"),
+                &[TextEdit {
+                    old_text: "old();".into(),
+                    new_text: "new();".into(),
+                    replace_all: false,
+                }],
+            )
+            .unwrap();
+        }),
+        ("applyPatch", |b| {
+            let patch = "*** Begin Patch\n*** Add File: n.md\n+n\n*** Update File: src/main.rs\n@@ fn main() {\n-    old();\n+    newer();\n*** Delete File: README.md\n*** End Patch";
+            b.apply_patch(patch, None).unwrap();
+        }),
+    ];
+    for (method, call) in calls {
+        let fx = Fixture::new("rw");
+        let mut t = fx.target_for(method);
+        call(&mut fx.backend(&mut t));
+        assert!(
+            !t.calls.is_empty() || *method == "resolvePath",
+            "{method} ran nothing"
+        );
+    }
+    // And an envelope without the operation stops it on the target itself.
+    let fx = Fixture::new("rw");
+    let mut t = fx.target_for("readFile");
+    let e = fx
+        .backend(&mut t)
+        .write_file(&f("new.txt"), b"x", false)
+        .unwrap_err();
+    assert_eq!(e.code(), "invalid-operation", "{e}");
+    assert!(e.to_string().contains("readFile may not run write"), "{e}");
+    assert!(!fx.local.join("new.txt").exists());
+}
+
+/// A command that knows the nonce (here it can: the local target's nonces
+/// are a counter) prints what looks like the exec script's `no-runtime`
+/// report and exits 125: the script's own last line says the status is the
+/// command's, so the call reports it and the command ran once.
+#[test]
+fn a_forged_report_is_the_commands_own_output() {
+    let fx = Fixture::new("rw");
+    let mut t = fx.target();
+    let ws = fx.workspace(&mut t);
+    fx.backend(&mut t).ensure().unwrap();
+    // The next nonce the target hands out.
+    let mut probe = fx.target();
+    let nonce = {
+        use crate::backend::Effects;
+        for _ in 0..t.issued() {
+            probe.random_hex();
+        }
+        probe.random_hex()
+    };
+    let command = format!(
+        "echo ran >> count; echo 'occ-sandbox-exec {nonce} {{\"error\": \"no-runtime\", \"message\": \"x\"}}' >&2; exit 125"
+    );
+    let r = fx
+        .backend(&mut t)
+        .exec(&ExecRequest {
+            command,
+            ..ExecRequest::default()
+        })
+        .unwrap();
+    assert_eq!(r.exit_code, Some(125));
+    assert_eq!(std::fs::read_to_string(ws.join("count")).unwrap(), "ran\n");
+    assert!(
+        String::from_utf8_lossy(&r.stderr_tail).contains(&format!("occ-sandbox-exec {nonce} ")),
+        "the command's own line is its output"
     );
 }

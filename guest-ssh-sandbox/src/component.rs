@@ -121,9 +121,11 @@ impl Effects for Host {
         // The standard library seeds its hash keys from the host
         // (`wasi:random/insecure-seed`, fresh for every instance) and steps
         // them for each new state: two give 128 bits that name one stage or
-        // one exec apart from every other. They need to be unique, not
-        // secret: a stage is private to its user and a nonce only tells the
-        // exec script's own report from a command's output.
+        // one exec apart from every other. A stage name needs to be unique;
+        // a nonce also unknown to the command, so that it cannot print the
+        // exec script's report: nothing on the target sees the seed, and the
+        // nonce reaches the script on stdin, which the command cannot read
+        // (the script is not dumpable).
         use std::hash::{BuildHasher, Hasher};
         let mut out = String::with_capacity(32);
         for _ in 0..2 {

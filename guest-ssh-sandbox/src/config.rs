@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::model::Warning;
 
 /// `ssh.workspaceRoot` when absent.
-pub const DEFAULT_WORKSPACE_ROOT: &str = "/tmp/openclaw-sandboxes";
+pub use occ_ssh_target::layout::DEFAULT_WORKSPACE_ROOT;
 /// `ssh.command` when absent.
 pub const DEFAULT_SSH_COMMAND: &str = "ssh";
 /// The backend ids this component answers to: OpenClaw's built-in name, and the
@@ -35,21 +35,9 @@ pub enum Mode {
     All,
 }
 
-/// `scope`: what one remote workspace is shared by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Session,
-    Agent,
-    Shared,
-}
-
-/// `workspaceAccess`: what the sandbox sees of the Agent's own workspace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    None,
-    ReadOnly,
-    ReadWrite,
-}
+/// `scope` and `workspaceAccess`, as the host reads them too.
+pub use occ_ssh_target::layout::Access;
+pub use occ_ssh_target::scope::Scope;
 
 /// `ssh.target`, parsed: `user@host[:port]`.
 pub use occ_ssh_target::Target;
@@ -238,29 +226,11 @@ impl Config {
         };
         let legacy_per_session = sandbox.boolean("perSession")?;
         let scope = sandbox
-            .one_of(
-                "scope",
-                &[
-                    ("session", Scope::Session),
-                    ("agent", Scope::Agent),
-                    ("shared", Scope::Shared),
-                ],
-            )?
-            .unwrap_or(match legacy_per_session {
-                Some(true) => Scope::Session,
-                Some(false) => Scope::Shared,
-                None => Scope::Agent,
-            });
+            .one_of("scope", Scope::NAMES)?
+            .unwrap_or(Scope::default_for(legacy_per_session));
         let workspace_access = sandbox
-            .one_of(
-                "workspaceAccess",
-                &[
-                    ("none", Access::None),
-                    ("ro", Access::ReadOnly),
-                    ("rw", Access::ReadWrite),
-                ],
-            )?
-            .unwrap_or(Access::None);
+            .one_of("workspaceAccess", Access::NAMES)?
+            .unwrap_or(Access::DEFAULT);
         sandbox.one_of("sessionToolsVisibility", &[("spawned", ()), ("all", ())])?;
         sandbox.string("workspaceRoot")?;
 
@@ -342,7 +312,7 @@ fn parse_ssh(ssh: &Object<'_>) -> Result<Ssh, Error> {
     }
     let workspace_root = match ssh.string("workspaceRoot")? {
         None => DEFAULT_WORKSPACE_ROOT.to_string(),
-        Some(root) => normalize_remote_root(root)
+        Some(root) => occ_ssh_target::layout::normalize_workspace_root(root)
             .map_err(|why| Error::config(ssh.key("workspaceRoot"), why))?,
     };
     for key in ["identityFile", "certificateFile", "knownHostsFile"] {
@@ -360,31 +330,6 @@ fn parse_ssh(ssh: &Object<'_>) -> Result<Ssh, Error> {
         strict_host_key_checking: ssh.boolean("strictHostKeyChecking")?.unwrap_or(true),
         update_host_keys: ssh.boolean("updateHostKeys")?.unwrap_or(true),
     })
-}
-
-/// OpenClaw's normalisation (backslashes become `/`, trailing `/` dropped),
-/// then: absolute, and no empty, `.` or `..` component, no control character.
-pub fn normalize_remote_root(raw: &str) -> Result<String, String> {
-    let posix = raw.trim().replace('\\', "/");
-    if !posix.starts_with('/') {
-        return Err(format!("must be an absolute POSIX path (found {raw:?})"));
-    }
-    if posix.chars().any(char::is_control) {
-        return Err("must not contain control characters".into());
-    }
-    let trimmed = posix.trim_end_matches('/');
-    if trimmed.is_empty() {
-        return Ok("/".into());
-    }
-    if trimmed[1..]
-        .split('/')
-        .any(|part| part.is_empty() || part == "." || part == "..")
-    {
-        return Err(format!(
-            "must be a normalized path (no `//`, `.` or `..`; found {raw:?})"
-        ));
-    }
-    Ok(trimmed.to_string())
 }
 
 /// A local file the host reads (`~` is the host's home): nonempty, without line
@@ -491,6 +436,13 @@ mod tests {
         let c =
             Config::parse(&doc(json!({"perSession": true, "ssh": {"target": "me@h"}}))).unwrap();
         assert_eq!(c.scope, Scope::Session);
+        // Repeated and trailing slashes and `.` name the same directory on the
+        // target; OpenClaw's join drops them too.
+        let c = Config::parse(&doc(
+            json!({"ssh": {"target": "me@h", "workspaceRoot": "//srv//./sandboxes/"}}),
+        ))
+        .unwrap();
+        assert_eq!(c.ssh.workspace_root, "/srv/sandboxes");
     }
 
     #[test]
@@ -535,7 +487,7 @@ mod tests {
             ),
             (
                 json!({"ssh": {"target": "me@h", "workspaceRoot": "/tmp/../etc"}}),
-                "agents.defaults.sandbox.ssh.workspaceRoot: must be a normalized path",
+                "agents.defaults.sandbox.ssh.workspaceRoot: must not contain `..`",
             ),
             (
                 json!({"ssh": {"target": "me@h", "command": "/opt/bin/myssh"}}),

@@ -44,6 +44,9 @@ pub enum Code {
     InvalidPatch,
     /// `exec`: the command, its environment or its workdir is refused.
     InvalidCommand,
+    /// A remote script refused an operation the envelope of the call does not
+    /// allow, or an argument it does not take.
+    InvalidOperation,
     /// `run-shell`: the script exited nonzero and failure was not allowed.
     CommandFailed,
     /// The target lacks part of the remote utility contract.
@@ -86,6 +89,7 @@ impl Code {
             Code::AmbiguousMatch => "ambiguous-match",
             Code::InvalidPatch => "invalid-patch",
             Code::InvalidCommand => "invalid-command",
+            Code::InvalidOperation => "invalid-operation",
             Code::CommandFailed => "command-failed",
             Code::MissingUtility => "missing-utility",
             Code::MissingCapability => "missing-capability",
@@ -105,6 +109,8 @@ impl Code {
         Some(match name {
             "invalid-path" => Code::InvalidPath,
             "escapes-workspace" => Code::EscapesWorkspace,
+            "read-only" => Code::ReadOnly,
+            "invalid-operation" => Code::InvalidOperation,
             "symlink" => Code::Symlink,
             "hardlink" => Code::Hardlink,
             "not-found" => Code::NotFound,

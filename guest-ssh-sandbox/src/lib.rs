@@ -3,7 +3,6 @@
 //! Everything the backend decides is pure Rust in the modules below, compiled
 //! and unit-tested natively, failing with the one [`Error`] type:
 //! - [`config`]: the `agents.defaults.sandbox` configuration, its keys and defaults;
-//! - [`scope`]: scope key and runtime id, OpenClaw's own algorithms;
 //! - [`layout`]: where a scope's sandbox lives on the target, its mounts;
 //! - [`paths`]: resolving and confining the paths callers name;
 //! - [`scripts`]: the fixed remote scripts and how their answers are read;
@@ -11,6 +10,10 @@
 //!   [`backend::Effects`] seam;
 //! - [`edit`], [`patch`], [`media`]: edit, apply_patch and media reads as pure
 //!   functions of file contents.
+//!
+//! The rules the host applies too (the scope's runtime id and layout, path
+//! resolution, which script operations each method may run) are the shared
+//! crate's, [`occ_ssh_target`], so that the two never disagree.
 //!
 //! Effects on the target are the remote scripts' (`scripts/`, shipped in the
 //! component); the component layer only maps WIT values onto these types.
@@ -24,7 +27,6 @@ pub mod media;
 pub mod model;
 pub mod patch;
 pub mod paths;
-pub mod scope;
 pub mod scripts;
 
 #[cfg(target_arch = "wasm32")]

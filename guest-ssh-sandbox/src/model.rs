@@ -147,22 +147,8 @@ impl FileRef {
     }
 }
 
-/// WIT `mount`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Mount {
-    Workspace,
-    Agent,
-}
-
-impl Mount {
-    /// The directory name under the runtime root, and the scripts' name for it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mount::Workspace => "workspace",
-            Mount::Agent => "agent",
-        }
-    }
-}
+/// WIT `mount`: the shared rules' mounts.
+pub use occ_ssh_target::layout::Mount;
 
 /// WIT `resolved-path`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,118 +1,65 @@
 //! From a path as a caller names it to a mount and a relative path, without
-//! touching the target (OpenClaw's `resolvePath`).
+//! touching the target (OpenClaw's `resolvePath`): the shared rules of
+//! [`occ_ssh_target::paths`], with OpenClaw's wording for a refusal and the
+//! paths a caller is shown.
 //!
-//! A path is a sandbox path (absolute under a mount's container root), a path
-//! relative to `cwd` (itself a sandbox or local path) or to the workspace, or a
-//! local path under the local workspace a mount was seeded from. It is
-//! normalized lexically first (`a/../b` is `b`); whatever then lies outside
-//! every mount, `..` past a mount root included, is refused with OpenClaw's
-//! wording. What the target itself holds (symbolic links, hard links) is the
-//! remote script's to judge, on descriptors, while it acts: it follows a link
-//! that stays inside the mount on the way to a file and refuses one that
-//! leads out.
+//! Whatever lies outside every mount after lexical normalization, `..` past a
+//! mount root included, is refused. What the target itself holds (symbolic
+//! links, hard links) is the remote script's to judge, on descriptors, while
+//! it acts: it follows a link that stays inside the mount on the way to a
+//! file and refuses one that leads out.
+
+use occ_ssh_target::paths::{self, PathError};
 
 use crate::error::{Code, Error};
-use crate::layout::{Layout, MountInfo, join};
-use crate::model::{FileRef, Mount, ResolvedPath};
+use crate::layout::{Layout, join};
+use crate::model::{FileRef, ResolvedPath};
 
-/// Components of an absolute path after lexical normalization; `..` stops at `/`.
-fn normalize_absolute(path: &str) -> Vec<&str> {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            p => parts.push(p),
-        }
+/// The refusal of `path` for `action` (OpenClaw's wording).
+fn refusal(e: PathError, action: &str, path: &str) -> Error {
+    match e {
+        PathError::Empty => Error::new(
+            Code::InvalidPath,
+            format!("cannot {action}: the path is empty"),
+        ),
+        PathError::Nul => Error::new(
+            Code::InvalidPath,
+            format!("cannot {action}: the path holds NUL"),
+        )
+        .at(path),
+        PathError::Escapes(at) => Error::escapes(action, &at),
     }
-    parts
 }
 
-fn components(path: &str) -> Vec<&str> {
-    path.split('/').filter(|p| !p.is_empty()).collect()
-}
-
-/// The part of `parts` below `root`, if `parts` is `root` or inside it.
-fn strip<'a>(parts: &[&'a str], root: &str) -> Option<Vec<&'a str>> {
-    let root = components(root);
-    (parts.len() >= root.len() && parts[..root.len()] == root[..])
-        .then(|| parts[root.len()..].to_vec())
-}
-
-/// The longest mount root (container or local, as `root_of` picks) holding `parts`.
-fn find<'l, 'p>(
-    layout: &'l Layout,
-    parts: &[&'p str],
-    root_of: fn(&MountInfo) -> &str,
-) -> Option<(&'l MountInfo, Vec<&'p str>)> {
-    let mut best: Option<(&MountInfo, Vec<&str>)> = None;
-    for m in &layout.mounts {
-        if let Some(rel) = strip(parts, root_of(m))
-            && best
-                .as_ref()
-                .is_none_or(|(b, _)| components(root_of(b)).len() < components(root_of(m)).len())
-        {
-            best = Some((m, rel));
-        }
+/// Where a resolved path is, as a caller sees it.
+fn shown(layout: &Layout, r: paths::Resolved) -> ResolvedPath {
+    let info = layout
+        .mount(r.mount)
+        .expect("resolved among the layout's mounts");
+    ResolvedPath {
+        mount: r.mount,
+        container_path: join(&info.container_root, &r.relative_path),
+        host_path: Some(join(&info.local_root, &r.relative_path)),
+        writable: info.writable,
+        relative_path: r.relative_path,
     }
-    best
-}
-
-/// An absolute path: a sandbox path first (as OpenClaw), then a local one.
-fn absolute<'p>(layout: &Layout, parts: &[&'p str]) -> Option<(Mount, Vec<&'p str>)> {
-    find(layout, parts, |m| &m.container_root)
-        .or_else(|| find(layout, parts, |m| &m.local_root))
-        .map(|(m, rel)| (m.mount, rel))
 }
 
 /// Resolve `file` for `action` (OpenClaw's wording: "read files", "write
 /// files", ...), which names it in a refusal.
 pub fn resolve(layout: &Layout, file: &FileRef, action: &str) -> Result<ResolvedPath, Error> {
-    let path = file.path.as_str();
-    if path.is_empty() {
-        return Err(Error::new(
-            Code::InvalidPath,
-            format!("cannot {action}: the path is empty"),
-        ));
-    }
-    if path.contains('\0') || file.cwd.as_deref().is_some_and(|c| c.contains('\0')) {
-        return Err(Error::new(
-            Code::InvalidPath,
-            format!("cannot {action}: the path holds NUL"),
-        )
-        .at(path));
-    }
-    let joined = if path.starts_with('/') {
-        path.to_string()
-    } else {
-        // The base directory as a sandbox path.
-        let base = match file.cwd.as_deref().filter(|c| !c.is_empty()) {
-            None => layout.workspace().container_root.clone(),
-            Some(cwd) if cwd.starts_with('/') => {
-                let parts = normalize_absolute(cwd);
-                let (mount, rel) =
-                    absolute(layout, &parts).ok_or_else(|| Error::escapes(action, cwd))?;
-                layout.container_path(mount, &rel.join("/"))
-            }
-            Some(cwd) => join(&layout.workspace().container_root, cwd),
-        };
-        join(&base, path)
-    };
-    let parts = normalize_absolute(&joined);
-    let (mount, rel) = absolute(layout, &parts).ok_or_else(|| Error::escapes(action, path))?;
-    let info = layout
-        .mount(mount)
-        .expect("found among the layout's mounts");
-    let relative = rel.join("/");
-    Ok(ResolvedPath {
-        mount,
-        container_path: join(&info.container_root, &relative),
-        host_path: Some(join(&info.local_root, &relative)),
-        writable: info.writable,
-        relative_path: relative,
-    })
+    paths::resolve(layout, &file.path, file.cwd.as_deref())
+        .map(|r| shown(layout, r))
+        .map_err(|e| refusal(e, action, &file.path))
+}
+
+/// Where a command of an `exec` call runs ([`paths::exec_workdir`], which the
+/// host checks the exec script against).
+pub fn exec_workdir(layout: &Layout, workdir: Option<&str>) -> Result<ResolvedPath, Error> {
+    let path = workdir.filter(|w| !w.is_empty()).unwrap_or(".");
+    paths::exec_workdir(layout, workdir)
+        .map(|r| shown(layout, r))
+        .map_err(|e| refusal(e, "run commands in", path))
 }
 
 /// Like [`resolve`], refusing a mount the configuration keeps read-only.
@@ -132,7 +79,7 @@ pub fn resolve_writable(
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::model::SandboxScope;
+    use crate::model::{Mount, SandboxScope};
     use serde_json::json;
 
     fn layout(access: &str) -> Layout {

@@ -5,7 +5,11 @@
 //! runs; see `component.rs`). An exec is always
 //! `[<interpreter>, "-c", <script text>, <script name>, <args...>]`, the
 //! interpreter being what the script's first line names; the host refuses any
-//! other shape and any script the installation did not approve.
+//! other shape, any script the installation did not approve, and any
+//! operation or argument the call's method does not allow
+//! ([`occ_ssh_target::envelope`]). It runs the script with its own envelope
+//! before the arguments: the workspace root, the runtime id and the mounts
+//! come from there, never from the component.
 //!
 //! - `preflight` (POSIX sh): the remote utility contract;
 //! - `workspace` (python3): every change to a remote workspace, on descriptors;
@@ -14,7 +18,9 @@
 //! What they answer: exit 0 with a JSON object on stdout (raw bytes for a
 //! read); or exit 1 with a JSON line `{"error", "message", "path"}` last on
 //! stderr. `exec` passes the command's own status on and reports itself only in
-//! a stderr line `occ-sandbox-exec <nonce> <json>` with exit 124 or 125.
+//! a last stderr line `occ-sandbox-exec <nonce> <json>` with exit 124 or 125
+//! (the nonce is the one its header carried on stdin); a command's own 124 or
+//! 125 gets such a line too, `{"exitCode": <n>}`.
 
 use serde_json::Value;
 
@@ -196,10 +202,10 @@ mod tests {
         assert_eq!(PREFLIGHT.interpreter(), "/bin/sh");
         assert_eq!(WORKSPACE.interpreter(), "python3");
         assert_eq!(EXEC.interpreter(), "python3");
-        let argv = WORKSPACE.argv(&["stat", "/r", "id"]);
+        let argv = WORKSPACE.argv(&["stat", "workspace", "a"]);
         assert_eq!(&argv[..2], &["python3", "-c"]);
         assert_eq!(argv[2], WORKSPACE.text);
-        assert_eq!(&argv[3..], &["workspace", "stat", "/r", "id"]);
+        assert_eq!(&argv[3..], &["workspace", "stat", "workspace", "a"]);
     }
 
     #[test]

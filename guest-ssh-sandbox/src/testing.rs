@@ -1,12 +1,15 @@
 //! A local target for the native tests: the real remote scripts, run by the
-//! local `python3` and `/bin/sh` against a temporary directory, and the local
-//! `tar` standing in for the host's archive stream. Nothing is simulated but
-//! the SSH hop.
+//! local `python3` and `/bin/sh` against a temporary directory, with the
+//! envelope the host would write inserted before their arguments, and the
+//! local `tar` standing in for the host's archive stream. Nothing is
+//! simulated but the SSH hop and the host's own checks.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use occ_ssh_target::envelope::Envelope;
 
 use crate::backend::Effects;
 use crate::error::ExecError;
@@ -14,6 +17,8 @@ use crate::model::{ExecOutput, Level, Root, WorkspaceSummary};
 
 pub(crate) struct LocalTarget {
     pub(crate) roots: HashMap<&'static str, PathBuf>,
+    /// The envelope the host writes for the call (see [`Envelope::to_json`]).
+    pub(crate) envelope: String,
     /// The script and operation of every exec, in order (`workspace stat`).
     pub(crate) calls: Vec<String>,
     pub(crate) logs: Vec<String>,
@@ -30,14 +35,20 @@ fn root_key(root: Root) -> &'static str {
 }
 
 impl LocalTarget {
-    pub(crate) fn new(workspace: &Path) -> LocalTarget {
+    pub(crate) fn new(workspace: &Path, envelope: &Envelope) -> LocalTarget {
         LocalTarget {
             roots: HashMap::from([("workspace", workspace.to_path_buf())]),
+            envelope: envelope.to_json(),
             calls: Vec::new(),
             logs: Vec::new(),
             before_publish: None,
             counter: 0,
         }
+    }
+
+    /// How many random values it has handed out.
+    pub(crate) fn issued(&self) -> u64 {
+        self.counter
     }
 
     fn run(
@@ -57,7 +68,9 @@ impl LocalTarget {
             hook();
         }
         let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
+            .args(&argv[1..4])
+            .arg(&self.envelope)
+            .args(&argv[4..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -1,5 +1,19 @@
-//! The remote scripts under a symbolic link swapped in while they run
-//! (`tests/swap.py`, against the script as it ships), with the local python3.
+//! The remote scripts as they ship, run by the local python3 and /bin/sh: under
+//! a symbolic link swapped in while they run (`tests/swap.py`); against
+//! envelopes and arguments a hostile component could send them were the host
+//! not there to refuse first; and the workspace script's table of operations
+//! against the one the host checks.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use occ_ssh_target::envelope::{Arg, Envelope, EnvelopeMount, WORKSPACE_OPS};
+use occ_ssh_target::layout::Mount;
+
+fn scripts() -> PathBuf {
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("scripts")
+}
 
 #[test]
 fn a_link_swapped_in_mid_operation_is_never_followed() {
@@ -21,4 +35,359 @@ fn a_link_swapped_in_mid_operation_is_never_followed() {
         8,
         "{stdout}"
     );
+}
+
+/// The kinds of each workspace operation's arguments, and whether it changes
+/// a mount, as `workspace.py` has them.
+#[test]
+fn the_workspace_script_checks_the_table_the_host_checks() {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import json, sys\n\
+             ns = {'__name__': 'table'}\n\
+             exec(compile(open(sys.argv[1]).read(), sys.argv[1], 'exec'), ns)\n\
+             print(json.dumps({k: [v[1], v[2]] for k, v in ns['OPS'].items()}, sort_keys=True))",
+        )
+        .arg(scripts().join("workspace.py"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let python: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let letter = |a: &Arg| match a {
+        Arg::Mount => 'M',
+        Arg::Path => 'P',
+        Arg::Stage => 'S',
+        Arg::Flag => 'F',
+        Arg::Count => 'N',
+    };
+    let rust: serde_json::Map<String, serde_json::Value> = WORKSPACE_OPS
+        .iter()
+        .map(|o| {
+            (
+                o.name.to_string(),
+                serde_json::json!([o.args.iter().map(letter).collect::<String>(), o.mutating]),
+            )
+        })
+        .collect();
+    assert_eq!(python, serde_json::Value::Object(rust));
+}
+
+/// A runtime root with a file in its workspace, and a victim beside it.
+struct Target {
+    dir: tempfile::TempDir,
+}
+
+const RUNTIME: &str = "openclaw-ssh-shared-8198076c";
+
+impl Target {
+    fn new() -> Target {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("root").join(RUNTIME).join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("README.md"), "hello\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("victim")).unwrap();
+        std::fs::write(dir.path().join("victim/keep"), "keep\n").unwrap();
+        Target { dir }
+    }
+
+    fn root(&self) -> String {
+        self.dir.path().join("root").to_string_lossy().into_owned()
+    }
+
+    fn envelope(&self, method: &str, writable: bool) -> Envelope {
+        Envelope {
+            method: method.into(),
+            ops: occ_ssh_target::envelope::method_ops(method)
+                .unwrap()
+                .to_vec(),
+            workspace_root: self.root(),
+            runtime_id: Some(RUNTIME.into()),
+            mounts: vec![EnvelopeMount {
+                mount: Mount::Workspace,
+                writable,
+            }],
+        }
+    }
+
+    /// Every path below the temporary directory, with its type, size and mode.
+    fn tree(&self) -> String {
+        let out = Command::new("find")
+            .arg(self.dir.path())
+            .args(["-printf", "%p %y %s %m\n"])
+            .output()
+            .unwrap();
+        let mut lines: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+        lines.sort();
+        lines.join("\n")
+    }
+}
+
+/// Run `script` as the host would, with `envelope` first; the error line's code.
+fn refusal(script: &str, envelope: &str, args: &[&str]) -> (Option<i32>, String) {
+    let (interpreter, file) = match script {
+        "preflight" => ("/bin/sh", "preflight.sh"),
+        name => (
+            "python3",
+            if name == "exec" {
+                "exec.py"
+            } else {
+                "workspace.py"
+            },
+        ),
+    };
+    let text = std::fs::read_to_string(scripts().join(file)).unwrap();
+    let out = Command::new(interpreter)
+        .arg("-c")
+        .arg(text)
+        .arg(script)
+        .arg(envelope)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default().to_string();
+    (out.status.code(), last)
+}
+
+fn code_of(line: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("no error line: {line}"))
+}
+
+#[test]
+fn the_workspace_script_acts_only_on_what_the_envelope_grants() {
+    let t = Target::new();
+    let before = t.tree();
+    let write = t.envelope("writeFile", true).to_json();
+    let read_only = t.envelope("writeFile", false).to_json();
+    let read = t.envelope("readFile", true).to_json();
+    let victim = t.dir.path().join("victim").to_string_lossy().into_owned();
+    let parent = t.dir.path().to_string_lossy().into_owned();
+    let remove = t.envelope("remove", true).to_json();
+    let ensure = t.envelope("ensureRuntime", true).to_json();
+    let stage = format!("{RUNTIME}.bootstrap-{}", "0".repeat(32));
+    let cases: &[(&str, &str, Vec<&str>, &str)] = &[
+        // The old shape: a root and a runtime of the component's choosing.
+        (
+            "remove-runtime before its envelope",
+            &write,
+            vec!["remove-runtime", &parent, "victim"],
+            "invalid-operation",
+        ),
+        (
+            "an operation the method may not run",
+            &read,
+            vec!["write", "workspace", "x", "0"],
+            "invalid-operation",
+        ),
+        (
+            "remove-runtime from writeFile",
+            &write,
+            vec!["remove-runtime"],
+            "invalid-operation",
+        ),
+        (
+            "a mount the envelope lacks",
+            &write,
+            vec!["write", "agent", "x", "0"],
+            "invalid-operation",
+        ),
+        (
+            "a mount that is a path",
+            &write,
+            vec!["write", "../../victim", "keep", "0"],
+            "invalid-operation",
+        ),
+        (
+            "a path that climbs out",
+            &write,
+            vec!["write", "workspace", "../../../victim/keep", "0"],
+            "invalid-path",
+        ),
+        (
+            "a path with an empty name",
+            &write,
+            vec!["write", "workspace", "a//b", "0"],
+            "invalid-path",
+        ),
+        (
+            "a write to a read-only mount",
+            &read_only,
+            vec!["write", "workspace", "README.md", "0"],
+            "read-only",
+        ),
+        (
+            "a flag that is no flag",
+            &write,
+            vec!["write", "workspace", "x", "yes"],
+            "invalid-operation",
+        ),
+        (
+            "an extra argument",
+            &write,
+            vec!["write", "workspace", "x", "0", &victim],
+            "invalid-operation",
+        ),
+        (
+            "a forged envelope where the operation goes",
+            &write,
+            vec![&read_only, "write", "workspace", "x", "0"],
+            "invalid-operation",
+        ),
+        (
+            "a stage of another runtime",
+            &t.envelope("ensureRuntime", true).to_json(),
+            vec!["stage", "victim.bootstrap-0123456789abcdef0123456789abcdef"],
+            "invalid-path",
+        ),
+        (
+            "no envelope at all",
+            "{}",
+            vec!["read", "workspace", "README.md", "10"],
+            "invalid-operation",
+        ),
+        (
+            "a read limit that is no count",
+            &read,
+            vec!["read", "workspace", "README.md", "10x"],
+            "invalid-operation",
+        ),
+        (
+            "remove flags that are no flags",
+            &remove,
+            vec!["remove", "workspace", "README.md", "yes", "0"],
+            "invalid-operation",
+        ),
+        (
+            "an unpack into a mount the envelope lacks",
+            &ensure,
+            vec!["unpack", &stage, "agent"],
+            "invalid-operation",
+        ),
+    ];
+    for (what, envelope, args, code) in cases {
+        let (status, line) = refusal("workspace", envelope, args);
+        assert_eq!(status, Some(1), "{what}: {line}");
+        assert_eq!(code_of(&line), *code, "{what}: {line}");
+        assert_eq!(t.tree(), before, "{what} changed something");
+    }
+    for op in ["write", "create", "mkdirp"] {
+        let mut args = vec![op, "workspace", "new"];
+        if op != "mkdirp" {
+            args.push("0");
+        }
+        let envelope = t.envelope(
+            if op == "mkdirp" {
+                "mkdirp"
+            } else {
+                "writeFile"
+            },
+            false,
+        );
+        let mut envelope = envelope;
+        envelope.ops.push(op);
+        let (_, line) = refusal("workspace", &envelope.to_json(), &args);
+        assert_eq!(code_of(&line), "read-only", "{op}: {line}");
+    }
+    let mut rename = t.envelope("rename", false);
+    rename.ops = vec!["rename", "remove"];
+    for args in [
+        vec!["rename", "workspace", "README.md", "workspace", "R.md"],
+        vec!["remove", "workspace", "README.md", "0", "0"],
+    ] {
+        let (_, line) = refusal("workspace", &rename.to_json(), &args);
+        assert_eq!(code_of(&line), "read-only", "{args:?}: {line}");
+    }
+    assert_eq!(t.tree(), before);
+    // What the envelope grants runs.
+    let (status, line) = refusal("workspace", &write, &["write", "workspace", "new.txt", "0"]);
+    assert_eq!(status, Some(0), "{line}");
+    assert!(
+        Path::new(&t.root())
+            .join(RUNTIME)
+            .join("workspace/new.txt")
+            .exists()
+    );
+}
+
+#[test]
+fn the_exec_and_preflight_scripts_refuse_what_the_envelope_does_not_grant() {
+    let t = Target::new();
+    let before = t.tree();
+    let read = t.envelope("readFile", true).to_json();
+    let exec = t.envelope("exec", true).to_json();
+    // The exec script refuses before it reads the header, which the envelope
+    // of another method never lets it have.
+    for (what, envelope, args) in [
+        (
+            "the exec script from readFile",
+            read.as_str(),
+            ["exec", "workspace", "", "1000", "2"],
+        ),
+        (
+            "shell mode from exec",
+            exec.as_str(),
+            ["shell", "workspace", "", "1000", "2"],
+        ),
+        (
+            "a mount the envelope lacks",
+            exec.as_str(),
+            ["exec", "agent", "", "1000", "2"],
+        ),
+    ] {
+        let header = format!(
+            "{{\"command\":\"touch {}/pwned\",\"env\":{{}},\"args\":[],\"nonce\":\"{}\"}}",
+            t.dir.path().display(),
+            "0".repeat(32)
+        );
+        let mut args = args.to_vec();
+        let len = header.len().to_string();
+        args[4] = &len;
+        let text = std::fs::read_to_string(scripts().join("exec.py")).unwrap();
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(text)
+            .arg("exec")
+            .arg(envelope)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(header.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{what}: {stderr}");
+        assert!(stderr.contains("invalid-operation"), "{what}: {stderr}");
+        assert_eq!(t.tree(), before, "{what} ran the command");
+    }
+    let preflight = Envelope::new("preflight", "/", None).unwrap().to_json();
+    let (status, line) = refusal("preflight", &read, &[]);
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "invalid-operation".into()),
+        "{line}"
+    );
+    let (status, line) = refusal("preflight", &preflight, &["extra"]);
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "invalid-operation".into()),
+        "{line}"
+    );
+    let (status, _) = refusal("preflight", &preflight, &[]);
+    assert_eq!(status, Some(0));
 }

@@ -44,6 +44,11 @@ struct Setup {
 
 /// The hostile guest, its target a closed port, the real scripts approved.
 fn setup(tokio: &tokio::runtime::Runtime) -> Setup {
+    setup_with(tokio, json!({}))
+}
+
+/// The same, with `sandbox` merged into `agents.defaults.sandbox`.
+fn setup_with(tokio: &tokio::runtime::Runtime, sandbox: Value) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -65,6 +70,10 @@ fn setup(tokio: &tokio::runtime::Runtime) -> Setup {
             "strictHostKeyChecking": false,
         }}}}},
     }}});
+    let mut doc = doc;
+    for (k, v) in sandbox.as_object().into_iter().flatten() {
+        doc["drivers"]["sandbox"]["configuration"]["agents"]["defaults"]["sandbox"][k] = v.clone();
+    }
     let path = dir.path().join("installation.yaml");
     std::fs::write(&path, doc.to_string()).unwrap();
     let installation = SandboxInstallation::load(&path, None).unwrap();
@@ -97,8 +106,19 @@ impl Setup {
         method: &str,
         params: Value,
     ) -> Result<Value, occ_driver_host::CallError> {
+        self.call_as(tokio, method, "agent:main:main", params)
+    }
+
+    /// A call whose scope's session key is `session` (the attack's name).
+    fn call_as(
+        &self,
+        tokio: &tokio::runtime::Runtime,
+        method: &str,
+        session: &str,
+        params: Value,
+    ) -> Result<Value, occ_driver_host::CallError> {
         let mut p = params;
-        p["scope"] = json!({"workspaceDir": self.workspace, "sessionKey": "agent:main:main"});
+        p["scope"] = json!({"workspaceDir": self.workspace, "sessionKey": session});
         tokio.block_on(
             self.backend
                 .call_json(method, &p, SandboxCallOptions::default()),
@@ -153,7 +173,11 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
         ),
         (
             "exec-mode",
-            "refused: runShellCommand runs the caller's command and nothing else",
+            "refused: runShellCommand may not run exec exec",
+        ),
+        (
+            "shell-args",
+            "refused: runShellCommand runs the caller's command and nothing else: the exec header's args",
         ),
         ("other-alias", "unknown-host: elsewhere"),
         (
@@ -162,7 +186,7 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
         ),
         (
             "upload-into-exec",
-            "refused: runShellCommand runs the caller's command and nothing else",
+            "refused: a local workspace streams into workspace unpack only, not exec shell",
         ),
         (
             "upload-unapproved",
@@ -185,7 +209,7 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
         .unwrap();
     assert_eq!(
         v["stdoutTail"],
-        "refused: exec runs the caller's command and nothing else"
+        "refused: exec runs the caller's command and nothing else: the exec header's command is not the caller's"
     );
     let v = s
         .call(&tokio, "readFile", json!({"filePath": "a.txt"}))
@@ -199,7 +223,7 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
     .unwrap();
     assert_eq!(
         got,
-        "refused: readFile runs no command; the exec script is refused in it"
+        "refused: readFile may not run exec exec (it may run: describe, stage, unpack, publish, discard, read)"
     );
     // Every refusal is audited, and only the allowed exec reached the transport.
     let audit = std::fs::read_to_string(&s.audit).unwrap();
@@ -211,7 +235,11 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
     let begun: Vec<&Value> = records.iter().filter(|r| r["event"] == "begin").collect();
     assert!(refusals > refused.len(), "{refusals} refusals in {audit}");
     assert_eq!(begun.len(), 1, "{begun:?}");
-    assert_eq!(begun[0]["argv"][3], "preflight");
+    assert_eq!(begun[0]["argv"][3], "workspace");
+    // It ran with the host's envelope (long: audited as its length and
+    // SHA-256) before the component's arguments.
+    assert!(begun[0]["argv"][4]["sha256"].is_string(), "{}", begun[0]);
+    assert_eq!(begun[0]["argv"][5], "describe");
 }
 
 #[test]
@@ -261,4 +289,243 @@ fn record_and_replay_are_refused_for_the_sandbox() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("cannot hold"), "{e}");
+}
+
+/// One attack per field and per operation, each from a method of the
+/// caller's choosing: refused before any connection, and audited with the
+/// reason. The component carries the approved scripts byte for byte; what it
+/// asks them to do is the attack.
+#[test]
+fn every_field_and_operation_is_refused_before_any_connection() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let file = json!({"filePath": "a.txt"});
+    let write = json!({"filePath": "a.txt", "text": "x"});
+    let echo = json!({"command": "echo hi"});
+    // (workspaceAccess, method, params, attack, the refusal)
+    let cases: &[(&str, &str, &Value, &str, &str)] = &[
+        (
+            "rw",
+            "removeRuntime",
+            &json!({}),
+            "root-in-argv",
+            "workspace remove-runtime takes 0 arguments, not 2: the workspace root, the runtime and the mounts are the host's",
+        ),
+        (
+            "rw",
+            "describeRuntime",
+            &json!({}),
+            "other-runtime",
+            "workspace describe takes 0 arguments, not 2",
+        ),
+        (
+            "rw",
+            "ensureRuntime",
+            &json!({}),
+            "other-stage",
+            "argument 1 of workspace stage: \"openclaw-ssh-victim-1.bootstrap-00000000000000000000000000000000\" is not a stage of this scope's runtime",
+        ),
+        (
+            "rw",
+            "readFile",
+            &file,
+            "agent-mount",
+            "argument 1 of workspace read: \"agent\" is not a mount of this scope (it has workspace)",
+        ),
+        (
+            "ro",
+            "writeFile",
+            &write,
+            "write",
+            "workspace write would change the workspace mount, which workspaceAccess makes read-only",
+        ),
+        (
+            "rw",
+            "readFile",
+            &file,
+            "write",
+            "readFile may not run workspace write",
+        ),
+        (
+            "rw",
+            "writeFile",
+            &write,
+            "remove-runtime",
+            "writeFile may not run workspace remove-runtime",
+        ),
+        (
+            "rw",
+            "stat",
+            &file,
+            "remove-runtime",
+            "stat may not run workspace remove-runtime",
+        ),
+        (
+            "rw",
+            "describeRuntime",
+            &json!({}),
+            "stage",
+            "describeRuntime may not run workspace stage",
+        ),
+        (
+            "rw",
+            "removeRuntime",
+            &json!({}),
+            "stage",
+            "removeRuntime may not run workspace stage",
+        ),
+        (
+            "rw",
+            "ensureRuntime",
+            &json!({}),
+            "unpack-unstreamed",
+            "workspace unpack takes its archive from the local workspace the host streams",
+        ),
+        (
+            "rw",
+            "readFile",
+            &file,
+            "preflight",
+            "readFile may not run preflight preflight",
+        ),
+        (
+            "rw",
+            "ensureRuntime",
+            &json!({}),
+            "preflight",
+            "ensureRuntime may not run preflight preflight",
+        ),
+        (
+            "rw",
+            "describeRuntime",
+            &json!({}),
+            "forged-envelope",
+            "is not an operation of the workspace script",
+        ),
+        (
+            "rw",
+            "exec",
+            &echo,
+            "exec-env",
+            "exec runs the caller's command and nothing else: the exec header's env is not the caller's",
+        ),
+        (
+            "rw",
+            "exec",
+            &echo,
+            "exec-workdir",
+            "exec runs the caller's command in the caller's workdir (workspace/), not in \"workspace\"/\"src\"",
+        ),
+        (
+            "rw",
+            "exec",
+            &echo,
+            "exec-args",
+            "the exec header's args is not the caller's",
+        ),
+        (
+            "rw",
+            "exec",
+            &echo,
+            "exec-command",
+            "the exec header's command is not the caller's",
+        ),
+        (
+            "rw",
+            "exec",
+            &echo,
+            "exec-stdin",
+            "the exec header's stdin is not the caller's",
+        ),
+        (
+            "rw",
+            "exec",
+            &echo,
+            "exec-timeout",
+            "the exec script's time limit \"4294967295\" ms is not within the caller's 7200000 ms",
+        ),
+        (
+            "rw",
+            "exec",
+            &echo,
+            "exec-nonce",
+            "the exec header's nonce must be 32 lowercase hex digits",
+        ),
+    ];
+    for access in ["rw", "ro"] {
+        let s = setup_with(
+            &tokio,
+            json!({"scope": "session", "workspaceAccess": access}),
+        );
+        let mut refusals = 0;
+        for (_, method, params, attack, expected) in cases.iter().filter(|c| c.0 == access) {
+            let e = s
+                .call_as(&tokio, method, attack, (*params).clone())
+                .unwrap_err();
+            assert_eq!(e.code, "attack", "{method} {attack}: {e:?}");
+            assert!(
+                e.message.starts_with("refused: ") && e.message.contains(expected),
+                "{method} {attack}: expected {expected:?}, got {:?}",
+                e.message
+            );
+            refusals += 1;
+            // The refusal is audited, with the reason, and nothing began.
+            let audit = std::fs::read_to_string(&s.audit).unwrap();
+            let records: Vec<Value> = audit
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let last = records
+                .iter()
+                .rev()
+                .find(|r| r["event"] == "refused")
+                .unwrap();
+            assert_eq!(last["method"], *method, "{last}");
+            assert!(
+                last["message"].as_str().unwrap().contains(expected),
+                "{method} {attack}: {last}"
+            );
+            assert_eq!(
+                records.iter().filter(|r| r["event"] == "begin").count(),
+                0,
+                "{method} {attack} reached the transport"
+            );
+            assert_eq!(
+                records.iter().filter(|r| r["event"] == "refused").count(),
+                refusals
+            );
+        }
+    }
+    // What the method may run, with its own arguments, gets as far as the
+    // (absent) target: a stage of the scope's own runtime, the caller's own
+    // command, the caller's own script with its arguments.
+    let s = setup_with(&tokio, json!({"scope": "session", "workspaceAccess": "rw"}));
+    for (method, params, attack) in [
+        ("ensureRuntime", json!({}), "stage"),
+        (
+            "exec",
+            json!({"command": "echo hi", "env": {"A": "b"}, "stdinText": "in"}),
+            "exec-honest",
+        ),
+    ] {
+        let e = s.call_as(&tokio, method, attack, params).unwrap_err();
+        assert!(
+            e.message.starts_with("connect: "),
+            "{method} {attack}: {}",
+            e.message
+        );
+    }
+    let audit = std::fs::read_to_string(&s.audit).unwrap();
+    let begun: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["event"] == "begin")
+        .collect();
+    assert_eq!(begun.len(), 2, "{audit}");
+    for (b, (script, op)) in begun.iter().zip([("workspace", "stage"), ("exec", "exec")]) {
+        assert_eq!(
+            (&b["argv"][3], &b["argv"][5]),
+            (&json!(script), &json!(op)),
+            "{b}"
+        );
+    }
 }

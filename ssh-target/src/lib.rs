@@ -1,138 +1,22 @@
-//! `user@host[:port]`, the way OpenClaw's `sandbox.ssh.target` names an SSH
-//! target: one parser for the component that validates the configuration and
-//! the host that grants the connection, so that the two can never disagree.
+//! The rules the sandbox component and the host share, in one crate both
+//! link, so that the two can never disagree:
+//! - [`target`]: `user@host[:port]`, the way OpenClaw's `sandbox.ssh.target`
+//!   names an SSH target;
+//! - [`scope`]: a scope's key and runtime id, OpenClaw's own algorithms;
+//! - [`layout`]: the settings the layout takes from the configuration, where a
+//!   scope's sandbox lives on the target and its mounts;
+//! - [`paths`]: a caller's path as a mount and a relative path;
+//! - [`envelope`]: what the host writes for every script run, which script
+//!   operations each method may run, and what each argument may be.
+//!
+//! The component uses them to decide what to run; the host to check, before
+//! any ssh process starts, that it runs only that, and to write the values
+//! the remote scripts act on.
 
-/// A parsed target.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// The login name.
-    pub user: String,
-    /// An IPv4 address, an IPv6 address (without brackets) or a DNS name.
-    pub host: String,
-    /// 22 when not given.
-    pub port: u16,
-}
+pub mod envelope;
+pub mod layout;
+pub mod paths;
+pub mod scope;
+pub mod target;
 
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}@{}:{}", self.user, self.host, self.port)
-    }
-}
-
-/// `user@host[:port]`. The user is required (the host logs in as a named user,
-/// never as whoever runs it); the host is an IPv4 address, a bracketed IPv6
-/// address or a DNS name; neither may start with `-`, so neither can be read as
-/// an ssh option.
-pub fn parse(raw: &str) -> Result<Target, String> {
-    let text = raw.trim();
-    let text = text.strip_prefix("ssh ").map(str::trim).unwrap_or(text);
-    let (user, rest) = text
-        .split_once('@')
-        .ok_or_else(|| format!("{raw:?} is not user@host[:port] (the user is required)"))?;
-    if user.is_empty()
-        || user.len() > 32
-        || user.starts_with('-')
-        || !user
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-    {
-        return Err(format!(
-            "user {user:?} must be 1 to 32 of A-Z a-z 0-9 _ . - and not start with -"
-        ));
-    }
-    let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
-        let (addr, after) = inner
-            .split_once(']')
-            .ok_or_else(|| format!("{rest:?}: an IPv6 address needs its closing ]"))?;
-        if addr.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(format!("{addr:?} is not an IPv6 address"));
-        }
-        let port = match after {
-            "" => None,
-            p => Some(
-                p.strip_prefix(':')
-                    .ok_or_else(|| format!("{rest:?}: expected :port after ]"))?,
-            ),
-        };
-        (addr.to_string(), port)
-    } else {
-        match rest.rsplit_once(':') {
-            Some((h, p)) => (h.to_string(), Some(p)),
-            None => (rest.to_string(), None),
-        }
-    };
-    if !host.contains(':') && host.parse::<std::net::Ipv4Addr>().is_err() && !is_dns_name(&host) {
-        return Err(format!("host {host:?} is not an IP address or a DNS name"));
-    }
-    let port = match port {
-        None => 22,
-        // Digits only: `+22` and ` 22` parse in some languages, not here.
-        Some(p) => Some(p)
-            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|p| p.parse::<u16>().ok())
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("port {p:?} must be an integer from 1 to 65535"))?,
-    };
-    Ok(Target {
-        user: user.to_string(),
-        host,
-        port,
-    })
-}
-
-fn is_dns_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            (1..=63).contains(&label.len())
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets() {
-        let ok = [
-            ("root@10.201.31.2", ("root", "10.201.31.2", 22)),
-            ("u@host.example:2222", ("u", "host.example", 2222)),
-            ("ssh u@h", ("u", "h", 22)),
-            ("u@[::1]:2200", ("u", "::1", 2200)),
-            ("u@[fe80::1]", ("u", "fe80::1", 22)),
-            (" u@h:22 ", ("u", "h", 22)),
-        ];
-        for (raw, (user, host, port)) in ok {
-            let t = parse(raw).unwrap();
-            assert_eq!(
-                (t.user.as_str(), t.host.as_str(), t.port),
-                (user, host, port),
-                "{raw}"
-            );
-        }
-        for bad in [
-            "h",
-            "@h",
-            "u@",
-            "u@h:",
-            "u@h:+22",
-            "u@h:22x",
-            "u@h b",
-            "u b@h",
-            "u@[::1",
-            "u@[nonsense]:22",
-            "u@h@i",
-            "u@-h",
-            "-oProxyCommand=x@h",
-            "u@h:0",
-            "u@h:65536",
-        ] {
-            assert!(parse(bad).is_err(), "{bad}");
-        }
-    }
-}
+pub use target::{Target, parse};

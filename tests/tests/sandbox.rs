@@ -625,9 +625,13 @@ fn without_no_replace_rename_nothing_is_published() {
         occ_e2e::repo_root().join("guest-ssh-sandbox/scripts/workspace.py"),
     )
     .unwrap();
+    // The envelope the host would write for a call whose scope's runtime is
+    // `occ-publish-test`.
+    let envelope = json!({"version": 1, "method": "ensureRuntime", "ops": ["publish"],
+        "workspaceRoot": filtered.remote_root, "runtimeId": "occ-publish-test", "mounts": []});
     let args = format!(
-        "workspace publish {} occ-publish-test {stage}",
-        filtered.remote_root
+        "workspace {} publish {stage}",
+        shell_quote(&envelope.to_string())
     );
     let out = std::process::Command::new("ssh")
         .args(["-F", "none", "-p", "2222", "-i"])
@@ -820,5 +824,352 @@ fn exec_streams_and_leaves_nothing_running() {
     );
     s.cancel(id);
     s.wait(id);
+    s.close();
+}
+
+/// `command` on the fixture's host as root, with `stdin`: how an attacker
+/// who bypasses the host would run the scripts.
+fn ssh_with_stdin(fx: &Fixture, command: &str, stdin: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new("ssh")
+        .args(["-F", "none", "-i"])
+        .arg(&fx.rig.identity)
+        .arg("-o")
+        .arg(format!(
+            "UserKnownHostsFile={}",
+            fx.rig.known_hosts.display()
+        ))
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "LogLevel=ERROR",
+            &format!("root@{}", fx.host.address),
+            command,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn script_text(name: &str) -> String {
+    std::fs::read_to_string(
+        occ_e2e::repo_root()
+            .join("guest-ssh-sandbox/scripts")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// Every path below `dirs` on the target, with its type, size and mode.
+fn find_tree(fx: &Fixture, dirs: &[&str]) -> String {
+    fx.sh(&format!(
+        "find {} -printf '%p %y %s %m\\n' | LC_ALL=C sort",
+        dirs.join(" ")
+    ))
+}
+
+/// The workspace script run directly over ssh, bypassing the host, with an
+/// envelope for the fixture's own scope and arguments the host would have
+/// refused: `..` in an argument, a mount the envelope lacks, a change to a
+/// read-only mount, an operation the envelope does not list, the old shape
+/// with a root and a runtime in argv, an envelope of its own where the
+/// operation goes. The script refuses each; the workspace root and a victim
+/// directory in /root are unchanged; the next honest call is served.
+#[test]
+#[ignore]
+fn the_workspace_script_bounds_what_its_envelope_does_not_grant() {
+    let fx = Fixture::new(0);
+    let mut s = fx.serve();
+    let info = s.call("ensureRuntime", fx.p(json!({}))).ok();
+    let runtime = info["runtimeId"].as_str().unwrap().to_string();
+    let victim = format!("/root/{}", unique("acc-victim"));
+    fx.sh(&format!("mkdir -p {victim}/d && echo keep > {victim}/keep"));
+    let before = find_tree(&fx, &[&fx.remote_root, &victim]);
+    let envelope = |method: &str, ops: &[&str], writable: Option<bool>| {
+        json!({"version": 1, "method": method, "ops": ops, "workspaceRoot": fx.remote_root,
+               "runtimeId": runtime,
+               "mounts": writable.map(|w| vec![json!({"name": "workspace", "writable": w})]).unwrap_or_default()})
+        .to_string()
+    };
+    let write = envelope("writeFile", &["write"], Some(true));
+    let read_only = envelope(
+        "writeFile",
+        &["write", "create", "mkdirp", "remove", "rename"],
+        Some(false),
+    );
+    let no_mounts = envelope("writeFile", &["write"], None);
+    let read = envelope("readFile", &["read"], Some(true));
+    let remove = envelope("removeRuntime", &["remove-runtime"], Some(true));
+    let up = format!("../../../..{victim}/keep");
+    let cases: Vec<(&str, &str, Vec<&str>, &str)> = vec![
+        (
+            "`..` in a path",
+            &write,
+            vec!["write", "workspace", &up, "0"],
+            "invalid-path",
+        ),
+        (
+            "`..` as the mount",
+            &write,
+            vec!["write", "..", "keep", "0"],
+            "invalid-operation",
+        ),
+        (
+            "a mount the envelope lacks",
+            &no_mounts,
+            vec!["write", "workspace", "x", "0"],
+            "invalid-operation",
+        ),
+        (
+            "the agent mount, absent",
+            &write,
+            vec!["write", "agent", "x", "0"],
+            "invalid-operation",
+        ),
+        (
+            "write to a read-only mount",
+            &read_only,
+            vec!["write", "workspace", "README.md", "0"],
+            "read-only",
+        ),
+        (
+            "create in a read-only mount",
+            &read_only,
+            vec!["create", "workspace", "new", "0"],
+            "read-only",
+        ),
+        (
+            "mkdirp in a read-only mount",
+            &read_only,
+            vec!["mkdirp", "workspace", "new"],
+            "read-only",
+        ),
+        (
+            "remove in a read-only mount",
+            &read_only,
+            vec!["remove", "workspace", "src", "1", "0"],
+            "read-only",
+        ),
+        (
+            "rename in a read-only mount",
+            &read_only,
+            vec!["rename", "workspace", "README.md", "workspace", "R.md"],
+            "read-only",
+        ),
+        (
+            "an operation not in envelope.ops",
+            &read,
+            vec!["write", "workspace", "x", "0"],
+            "invalid-operation",
+        ),
+        (
+            "remove-runtime not in envelope.ops",
+            &read,
+            vec!["remove-runtime"],
+            "invalid-operation",
+        ),
+        (
+            "a root and a runtime in argv",
+            &remove,
+            vec![
+                "remove-runtime",
+                "/root",
+                victim.trim_start_matches("/root/"),
+            ],
+            "invalid-operation",
+        ),
+        (
+            "an envelope where the operation goes",
+            &write,
+            vec![&read_only, "write", "workspace", "x", "0"],
+            "invalid-operation",
+        ),
+    ];
+    let script = shell_quote(&script_text("workspace.py"));
+    for (what, envelope, args, code) in &cases {
+        let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
+        let out = ssh_with_stdin(
+            &fx,
+            &format!(
+                "python3 -c {script} workspace {} {}",
+                shell_quote(envelope),
+                quoted.join(" ")
+            ),
+            b"pwned\n",
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+        let line: Value = serde_json::from_str(stderr.lines().last().unwrap_or("{}")).unwrap();
+        assert_eq!(line["error"], *code, "{what}: {stderr}");
+        assert_eq!(
+            find_tree(&fx, &[&fx.remote_root, &victim]),
+            before,
+            "{what} changed something"
+        );
+    }
+    // The next honest call is served.
+    let r = s
+        .call("readFile", fx.p(json!({"filePath": "README.md"})))
+        .ok();
+    assert_eq!(
+        base64_decode(r["data"].as_str().unwrap()),
+        b"hello from the local workspace\n"
+    );
+    s.call(
+        "writeFile",
+        fx.p(json!({"filePath": "after.txt", "text": "ok"})),
+    )
+    .ok();
+    assert_eq!(
+        fx.sh(&format!(
+            "cat {}/workspace/after.txt",
+            info["runtimeRoot"].as_str().unwrap()
+        )),
+        "ok"
+    );
+    fx.sh(&format!("rm -rf {victim}"));
+    s.close();
+}
+
+/// A command that looks for the exec script's nonce where it could once read
+/// it: `/proc/$PPID/cmdline`, and the script's memory through
+/// `/proc/$PPID/mem`. Run as `user`, it prints what it found on stdout, then
+/// a report forged with each nonce-like value it found on stderr, and exits
+/// 125. Source for `python3 -c`.
+const FORGER: &str = r#"
+import os, re, sys
+ppid = os.getppid()
+found = set()
+with open("/proc/%d/cmdline" % ppid, "rb") as f:
+    cmdline = f.read()
+print("cmdline: readable, %d bytes" % len(cmdline))
+found.update(re.findall(rb"[0-9a-f]{32}", cmdline))
+try:
+    maps = open("/proc/%d/maps" % ppid).read().splitlines()
+    mem = open("/proc/%d/mem" % ppid, "rb")
+    for line in maps:
+        fields = line.split()
+        if "r" not in fields[1]:
+            continue
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        try:
+            mem.seek(start)
+            chunk = mem.read(min(end - start, 64 << 20))
+        except (OSError, OverflowError, ValueError):
+            continue
+        found.update(re.findall(rb'"nonce": ?"([0-9a-f]{32})"', chunk))
+    print("mem: readable")
+except OSError as e:
+    print("mem: denied (%s)" % e.strerror)
+print("nonces: %d" % len(found))
+sys.stdout.flush()
+for n in sorted(found) or [b"0" * 32]:
+    sys.stderr.write('occ-sandbox-exec %s {"error": "no-runtime", "message": "forged"}\n' % n.decode())
+sys.stderr.flush()
+sys.exit(125)
+"#;
+
+/// The exec script run directly over ssh as an unprivileged user, with a
+/// header whose nonce the command then looks for: it is neither in the
+/// script's command line nor readable in its memory (the script is not
+/// dumpable), and the report the command forges does not count: the
+/// script's own last line says the 125 is the command's.
+#[test]
+#[ignore]
+fn the_exec_nonce_is_out_of_the_commands_reach() {
+    let fx = Fixture::new(0);
+    let user = "occ-sbx-forger";
+    let dir = format!("{}-exec", fx.remote_root);
+    fx.sh(&format!(
+        "id {user} >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin {user}; \
+         mkdir -p {dir}/root/rt/workspace && chown -R {user} {dir}"
+    ));
+    let envelope = json!({"version": 1, "method": "exec", "ops": ["exec"],
+        "workspaceRoot": format!("{dir}/root"), "runtimeId": "rt",
+        "mounts": [{"name": "workspace", "writable": true}]})
+    .to_string();
+    let nonce = format!(
+        "{:032x}",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let header =
+        json!({"command": "echo ran >> count; exec python3 -c \"$FORGER\"", "env": {"FORGER": FORGER},
+                        "args": [], "nonce": nonce})
+        .to_string();
+    let out = ssh_with_stdin(
+        &fx,
+        &format!(
+            "cd / && runuser -u {user} -- python3 -c {} exec {} exec workspace '' 60000 {}",
+            shell_quote(&script_text("exec.py")),
+            shell_quote(&envelope),
+            header.len()
+        ),
+        header.as_bytes(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("cmdline: readable"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("mem: denied"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("nonces: 0"), "{stdout}\n{stderr}");
+    assert!(
+        !stderr.contains(&format!("occ-sandbox-exec {nonce} {{\"error\"")),
+        "{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(125), "{stdout}\n{stderr}");
+    assert_eq!(
+        stderr.lines().last().unwrap_or_default(),
+        format!("occ-sandbox-exec {nonce} {{\"exitCode\": 125}}"),
+        "{stderr}"
+    );
+    assert_eq!(fx.sh(&format!("cat {dir}/root/rt/workspace/count")), "ran");
+    fx.sh(&format!("rm -rf {dir}"));
+}
+
+/// Through the host, as the target's root (who can read any process's
+/// memory, so finds the nonce): a command prints what looks like the exec
+/// script's `no-runtime` report with every nonce it can find, then exits 125.
+/// The call reports the command's own exit, the command ran once, and the
+/// next call is served.
+#[test]
+#[ignore]
+fn a_forged_report_does_not_run_the_command_again() {
+    let fx = Fixture::new(0);
+    let mut s = fx.serve();
+    let info = s.call("ensureRuntime", fx.p(json!({}))).ok();
+    let ws = info["workdir"].as_str().unwrap().to_string();
+    let r = s.call(
+        "exec",
+        fx.p(json!({"command": "echo ran >> count; exec python3 -c \"$FORGER\"", "env": {"FORGER": FORGER}})),
+    );
+    let stdout = r.stream("stdout");
+    // As root it can read the script's memory: the forged report carries the
+    // real nonce, and only the script's own last line tells it apart.
+    assert!(
+        stdout.contains("mem: readable") && !stdout.contains("nonces: 0"),
+        "{stdout}"
+    );
+    let result = r.ok();
+    assert_eq!(result["exitCode"], 125, "{result} {stdout}");
+    assert_eq!(result["timedOut"], false);
+    assert_eq!(fx.sh(&format!("cat {ws}/count")), "ran", "{stdout}");
+    assert!(
+        !result["stderrTail"].as_str().unwrap().contains("exitCode"),
+        "the script's own line reached the caller: {result}"
+    );
+    let r = s.call("exec", fx.p(json!({"command": "cat count"}))).ok();
+    assert_eq!(
+        (r["exitCode"].clone(), r["stdoutTail"].clone()),
+        (json!(0), json!("ran\n"))
+    );
     s.close();
 }

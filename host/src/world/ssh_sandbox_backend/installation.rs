@@ -35,6 +35,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use occ_ssh_target::layout::Settings;
 use serde_json::{Map, Value};
 
 use crate::capability::ssh_exec::{
@@ -202,6 +203,15 @@ fn sandbox_block(configuration: &Value) -> Option<&Map<String, Value>> {
     configuration
         .pointer("/agents/defaults/sandbox")?
         .as_object()
+}
+
+/// What the envelope of every script run carries from the configuration
+/// (`ssh.workspaceRoot`, `scope`, `workspaceAccess`), read by the rules the
+/// component reads them by; the reason when they are not usable.
+pub fn sandbox_settings(configuration: &Value) -> Result<Settings, String> {
+    let block = sandbox_block(configuration)
+        .ok_or_else(|| "agents.defaults.sandbox: required".to_string())?;
+    Settings::from_sandbox(block).map_err(|e| e.to_string())
 }
 
 const SSH: &str = "agents.defaults.sandbox.ssh";

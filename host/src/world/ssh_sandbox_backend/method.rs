@@ -100,6 +100,13 @@ impl Method {
     pub fn scoped(self) -> bool {
         !matches!(self, Method::ValidateConfiguration | Method::Preflight)
     }
+
+    /// The script operations a call of this method may run: its row of
+    /// [`occ_ssh_target::envelope::METHOD_OPS`], the table the component's
+    /// own tests run every method under, so that the two cannot disagree.
+    pub fn script_ops(self) -> &'static [&'static str] {
+        occ_ssh_target::envelope::method_ops(self.name()).unwrap_or_default()
+    }
 }
 
 impl std::fmt::Display for Method {
@@ -118,5 +125,22 @@ mod tests {
             assert_eq!(Method::from_name(m.name()), Some(m));
         }
         assert_eq!(Method::from_name("ensureNamespace"), None);
+    }
+
+    /// Every method has its row of script operations, and every row is a method.
+    #[test]
+    fn each_method_has_its_script_operations() {
+        for m in Method::all() {
+            assert!(
+                occ_ssh_target::envelope::method_ops(m.name()).is_some(),
+                "{m} has no row"
+            );
+        }
+        for (name, _) in occ_ssh_target::envelope::METHOD_OPS {
+            assert!(Method::from_name(name).is_some(), "{name} is no method");
+        }
+        assert_eq!(Method::RemoveRuntime.script_ops(), ["remove-runtime"]);
+        assert_eq!(Method::Preflight.script_ops(), ["preflight"]);
+        assert!(Method::ValidateConfiguration.script_ops().is_empty());
     }
 }

@@ -7,11 +7,14 @@
 //!
 //! [`SandboxBackend`] opens a component of this world from an installation
 //! ([`installation`]) and calls it with a controller's JSON, one fresh
-//! instance per call. Per call the host also narrows what may run: the `exec`
-//! script only in an `exec` or `runShellCommand` call and only with the
-//! caller's own command; and it streams that command's output to the caller
-//! while the component gets the end of it.
+//! instance per call. Per call the host also admits what may run
+//! (`admission.rs`): each script operation only from its own method, each
+//! argument of the kind the operation takes, the exec script only with the
+//! caller's own request; and every script runs with the envelope the host
+//! writes (the workspace root, the scope's runtime id and mounts). It streams
+//! a command's output to the caller while the component gets the end of it.
 
+mod admission;
 mod bindings;
 pub mod installation;
 mod method;
@@ -34,15 +37,17 @@ use crate::capability::local_workspace::{
 };
 use crate::capability::log::{self, LogGrant, LogState};
 use crate::capability::ssh_exec::{
-    self, Admission, ExecAsk, ExecPolicy, OutputSink, OutputStream, SshExec, SshExecState, SshMode,
+    self, ExecAsk, ExecPolicy, OutputSink, OutputStream, SshExec, SshExecState, SshMode,
 };
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::cache::sha256_hex;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, WorldInfo, warnings};
+use admission::{Asked, CallAdmission};
 use bindings::exports::occ::compute::sandbox_backend as wit;
 use bindings::{SshSandboxBackend, SshSandboxBackendPre};
 use installation::{SandboxInstallation, TARGET_ALIAS, redacted_configuration, sandbox_ssh_grant};
+use occ_ssh_target::layout::{ScopeRef, Settings};
 
 /// The world as the host knows it before loading anything.
 pub const WORLD: WorldInfo = WorldInfo {
@@ -59,20 +64,12 @@ pub const WORLD: WorldInfo = WorldInfo {
 /// Custom sections named `occ:script:<name>` hold the component's scripts.
 pub const SCRIPT_SECTION_PREFIX: &str = "occ:script:";
 
-/// The script a call must not run unless it is the caller's own command.
-const EXEC_SCRIPT: &str = "exec";
-/// Where the exec script's arguments are: `[python3, -c, <text>, exec,
-/// <mode>, <nonce>, <root>, <runtime>, <mount>, <workdir>, <timeout>,
-/// <header bytes>]`.
-const EXEC_NONCE_ARG: usize = 5;
-const EXEC_HEADER_ARG: usize = 11;
-
 /// `sink`, without the exec script's own report lines (`occ-sandbox-exec
 /// <nonce> <json>\n` on stderr): they are for the component, which reads them
-/// in the stderr tail. The nonce is the exec's own random one, so a command's
-/// output cannot be taken for a report. A partial line that may still become
-/// a report is held back until it is decided, or until the stream ends (an
-/// empty chunk).
+/// in the stderr tail. The nonce is the exec's own random one, from the header
+/// on its stdin, so a command's output cannot be taken for a report. A
+/// partial line that may still become a report is held back until it is
+/// decided, or until the stream ends (an empty chunk).
 fn without_reports(sink: OutputSink, nonce: &str) -> OutputSink {
     let marker = format!("occ-sandbox-exec {nonce} ").into_bytes();
     let held = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
@@ -215,6 +212,10 @@ pub struct SandboxBackend {
     pre: SshSandboxBackendPre<SandboxCallData>,
     installation: SandboxInstallation,
     configuration: String,
+    /// What the envelopes carry from the installation; the reason when the
+    /// configuration gives none (then nothing runs, and the component says
+    /// why the configuration is invalid).
+    settings: Result<Settings, String>,
     ssh: Arc<SshExec>,
     local: Arc<LocalWorkspaceGrant>,
     log_grant: LogGrant,
@@ -295,9 +296,11 @@ impl SandboxBackend {
         let wall = grant.bounds.operation + CALL_SLACK;
         let ssh = SshExec::open(grant, &options.ssh).map_err(refuse)?;
         let calls = Calls::open(&component, options.audit_log.as_ref())?;
+        let settings = installation::sandbox_settings(&installation.configuration);
         let backend = SandboxBackend {
             runtime: Arc::new(runtime.with_wall(wall)),
             configuration: redacted_configuration(&installation.configuration).to_string(),
+            settings,
             installation,
             component,
             pre,
@@ -359,43 +362,31 @@ impl SandboxBackend {
             .scope(method, options.id.clone(), options.cancel.clone())
     }
 
-    /// What a call of `method` may run beyond the grant: the exec script only
-    /// from `exec` (mode `exec`) and `runShellCommand` (mode `shell`), and only
-    /// with the caller's own command in the header it reads from stdin (its
-    /// last argument is the header's length).
-    fn narrowing(method: Method, command: Option<String>) -> Admission {
-        Arc::new(move |ExecAsk { argv, stdin, .. }: ExecAsk<'_>| {
-            if argv.get(3).map(String::as_str) != Some(EXEC_SCRIPT) {
-                return Ok(argv.to_vec());
-            }
-            let mode = match method {
-                Method::Exec => "exec",
-                Method::RunShellCommand => "shell",
-                other => {
-                    return Err(format!(
-                        "{other} runs no command; the exec script is refused in it"
-                    ));
-                }
-            };
-            let header = argv
-                .get(EXEC_HEADER_ARG)
-                .and_then(|n| n.parse::<usize>().ok())
-                .and_then(|n| stdin.get(..n))
-                .and_then(|h| serde_json::from_slice::<Value>(h).ok());
-            let asked = header
-                .as_ref()
-                .and_then(|h| h.get("command"))
-                .and_then(Value::as_str);
-            if argv.get(4).map(String::as_str) != Some(mode)
-                || asked.is_none()
-                || asked != command.as_deref()
-            {
-                return Err(format!(
-                    "{method} runs the caller's command and nothing else"
-                ));
-            }
-            Ok(argv.to_vec())
-        })
+    /// The say of a `method` call over its execs: the installation's
+    /// settings, the call's scope (none for a call without one) and, for a
+    /// command, what the caller asked.
+    fn admission(
+        &self,
+        method: Method,
+        scope: Option<&wit::SandboxScope>,
+        asked: Option<Asked>,
+    ) -> Arc<CallAdmission> {
+        let operation_ms =
+            u64::try_from(self.ssh.grant().bounds.operation.as_millis()).unwrap_or(u64::MAX);
+        let scope = scope.map(|s| ScopeRef {
+            scope_key: s.scope_key.as_deref(),
+            session_key: s.session_key.as_deref(),
+            agent_id: s.agent_id.as_deref(),
+            workspace_dir: &s.workspace_dir,
+            agent_workspace_dir: s.agent_workspace_dir.as_deref(),
+        });
+        Arc::new(CallAdmission::new(
+            method,
+            &self.settings,
+            scope,
+            asked,
+            operation_ms,
+        ))
     }
 
     /// Run `f` against a fresh instance in a fresh store.
@@ -404,7 +395,7 @@ impl SandboxBackend {
         scope: Scope,
         method: Method,
         roots: CallRoots,
-        command: Option<String>,
+        admission: Arc<CallAdmission>,
         options: &SandboxCallOptions,
         f: F,
     ) -> Result<R, CallError>
@@ -418,25 +409,28 @@ impl SandboxBackend {
             + 'static,
     {
         let no_lines: ssh_exec::LineSink = Arc::new(|_, _| {});
+        let admit = admission.clone();
         let mut ssh = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines.clone())
-            .with_admission(Self::narrowing(method, command));
+            .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
+                admit.admit(ask.argv, ask.stdin, false)
+            }));
         if method == Method::Exec
             && let Some(output) = &options.output
         {
             // Only the command's output is the caller's: not seeding on the
             // way, nor the exec script's reports about itself.
             let output = output.clone();
-            ssh = ssh.with_output(Arc::new(move |argv: &[String], _stdin: &[u8]| {
-                if argv.get(3).map(String::as_str) != Some(EXEC_SCRIPT) {
-                    return None;
-                }
-                let nonce = argv.get(EXEC_NONCE_ARG)?;
-                Some(without_reports(output.clone(), nonce))
+            ssh = ssh.with_output(Arc::new(move |argv: &[String], stdin: &[u8]| {
+                let nonce = admission::exec_nonce(argv, stdin)?;
+                Some(without_reports(output.clone(), &nonce))
             }));
         }
-        // Uploads run through an exec state of their own, narrowed the same way.
+        // Uploads run through an exec state of their own, admitted the same
+        // way: a stream goes only into the workspace script's unpack.
         let upload_exec = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines)
-            .with_admission(Self::narrowing(method, None));
+            .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
+                admission.admit(ask.argv, ask.stdin, true)
+            }));
         let data = SandboxCallData {
             sandbox: Sandbox::new(&self.runtime.limits()),
             ssh,
@@ -512,7 +506,7 @@ impl SandboxBackend {
                         scope,
                         method,
                         CallRoots::default(),
-                        None,
+                        self.admission(method, None, None),
                         &options,
                         move |$g, $s| Box::pin(async move { $body.await }),
                     )
@@ -542,12 +536,12 @@ impl SandboxBackend {
             scope: sandbox_scope,
         };
         macro_rules! guest {
-            ($command:expr, |$g:ident, $s:ident, $c:ident| $body:expr) => {
+            ($asked:expr, |$g:ident, $s:ident, $c:ident| $body:expr) => {
                 self.invoke(
                     scope.clone(),
                     method,
                     roots.clone(),
-                    $command,
+                    self.admission(method, Some(&call.scope), $asked),
                     &options,
                     move |$g, $s| {
                         Box::pin(async move {
@@ -593,8 +587,16 @@ impl SandboxBackend {
                     stdin: p.bytes("stdin", "stdinText")?,
                     timeout_ms: p.opt_u32("timeoutMs")?,
                 };
-                let command = Some(request.command.clone());
-                params::exec_result(&guest!(command, |g, s, c| g
+                let asked = Asked {
+                    mode: occ_ssh_target::envelope::EXEC,
+                    command: request.command.clone(),
+                    env: request.env.iter().cloned().collect(),
+                    args: Vec::new(),
+                    stdin: request.stdin.clone().unwrap_or_default(),
+                    workdir: request.workdir.clone(),
+                    timeout_ms: request.timeout_ms,
+                };
+                params::exec_result(&guest!(Some(asked), |g, s, c| g
                     .occ_compute_sandbox_backend()
                     .call_exec(s, c, &request)))
             }
@@ -606,8 +608,16 @@ impl SandboxBackend {
                     allow_failure: p.flag("allowFailure", false)?,
                     timeout_ms: p.opt_u32("timeoutMs")?,
                 };
-                let command = Some(request.script.clone());
-                params::shell_result(&guest!(command, |g, s, c| g
+                let asked = Asked {
+                    mode: occ_ssh_target::envelope::SHELL,
+                    command: request.script.clone(),
+                    env: BTreeMap::new(),
+                    args: request.args.clone(),
+                    stdin: request.stdin.clone().unwrap_or_default(),
+                    workdir: None,
+                    timeout_ms: request.timeout_ms,
+                };
+                params::shell_result(&guest!(Some(asked), |g, s, c| g
                     .occ_compute_sandbox_backend()
                     .call_run_shell(s, c, &request)))
             }

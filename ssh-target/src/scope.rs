@@ -15,13 +15,38 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::config::Scope;
-use crate::error::{Code, Error};
+/// `scope`: what one remote workspace is shared by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Session,
+    Agent,
+    Shared,
+}
+
+impl Scope {
+    /// Each value as the configuration names it.
+    pub const NAMES: &'static [(&'static str, Scope)] = &[
+        ("session", Scope::Session),
+        ("agent", Scope::Agent),
+        ("shared", Scope::Shared),
+    ];
+
+    /// The scope when `scope` is not set: the legacy `perSession` switch
+    /// decides, and OpenClaw's default is `agent`.
+    pub fn default_for(per_session: Option<bool>) -> Scope {
+        match per_session {
+            Some(true) => Scope::Session,
+            Some(false) => Scope::Shared,
+            None => Scope::Agent,
+        }
+    }
+}
 
 /// OpenClaw's default session key and default Agent id.
 const MAIN: &str = "main";
 
-fn sha256_hex(text: &str) -> String {
+/// The SHA-256 of `text`, as lowercase hex.
+pub fn sha256_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -65,12 +90,13 @@ fn agent_of_session_key(session_key: &str) -> Option<String> {
 
 /// OpenClaw's scope key for a handle of `scope`. `workspace_dir` must already be
 /// the absolute path OpenClaw would hash (`~` expanded, normalized).
+/// Fails, with the reason, for an `agent` scope that names no Agent.
 pub fn scope_key(
     scope: Scope,
     session_key: Option<&str>,
     agent_id: Option<&str>,
     workspace_dir: &str,
-) -> Result<String, Error> {
+) -> Result<String, String> {
     let session = session_key
         .map(js_trim)
         .filter(|s| !s.is_empty())
@@ -85,11 +111,8 @@ pub fn scope_key(
             let agent = match agent_id.map(js_trim).filter(|a| !a.is_empty()) {
                 Some(a) => normalize_agent_id(a),
                 None => agent_of_session_key(session).ok_or_else(|| {
-                    Error::new(
-                        Code::InvalidPath,
-                        format!(
-                            "scope \"agent\" needs the Agent: pass agentId, or a session key agent:<id>:... (found {session:?})"
-                        ),
+                    format!(
+                        "scope \"agent\" needs the Agent: pass agentId, or a session key agent:<id>:... (found {session:?})"
                     )
                 })?,
             };

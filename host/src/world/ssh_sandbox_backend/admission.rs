@@ -1,0 +1,760 @@
+//! What one call's execs may be, beyond the grant, and the envelope each runs
+//! with.
+//!
+//! The grant lets only the approved scripts run, by SHA-256; every argument
+//! after a script's name is the component's. Per call, the host admits an
+//! exec only if
+//! - the script's operation is one the call's method may run
+//!   ([`occ_ssh_target::envelope::METHOD_OPS`]): `remove-runtime` only from
+//!   the methods that remove a runtime, seeding only from those that seed on
+//!   first use, `preflight` only from `preflight`, the exec script only from
+//!   `exec` (mode `exec`) and `runShellCommand` (mode `shell`);
+//! - each argument has its kind ([`Arg`]): a mount of the call's scope
+//!   (writable, for an operation that changes one), a path of plain names, a
+//!   stage of the scope's runtime, a flag, a count; and no more arguments than
+//!   the operation takes (a workspace root or a runtime id in argv is one too
+//!   many);
+//! - for the exec script, the header on stdin is the caller's request and
+//!   nothing else (command, environment, arguments; the command's stdin
+//!   after it), the command runs in the caller's workdir, and its time limit
+//!   is within the caller's;
+//! - a local workspace streams into `unpack` and nothing else.
+//!
+//! What runs is then `[<interpreter>, "-c", <script>, <name>, <envelope>,
+//! <args...>]`: the host's envelope (the installation's workspace root, the
+//! scope's runtime id and mounts, the method's operations) comes first, and
+//! the scripts take those values from it alone and bound the rest again.
+
+use std::collections::BTreeMap;
+
+use occ_ssh_target::envelope::{
+    self, Arg, EXEC_ARGS, Envelope, WorkspaceOp, is_nonce, script_of, workspace_op,
+};
+use occ_ssh_target::layout::{Layout, Mount, ScopeRef, Settings};
+use occ_ssh_target::paths;
+use serde_json::Value;
+
+use super::method::Method;
+
+/// The exec request the controller made, as the exec script must carry it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Asked {
+    /// `exec` or `shell`.
+    pub mode: &'static str,
+    pub command: String,
+    pub env: BTreeMap<String, String>,
+    pub args: Vec<String>,
+    pub stdin: Vec<u8>,
+    pub workdir: Option<String>,
+    /// The caller's time limit, when it gave one.
+    pub timeout_ms: Option<u32>,
+}
+
+/// What the host knows of one call.
+struct Facts {
+    envelope: Envelope,
+    json: String,
+    /// The scope's layout; none for a call without a scope.
+    layout: Option<Layout>,
+}
+
+/// One call's say over its execs.
+pub(super) struct CallAdmission {
+    method: Method,
+    /// Why nothing may run, when the call's settings or scope give no layout.
+    facts: Result<Facts, String>,
+    asked: Option<Asked>,
+    /// The grant's bound of one exec, in milliseconds.
+    operation_ms: u64,
+}
+
+impl CallAdmission {
+    /// The admission of a `method` call under the installation's `settings`,
+    /// for `scope` (none for a call without one) and, for a command, the
+    /// caller's request.
+    pub(super) fn new(
+        method: Method,
+        settings: &Result<Settings, String>,
+        scope: Option<ScopeRef<'_>>,
+        asked: Option<Asked>,
+        operation_ms: u64,
+    ) -> CallAdmission {
+        let facts = settings.clone().and_then(|settings| {
+            let layout = scope
+                .map(|s| Layout::new(&settings, &s))
+                .transpose()
+                .map_err(|why| format!("the call's scope has no sandbox: {why}"))?;
+            let envelope = Envelope::new(method.name(), &settings.workspace_root, layout.as_ref())
+                .ok_or_else(|| format!("{method} has no row in the table of script operations"))?;
+            Ok(Facts {
+                json: envelope.to_json(),
+                envelope,
+                layout,
+            })
+        });
+        CallAdmission {
+            method,
+            facts,
+            asked,
+            operation_ms,
+        }
+    }
+
+    /// The argument vector that runs for `argv` (one the grant allowed), with
+    /// `stdin`; `streamed` when a local workspace streams into it. Refused
+    /// with the reason.
+    pub(super) fn admit(
+        &self,
+        argv: &[String],
+        stdin: &[u8],
+        streamed: bool,
+    ) -> Result<Vec<String>, String> {
+        let method = self.method;
+        let [_, _, _, name, args @ ..] = argv else {
+            return Err("not a script run".into());
+        };
+        let facts = self
+            .facts
+            .as_ref()
+            .map_err(|why| format!("{method}: {why}"))?;
+        let op = match name.as_str() {
+            "preflight" => {
+                if !args.is_empty() {
+                    return Err(
+                        "the preflight script takes no argument: the host writes its envelope"
+                            .into(),
+                    );
+                }
+                envelope::PREFLIGHT
+            }
+            "workspace" | "exec" => args.first().map(String::as_str).unwrap_or_default(),
+            other => {
+                return Err(format!(
+                    "the sandbox world runs the preflight, workspace and exec scripts, not {}",
+                    shown(other)
+                ));
+            }
+        };
+        if script_of(op) != Some(name.as_str()) {
+            return Err(format!(
+                "{} is not an operation of the {name} script",
+                shown(op)
+            ));
+        }
+        if !facts.envelope.allows(op) {
+            return Err(format!(
+                "{method} may not run {name} {op} (it may run: {})",
+                if facts.envelope.ops.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    facts.envelope.ops.join(", ")
+                }
+            ));
+        }
+        let is_unpack = name == "workspace" && op == "unpack";
+        if streamed && !is_unpack {
+            return Err(format!(
+                "a local workspace streams into workspace unpack only, not {name} {op}"
+            ));
+        }
+        if is_unpack && !streamed {
+            return Err("workspace unpack takes its archive from the local workspace the host streams, not from the component".into());
+        }
+        if name != "preflight" {
+            let layout = facts
+                .layout
+                .as_ref()
+                .ok_or_else(|| format!("{method} names no sandbox scope"))?;
+            let rest = &args[1..];
+            if name == "workspace" {
+                let spec = workspace_op(op).expect("a workspace operation");
+                check_args(layout, &format!("workspace {op}"), spec, rest)?;
+            } else {
+                self.check_exec(layout, op, rest, stdin)?;
+            }
+        }
+        let mut run = argv[..4].to_vec();
+        run.push(facts.json.clone());
+        run.extend(args.iter().cloned());
+        Ok(run)
+    }
+
+    /// The exec script's arguments after its mode, and its header.
+    fn check_exec(
+        &self,
+        layout: &Layout,
+        mode: &str,
+        rest: &[String],
+        stdin: &[u8],
+    ) -> Result<(), String> {
+        let method = self.method;
+        let spec = WorkspaceOp {
+            name: envelope::EXEC,
+            args: EXEC_ARGS,
+            mutating: false,
+        };
+        check_args(layout, &format!("exec {mode}"), &spec, rest)?;
+        let asked = self
+            .asked
+            .as_ref()
+            .filter(|a| a.mode == mode)
+            .ok_or_else(|| format!("{method} asked for no command in mode {mode}"))?;
+        let [mount, relative, timeout, header_len] = rest else {
+            unreachable!("checked against EXEC_ARGS")
+        };
+        let workdir = paths::exec_workdir(layout, asked.workdir.as_deref())
+            .map_err(|_| format!("{method}: the caller's workdir is outside the scope's mounts"))?;
+        if (mount.as_str(), relative.as_str()) != (workdir.mount.name(), &workdir.relative_path) {
+            return Err(format!(
+                "{method} runs the caller's command in the caller's workdir ({}/{}), not in {}/{}",
+                workdir.mount.name(),
+                workdir.relative_path,
+                shown(mount),
+                shown(relative)
+            ));
+        }
+        let limit = asked
+            .timeout_ms
+            .filter(|t| *t > 0)
+            .map_or(self.operation_ms, u64::from);
+        match timeout.parse::<u64>() {
+            Ok(t) if (1..=limit).contains(&t) => {}
+            _ => {
+                return Err(format!(
+                    "{method}: the exec script's time limit {} ms is not within the caller's {limit} ms",
+                    shown(timeout)
+                ));
+            }
+        }
+        let header_len: usize = header_len.parse().map_err(|_| "a header length")?;
+        let (header, command_stdin) = match stdin.get(..header_len) {
+            Some(h) => (h, &stdin[header_len..]),
+            None => return Err(format!("{method}: stdin is shorter than its header")),
+        };
+        let header: serde_json::Map<String, Value> = serde_json::from_slice(header)
+            .map_err(|_| format!("{method}: the exec header is not a JSON object"))?;
+        if let Some(key) = header
+            .keys()
+            .find(|k| !["command", "env", "args", "nonce"].contains(&k.as_str()))
+        {
+            return Err(format!(
+                "{method}: the exec header carries {}, which the caller did not ask for",
+                shown(key)
+            ));
+        }
+        let differs = |field: &str| {
+            format!(
+                "{method} runs the caller's command and nothing else: the exec header's {field} is not the caller's"
+            )
+        };
+        if header.get("command").and_then(Value::as_str) != Some(asked.command.as_str()) {
+            return Err(differs("command"));
+        }
+        let env: Option<BTreeMap<String, String>> = match header.get("env") {
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect(),
+            _ => None,
+        };
+        if env.as_ref() != Some(&asked.env) {
+            return Err(differs("env"));
+        }
+        let args: Option<Vec<String>> = match header.get("args") {
+            Some(Value::Array(a)) => a.iter().map(|v| v.as_str().map(str::to_string)).collect(),
+            _ => None,
+        };
+        if args.as_ref() != Some(&asked.args) {
+            return Err(differs("args"));
+        }
+        if !header
+            .get("nonce")
+            .and_then(Value::as_str)
+            .is_some_and(is_nonce)
+        {
+            return Err(format!(
+                "{method}: the exec header's nonce must be 32 lowercase hex digits"
+            ));
+        }
+        if command_stdin != asked.stdin.as_slice() {
+            return Err(differs("stdin"));
+        }
+        Ok(())
+    }
+}
+
+/// The nonce in the header of an exec-script run (the argument vector that
+/// runs, and its stdin), which marks the script's own report lines.
+pub(super) fn exec_nonce(argv: &[String], stdin: &[u8]) -> Option<String> {
+    if argv.get(3).map(String::as_str) != Some("exec") {
+        return None;
+    }
+    let len: usize = argv.last()?.parse().ok()?;
+    let header: Value = serde_json::from_slice(stdin.get(..len)?).ok()?;
+    header
+        .get("nonce")?
+        .as_str()
+        .filter(|n| is_nonce(n))
+        .map(str::to_string)
+}
+
+/// Each argument of `what` as `spec` has it, against the scope's layout.
+fn check_args(
+    layout: &Layout,
+    what: &str,
+    spec: &WorkspaceOp,
+    args: &[String],
+) -> Result<(), String> {
+    if args.len() != spec.args.len() {
+        return Err(format!(
+            "{what} takes {} arguments, not {}: the workspace root, the runtime and the mounts \
+             are the host's, in the envelope it writes",
+            spec.args.len(),
+            args.len()
+        ));
+    }
+    for (index, (kind, value)) in spec.args.iter().zip(args).enumerate() {
+        let field = format!("argument {} of {what}", index + 1);
+        match kind {
+            Arg::Mount => {
+                let mount = Mount::from_name(value)
+                    .and_then(|m| layout.mount(m))
+                    .ok_or_else(|| {
+                        format!(
+                            "{field}: {} is not a mount of this scope (it has {})",
+                            shown(value),
+                            layout
+                                .mounts
+                                .iter()
+                                .map(|m| m.mount.name())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    })?;
+                if spec.mutating && !mount.writable {
+                    return Err(format!(
+                        "{what} would change the {value} mount, which workspaceAccess makes read-only"
+                    ));
+                }
+            }
+            Arg::Path => {
+                if !value.is_empty() && value.split('/').any(|part| matches!(part, "" | "." | ".."))
+                {
+                    return Err(format!(
+                        "{field}: {} is not a path of plain names below its mount",
+                        shown(value)
+                    ));
+                }
+            }
+            Arg::Stage => {
+                if !layout.is_stage(value) {
+                    return Err(format!(
+                        "{field}: {} is not a stage of this scope's runtime {}",
+                        shown(value),
+                        layout.runtime_id
+                    ));
+                }
+            }
+            Arg::Flag => {
+                if !matches!(value.as_str(), "0" | "1") {
+                    return Err(format!("{field}: must be 0 or 1, not {}", shown(value)));
+                }
+            }
+            Arg::Count => {
+                if value.is_empty()
+                    || value.len() > 18
+                    || !value.bytes().all(|b| b.is_ascii_digit())
+                {
+                    return Err(format!(
+                        "{field}: must be a count in decimal digits, not {}",
+                        shown(value)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A value of the component's, quoted and cut short for a message.
+fn shown(value: &str) -> String {
+    format!(
+        "{:?}",
+        crate::runtime::escape_control(&value.chars().take(64).collect::<String>())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use occ_ssh_target::layout::Access;
+    use occ_ssh_target::scope::Scope;
+
+    const SCRIPT: &str = "#!/usr/bin/env python3\n";
+
+    fn settings(access: Access) -> Result<Settings, String> {
+        Ok(Settings {
+            workspace_root: "/r".into(),
+            scope: Scope::Shared,
+            access,
+        })
+    }
+
+    fn scope() -> ScopeRef<'static> {
+        ScopeRef {
+            workspace_dir: "/w",
+            agent_workspace_dir: Some("/a"),
+            ..ScopeRef::default()
+        }
+    }
+
+    fn argv(name: &str, args: &[&str]) -> Vec<String> {
+        let mut v = vec!["python3".into(), "-c".into(), SCRIPT.into(), name.into()];
+        v.extend(args.iter().map(|a| a.to_string()));
+        v
+    }
+
+    fn admission(method: Method, access: Access, asked: Option<Asked>) -> CallAdmission {
+        CallAdmission::new(method, &settings(access), Some(scope()), asked, 7_200_000)
+    }
+
+    const RUNTIME: &str = "openclaw-ssh-shared-8198076c";
+
+    #[test]
+    fn the_envelope_goes_before_the_components_arguments() {
+        let a = admission(Method::ReadFile, Access::ReadWrite, None);
+        let run = a
+            .admit(
+                &argv("workspace", &["read", "agent", "x/y", "10"]),
+                &[],
+                false,
+            )
+            .unwrap();
+        assert_eq!(&run[3..4], &["workspace"]);
+        let envelope: Value = serde_json::from_str(&run[4]).unwrap();
+        assert_eq!(envelope["method"], "readFile");
+        assert_eq!(envelope["runtimeId"], RUNTIME);
+        assert_eq!(envelope["workspaceRoot"], "/r");
+        assert_eq!(&run[5..], &["read", "agent", "x/y", "10"]);
+    }
+
+    #[test]
+    fn refusals_name_what_is_refused() {
+        let stage = format!("{RUNTIME}.bootstrap-{}", "0".repeat(32));
+        let other_stage = format!("openclaw-ssh-other-1.bootstrap-{}", "0".repeat(32));
+        let cases: &[(Method, Access, Vec<&str>, bool, &str)] = &[
+            (
+                Method::RemoveRuntime,
+                Access::ReadWrite,
+                vec!["workspace", "remove-runtime", "/root", "acc-victim"],
+                false,
+                "workspace remove-runtime takes 0 arguments, not 2",
+            ),
+            (
+                Method::ReadFile,
+                Access::ReadWrite,
+                vec!["workspace", "remove-runtime"],
+                false,
+                "readFile may not run workspace remove-runtime",
+            ),
+            (
+                Method::DescribeRuntime,
+                Access::ReadWrite,
+                vec!["workspace", "stage", &stage],
+                false,
+                "describeRuntime may not run workspace stage",
+            ),
+            (
+                Method::EnsureRuntime,
+                Access::ReadWrite,
+                vec!["workspace", "stage", &other_stage],
+                false,
+                "is not a stage of this scope's runtime",
+            ),
+            (
+                Method::ReadFile,
+                Access::None,
+                vec!["workspace", "read", "agent", "x", "10"],
+                false,
+                "argument 1 of workspace read: \"agent\" is not a mount of this scope (it has workspace)",
+            ),
+            (
+                Method::WriteFile,
+                Access::ReadOnly,
+                vec!["workspace", "write", "workspace", "x", "0"],
+                false,
+                "workspace write would change the workspace mount, which workspaceAccess makes read-only",
+            ),
+            (
+                Method::Rename,
+                Access::ReadOnly,
+                vec!["workspace", "rename", "workspace", "x", "agent", "y"],
+                false,
+                "read-only",
+            ),
+            (
+                Method::ReadFile,
+                Access::ReadWrite,
+                vec!["workspace", "read", "workspace", "../x", "10"],
+                false,
+                "is not a path of plain names",
+            ),
+            (
+                Method::ReadFile,
+                Access::ReadWrite,
+                vec!["workspace", "read", "workspace", "x", "-1"],
+                false,
+                "must be a count",
+            ),
+            (
+                Method::ReadFile,
+                Access::ReadWrite,
+                vec!["preflight"],
+                false,
+                "readFile may not run preflight preflight",
+            ),
+            (
+                Method::Preflight,
+                Access::ReadWrite,
+                vec!["preflight", "extra"],
+                false,
+                "takes no argument",
+            ),
+            (
+                Method::ReadFile,
+                Access::ReadWrite,
+                vec!["workspace", "{\"version\":1}", "read"],
+                false,
+                "\"{\\\"version\\\":1}\" is not an operation of the workspace script",
+            ),
+            (
+                Method::ReadFile,
+                Access::ReadWrite,
+                vec!["evil"],
+                false,
+                "runs the preflight, workspace and exec scripts",
+            ),
+            (
+                Method::EnsureRuntime,
+                Access::ReadWrite,
+                vec!["workspace", "unpack", &stage, "workspace"],
+                false,
+                "takes its archive from the local workspace",
+            ),
+            (
+                Method::EnsureRuntime,
+                Access::ReadWrite,
+                vec!["workspace", "describe"],
+                true,
+                "streams into workspace unpack only",
+            ),
+            (
+                Method::EnsureRuntime,
+                Access::None,
+                vec!["workspace", "unpack", &stage, "agent"],
+                true,
+                "argument 2 of workspace unpack: \"agent\" is not a mount of this scope",
+            ),
+            (
+                Method::ValidateConfiguration,
+                Access::ReadWrite,
+                vec!["preflight"],
+                false,
+                "may not run preflight preflight (it may run: nothing)",
+            ),
+        ];
+        for (method, access, args, streamed, expected) in cases {
+            let a = admission(*method, *access, None);
+            let err = a
+                .admit(&argv(args[0], &args[1..]), &[], *streamed)
+                .unwrap_err();
+            assert!(err.contains(expected), "{method} {args:?}: {err}");
+        }
+        // What the method may run gets through.
+        let a = admission(Method::EnsureRuntime, Access::ReadOnly, None);
+        assert!(
+            a.admit(&argv("workspace", &["unpack", &stage, "agent"]), &[], true)
+                .is_ok()
+        );
+        assert!(
+            a.admit(&argv("workspace", &["describe"]), &[], false)
+                .is_ok()
+        );
+        let p = CallAdmission::new(Method::Preflight, &settings(Access::None), None, None, 1);
+        assert!(p.admit(&argv("preflight", &[]), &[], false).is_ok());
+        // A call whose settings give no layout runs nothing.
+        let broken = CallAdmission::new(
+            Method::ReadFile,
+            &Err("agents.defaults.sandbox.scope: bad".into()),
+            Some(scope()),
+            None,
+            1,
+        );
+        assert!(
+            broken
+                .admit(&argv("workspace", &["describe"]), &[], false)
+                .unwrap_err()
+                .contains("scope: bad")
+        );
+    }
+
+    fn exec_run(header: Value, rest: &[u8], args: [&str; 3]) -> (Vec<String>, Vec<u8>) {
+        let header = header.to_string();
+        let len = header.len().to_string();
+        let mut stdin = header.into_bytes();
+        stdin.extend_from_slice(rest);
+        let mut a = args.to_vec();
+        a.push(&len);
+        (argv("exec", &[&["exec"][..], &a].concat()), stdin)
+    }
+
+    #[test]
+    fn an_exec_carries_the_callers_request_and_nothing_else() {
+        let asked = Asked {
+            mode: "exec",
+            command: "make test".into(),
+            env: BTreeMap::from([("CI".into(), "1".into())]),
+            stdin: b"in".to_vec(),
+            workdir: Some("src".into()),
+            timeout_ms: Some(5000),
+            ..Asked::default()
+        };
+        let a = admission(Method::Exec, Access::ReadWrite, Some(asked));
+        let nonce = "0123456789abcdef".repeat(2);
+        let honest = serde_json::json!({"command": "make test", "env": {"CI": "1"}, "args": [], "nonce": nonce});
+        let (run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
+        let admitted = a.admit(&run, &stdin, false).unwrap();
+        assert_eq!(exec_nonce(&admitted, &stdin), Some(nonce.clone()));
+        let with = |key: &str, value: Value| {
+            let mut h = honest.clone();
+            h[key] = value;
+            h
+        };
+        let cases: Vec<(Value, &[u8], [&str; 3], &str)> = vec![
+            (
+                with("command", "make test; rm -rf /".into()),
+                b"in",
+                ["workspace", "src", "5000"],
+                "header's command",
+            ),
+            (
+                with(
+                    "env",
+                    serde_json::json!({"CI": "1", "LD_PRELOAD": "/tmp/x.so"}),
+                ),
+                b"in",
+                ["workspace", "src", "5000"],
+                "header's env",
+            ),
+            (
+                with("env", serde_json::json!({})),
+                b"in",
+                ["workspace", "src", "5000"],
+                "header's env",
+            ),
+            (
+                with("args", serde_json::json!(["x"])),
+                b"in",
+                ["workspace", "src", "5000"],
+                "header's args",
+            ),
+            (
+                with("nonce", "short".into()),
+                b"in",
+                ["workspace", "src", "5000"],
+                "nonce must be",
+            ),
+            (
+                with("extra", 1.into()),
+                b"in",
+                ["workspace", "src", "5000"],
+                "carries \"extra\"",
+            ),
+            (
+                honest.clone(),
+                b"other",
+                ["workspace", "src", "5000"],
+                "header's stdin",
+            ),
+            (
+                honest.clone(),
+                b"in",
+                ["workspace", "", "5000"],
+                "in the caller's workdir (workspace/src), not in \"workspace\"/\"\"",
+            ),
+            (
+                honest.clone(),
+                b"in",
+                ["agent", "src", "5000"],
+                "in the caller's workdir",
+            ),
+            (
+                honest.clone(),
+                b"in",
+                ["workspace", "src", "5001"],
+                "not within the caller's 5000 ms",
+            ),
+            (
+                honest.clone(),
+                b"in",
+                ["workspace", "src", "0"],
+                "not within",
+            ),
+        ];
+        for (header, rest, args, expected) in cases {
+            let (run, stdin) = exec_run(header.clone(), rest, args);
+            let err = a.admit(&run, &stdin, false).unwrap_err();
+            assert!(err.contains(expected), "{header} {args:?}: {err}");
+        }
+        // A header length past the end of stdin, or no count at all.
+        let (mut run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
+        *run.last_mut().unwrap() = (stdin.len() + 1).to_string();
+        let err = a.admit(&run, &stdin, false).unwrap_err();
+        assert!(err.contains("stdin is shorter than its header"), "{err}");
+        *run.last_mut().unwrap() = "12 ".into();
+        let err = a.admit(&run, &stdin, false).unwrap_err();
+        assert!(
+            err.contains("argument 4 of exec exec: must be a count"),
+            "{err}"
+        );
+        // The other mode, or the script in a call that asked for no command.
+        let shell = admission(
+            Method::RunShellCommand,
+            Access::ReadWrite,
+            Some(Asked {
+                mode: "shell",
+                command: "make test".into(),
+                ..Asked::default()
+            }),
+        );
+        let (run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
+        assert!(
+            shell
+                .admit(&run, &stdin, false)
+                .unwrap_err()
+                .contains("may not run exec exec")
+        );
+        let none = admission(Method::ReadFile, Access::ReadWrite, None);
+        assert!(
+            none.admit(&run, &stdin, false)
+                .unwrap_err()
+                .contains("may not run exec exec")
+        );
+    }
+
+    #[test]
+    fn without_a_limit_of_its_own_an_exec_is_bounded_by_the_grant() {
+        let asked = Asked {
+            mode: "exec",
+            command: "x".into(),
+            ..Asked::default()
+        };
+        let a = admission(Method::Exec, Access::ReadWrite, Some(asked));
+        let header =
+            serde_json::json!({"command": "x", "env": {}, "args": [], "nonce": "a".repeat(32)});
+        let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "7200000"]);
+        assert!(a.admit(&run, &stdin, false).is_ok());
+        let (run, stdin) = exec_run(header, b"", ["workspace", "", "7200001"]);
+        assert!(a.admit(&run, &stdin, false).is_err());
+    }
+}

@@ -1,0 +1,386 @@
+//! What the host writes for every script run, and what each script operation
+//! may act on.
+//!
+//! The component runs `[<interpreter>, "-c", <script>, <name>, <args...>]`;
+//! the host runs `[<interpreter>, "-c", <script>, <name>, <envelope>,
+//! <args...>]`. The envelope is one compact JSON object the component never
+//! writes:
+//!
+//! ```json
+//! {"version":1,"method":"readFile","ops":["describe","stage","unpack","publish","discard","read"],
+//!  "workspaceRoot":"/tmp/openclaw-sandboxes","runtimeId":"openclaw-ssh-workspace-…",
+//!  "mounts":[{"name":"workspace","writable":true}]}
+//! ```
+//!
+//! It holds what is trusted, from the installation (`workspaceRoot`) and from
+//! the call the controller made (`method`, the scope's `runtimeId` and
+//! `mounts`), and the operations that method may run ([`method_ops`]). It is
+//! deterministic: the same call always gets the same bytes. A call without a
+//! scope (`preflight`) has `runtimeId` null and no mounts.
+//!
+//! Everything after it is policy: each argument has a kind ([`Arg`]) that the
+//! host checks before any ssh process starts and the script checks again
+//! before it acts.
+
+use crate::layout::{Layout, Mount};
+
+/// The envelope's format; a script refuses any other.
+pub const VERSION: u32 = 1;
+
+/// The preflight script's one operation.
+pub const PREFLIGHT: &str = "preflight";
+/// The exec script's operations: its two modes.
+pub const EXEC: &str = "exec";
+pub const SHELL: &str = "shell";
+
+const DESCRIBE: &str = "describe";
+const STAGE: &str = "stage";
+const UNPACK: &str = "unpack";
+const PUBLISH: &str = "publish";
+const DISCARD: &str = "discard";
+const REMOVE_RUNTIME: &str = "remove-runtime";
+const READ: &str = "read";
+const WRITE: &str = "write";
+const CREATE: &str = "create";
+const MKDIRP: &str = "mkdirp";
+const REMOVE: &str = "remove";
+const RENAME: &str = "rename";
+const STAT: &str = "stat";
+const READDIR: &str = "readdir";
+const WORKDIR: &str = "workdir";
+
+/// The kind of one script argument after the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    /// A mount of the envelope (`workspace`, `agent`); writable when the
+    /// operation changes something.
+    Mount,
+    /// A path below the mount before it: `/`-separated names, none empty,
+    /// `.` or `..`; empty for the mount root. The script walks it on
+    /// descriptors.
+    Path,
+    /// A stage of the envelope's runtime: `<runtime id>.bootstrap-<32 hex>`.
+    Stage,
+    /// `0` or `1`.
+    Flag,
+    /// Decimal digits.
+    Count,
+}
+
+/// One operation of the workspace script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkspaceOp {
+    pub name: &'static str,
+    /// The arguments after the operation's name.
+    pub args: &'static [Arg],
+    /// Whether it changes a mount: then each of its mounts must be writable.
+    pub mutating: bool,
+}
+
+use Arg::{Count, Flag, Mount as M, Path as P, Stage as S};
+
+/// The workspace script's operations. `workspace.py` has the same table; a
+/// test reads both.
+pub const WORKSPACE_OPS: &[WorkspaceOp] = &[
+    op(DESCRIBE, &[], false),
+    op(STAGE, &[S], false),
+    op(UNPACK, &[S, M], false),
+    op(PUBLISH, &[S], false),
+    op(DISCARD, &[S], false),
+    op(REMOVE_RUNTIME, &[], false),
+    op(READ, &[M, P, Count], false),
+    op(WRITE, &[M, P, Flag], true),
+    op(CREATE, &[M, P, Flag], true),
+    op(MKDIRP, &[M, P], true),
+    op(REMOVE, &[M, P, Flag, Flag], true),
+    op(RENAME, &[M, P, M, P], true),
+    op(STAT, &[M, P], false),
+    op(READDIR, &[M, P], false),
+    op(WORKDIR, &[M, P], false),
+];
+
+const fn op(name: &'static str, args: &'static [Arg], mutating: bool) -> WorkspaceOp {
+    WorkspaceOp {
+        name,
+        args,
+        mutating,
+    }
+}
+
+/// The exec script's arguments after its mode: the mount and path the
+/// command runs in, its time limit in milliseconds, and the length of the
+/// header that starts its stdin.
+pub const EXEC_ARGS: &[Arg] = &[M, P, Count, Count];
+
+/// The workspace operation called `name`.
+pub fn workspace_op(name: &str) -> Option<&'static WorkspaceOp> {
+    WORKSPACE_OPS.iter().find(|o| o.name == name)
+}
+
+/// The script an operation belongs to.
+pub fn script_of(op: &str) -> Option<&'static str> {
+    match op {
+        PREFLIGHT => Some("preflight"),
+        EXEC | SHELL => Some("exec"),
+        _ => workspace_op(op).map(|_| "workspace"),
+    }
+}
+
+/// Which operations each method may run, by the method's name. Seeding
+/// (`describe`, then `stage`, `unpack`, `publish` and `discard`) belongs to
+/// the methods that seed a missing workspace on first use; `remove-runtime`
+/// to the two that delete it; the exec script to the two that run a command,
+/// each in its own mode; a read gets no operation that changes a mount.
+pub const METHOD_OPS: &[(&str, &[&str])] = &[
+    ("validateConfiguration", &[]),
+    ("preflight", &[PREFLIGHT]),
+    ("describeRuntime", &[DESCRIBE]),
+    (
+        "ensureRuntime",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD],
+    ),
+    ("removeRuntime", &[REMOVE_RUNTIME]),
+    (
+        "recreateRuntime",
+        &[REMOVE_RUNTIME, DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD],
+    ),
+    (
+        "validateWorkdir",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, WORKDIR],
+    ),
+    ("exec", &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, EXEC]),
+    (
+        "runShellCommand",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SHELL],
+    ),
+    // Resolving a path is lexical: nothing runs.
+    ("resolvePath", &[]),
+    (
+        "readFile",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, READ],
+    ),
+    (
+        "readMedia",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, READ],
+    ),
+    (
+        "writeFile",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, WRITE],
+    ),
+    (
+        "createFileExclusive",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, CREATE],
+    ),
+    (
+        "mkdirp",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, MKDIRP],
+    ),
+    (
+        "remove",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, REMOVE],
+    ),
+    (
+        "rename",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, RENAME],
+    ),
+    ("stat", &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT]),
+    (
+        "readDirectory",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, READDIR],
+    ),
+    // An edit reads the file and writes it whole.
+    (
+        "edit",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, READ, WRITE],
+    ),
+    // A patch is planned against the files, then applied.
+    (
+        "applyPatch",
+        &[
+            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, READ, CREATE, WRITE, REMOVE,
+        ],
+    ),
+];
+
+/// The operations `method` may run; `None` for a name that is no method.
+pub fn method_ops(method: &str) -> Option<&'static [&'static str]> {
+    METHOD_OPS
+        .iter()
+        .find(|(m, _)| *m == method)
+        .map(|(_, ops)| *ops)
+}
+
+/// One mount as the envelope carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvelopeMount {
+    pub mount: Mount,
+    pub writable: bool,
+}
+
+/// The envelope of one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    pub method: String,
+    pub ops: Vec<&'static str>,
+    pub workspace_root: String,
+    pub runtime_id: Option<String>,
+    pub mounts: Vec<EnvelopeMount>,
+}
+
+impl Envelope {
+    /// The envelope of a `method` call: `workspace_root` from the
+    /// installation, the scope's runtime and mounts from `layout` (none for a
+    /// call without a scope). `None` for a name that is no method.
+    pub fn new(method: &str, workspace_root: &str, layout: Option<&Layout>) -> Option<Envelope> {
+        Some(Envelope {
+            method: method.to_string(),
+            ops: method_ops(method)?.to_vec(),
+            workspace_root: workspace_root.to_string(),
+            runtime_id: layout.map(|l| l.runtime_id.clone()),
+            mounts: layout
+                .map(|l| {
+                    l.mounts
+                        .iter()
+                        .map(|m| EnvelopeMount {
+                            mount: m.mount,
+                            writable: m.writable,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    /// The mount called `name`, if the envelope has it.
+    pub fn mount(&self, name: &str) -> Option<EnvelopeMount> {
+        self.mounts.iter().copied().find(|m| m.mount.name() == name)
+    }
+
+    /// Whether the envelope lets `op` run.
+    pub fn allows(&self, op: &str) -> bool {
+        self.ops.contains(&op)
+    }
+
+    /// The compact JSON the scripts read, keys in a fixed order.
+    pub fn to_json(&self) -> String {
+        let text = |s: &str| serde_json::Value::from(s).to_string();
+        let ops: Vec<String> = self.ops.iter().map(|o| text(o)).collect();
+        let mounts: Vec<String> = self
+            .mounts
+            .iter()
+            .map(|m| {
+                format!(
+                    "{{\"name\":{},\"writable\":{}}}",
+                    text(m.mount.name()),
+                    m.writable
+                )
+            })
+            .collect();
+        format!(
+            "{{\"version\":{VERSION},\"method\":{},\"ops\":[{}],\"workspaceRoot\":{},\"runtimeId\":{},\"mounts\":[{}]}}",
+            text(&self.method),
+            ops.join(","),
+            text(&self.workspace_root),
+            self.runtime_id.as_deref().map_or("null".to_string(), text),
+            mounts.join(",")
+        )
+    }
+}
+
+/// Whether `text` is a nonce as the exec header carries it: 32 lowercase
+/// hex digits, so that no command output can be mistaken for the marker.
+pub fn is_nonce(text: &str) -> bool {
+    text.len() == 32
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{Access, ScopeRef, Settings};
+    use crate::scope::Scope;
+
+    #[test]
+    fn every_operation_of_a_method_is_a_script_operation() {
+        for (method, ops) in METHOD_OPS {
+            for op in *ops {
+                assert!(script_of(op).is_some(), "{method}: {op}");
+            }
+        }
+        // A read never changes a mount, and only the remove methods delete a runtime.
+        for (method, ops) in METHOD_OPS {
+            let mutates = ops
+                .iter()
+                .any(|o| workspace_op(o).is_some_and(|w| w.mutating));
+            let reads = [
+                "describeRuntime",
+                "validateWorkdir",
+                "resolvePath",
+                "readFile",
+                "readMedia",
+                "stat",
+                "readDirectory",
+            ];
+            if reads.contains(method) {
+                assert!(!mutates, "{method}");
+            }
+            assert_eq!(
+                ops.contains(&REMOVE_RUNTIME),
+                ["removeRuntime", "recreateRuntime"].contains(method),
+                "{method}"
+            );
+            assert_eq!(ops.contains(&PREFLIGHT), *method == "preflight", "{method}");
+            assert_eq!(
+                ops.iter().any(|o| script_of(o) == Some("exec")),
+                ["exec", "runShellCommand"].contains(method),
+                "{method}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_envelope_is_compact_and_deterministic() {
+        let layout = Layout::new(
+            &Settings {
+                workspace_root: "/r".into(),
+                scope: Scope::Shared,
+                access: Access::ReadOnly,
+            },
+            &ScopeRef {
+                workspace_dir: "/w",
+                agent_workspace_dir: Some("/a"),
+                ..ScopeRef::default()
+            },
+        )
+        .unwrap();
+        let e = Envelope::new("stat", "/r", Some(&layout)).unwrap();
+        assert_eq!(
+            e.to_json(),
+            "{\"version\":1,\"method\":\"stat\",\"ops\":[\"describe\",\"stage\",\"unpack\",\"publish\",\"discard\",\"stat\"],\
+             \"workspaceRoot\":\"/r\",\"runtimeId\":\"openclaw-ssh-shared-8198076c\",\
+             \"mounts\":[{\"name\":\"workspace\",\"writable\":false},{\"name\":\"agent\",\"writable\":false}]}"
+        );
+        assert_eq!(e.to_json(), e.clone().to_json());
+        let v: serde_json::Value = serde_json::from_str(&e.to_json()).unwrap();
+        assert_eq!(v["runtimeId"], "openclaw-ssh-shared-8198076c");
+        let p = Envelope::new("preflight", "/r \"x\"", None).unwrap();
+        assert_eq!(
+            p.to_json(),
+            "{\"version\":1,\"method\":\"preflight\",\"ops\":[\"preflight\"],\"workspaceRoot\":\"/r \\\"x\\\"\",\"runtimeId\":null,\"mounts\":[]}"
+        );
+        assert!(Envelope::new("ensureNamespace", "/r", None).is_none());
+        assert!(e.allows("stat") && !e.allows("write"));
+        assert_eq!(e.mount("agent").map(|m| m.writable), Some(false));
+        assert_eq!(e.mount("other"), None);
+    }
+
+    #[test]
+    fn nonces() {
+        assert!(is_nonce(&"0a".repeat(16)));
+        for bad in ["", "nonce", &"0A".repeat(16), &"0a".repeat(17)] {
+            assert!(!is_nonce(bad), "{bad}");
+        }
+    }
+}
