@@ -23,7 +23,10 @@ const HOSTILE = ` ${PAYLOAD} "q" 'q' %n %h $HOME \${PATH} ; \`id > /root/x\` \\`
 const NS = `ns-forge${HOSTILE}`;
 const AGENT = `agent-forge${HOSTILE}`;
 const REV = `rev-1${HOSTILE}`;
-const LAUNCH = { SLACK_BOT_TOKEN: 'opaque-cfg:slack.bot', IAM_SESSION: 'opaque-iam-7f3a' };
+// Placeholders as beforeWorkloadStart returns them (out of order: the unit sorts them).
+// Names the gateway itself acts on (SLACK_BOT_TOKEN starts a Slack channel, which
+// keeps the gateway from readiness for over a minute here) are left to render.test.js.
+const LAUNCH = { OCC_TEST_TOKEN: 'opaque-cfg:slack.bot', IAM_SESSION: 'opaque-iam-7f3a' };
 // Where a forged root or unit directory would put things.
 const FORGED_ROOT = '/root/occ-forged-root';
 const FORGED_UNITS = '/root/occ-forged-units';
@@ -89,7 +92,7 @@ test('an Agent whose IDs carry unit syntax gets exactly the unit the helper rend
   assert.equal(unitProp('Environment'), [
     `HOME=${p.agentDir}/home`, `OPENCLAW_STATE_DIR=${p.agentDir}/state`,
     `OPENCLAW_CONFIG_PATH=${p.agentDir}/current/openclaw.json`, `OPENCLAW_GATEWAY_PORT=${port}`,
-    'IAM_SESSION=opaque-iam-7f3a', 'SLACK_BOT_TOKEN=opaque-cfg:slack.bot',
+    'IAM_SESSION=opaque-iam-7f3a', 'OCC_TEST_TOKEN=opaque-cfg:slack.bot',
   ].join(' '));
   assert.equal(unitProp('EnvironmentFiles'),
     `${p.agentDir}/gateway-password.env (ignore_errors=no)\n${p.agentDir}/env (ignore_errors=yes)`);
