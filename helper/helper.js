@@ -16,13 +16,13 @@ const RUN_AS_HELPER = module.id === '[stdin]';
 // First of all: the arguments (the operation with the controller's document, and the
 // host's envelope) are readable in /proc/<pid>/cmdline by anyone who can see this
 // process. Overwriting the argument area leaves a title that names the run (a hash of
-// the operation argument, so an operator can still match it) and nothing of its
-// content. The gateways' units hide root's processes altogether
+// both arguments, "<operation> <envelope>", so an operator can still match it) and
+// nothing of their content. The gateways' units hide root's processes altogether
 // (ProtectProc=invisible); this narrows the window for anything else to the few
 // milliseconds Node takes to start.
 if (RUN_AS_HELPER) {
   process.title = `occ-ssh-helper ${require('node:crypto').createHash('sha256')
-    .update(process.argv[2] || '').digest('hex').slice(0, 12)}`;
+    .update(`${process.argv[2] || ''} ${process.argv[3] || ''}`).digest('hex').slice(0, 12)}`;
 }
 
 const fs = require('node:fs');
@@ -92,8 +92,10 @@ function markClosed() {
 // Node ignores SIGPIPE, so a write to the closed session pipe fails with EPIPE,
 // reported through the callback and the stream's 'error' event; without this
 // listener that error would crash the helper in the middle of a step.
-process.stdout.on('error', markClosed);
-process.stderr.on('error', () => {});
+if (RUN_AS_HELPER) {
+  process.stdout.on('error', markClosed);
+  process.stderr.on('error', () => {});
+}
 
 function emit(event) {
   if (session.closed) return false;
@@ -366,9 +368,11 @@ async function releaseLock() {
   }
 }
 
-process.on('exit', () => {
-  if (lock.child && !lock.exited) lock.child.kill('SIGKILL');
-});
+if (RUN_AS_HELPER) {
+  process.on('exit', () => {
+    if (lock.child && !lock.exited) lock.child.kill('SIGKILL');
+  });
+}
 
 // ---------------------------------------------------------------------------------
 // Filesystem: typed lookups that refuse symlinks, atomic writes and directories.
@@ -719,7 +723,7 @@ function parseOperation(argument, envelopeArgument) {
     throw invalid(`op ${sent.op} is not one ${env.method} may run (it may run: ${env.ops.join(', ') || 'nothing'})`);
   }
   closedKeys(sent, [...COMMON_FIELDS, ...shape.fields], 'operation');
-  if (sent.deadlineMs !== undefined) requireInt(sent.deadlineMs, 'deadlineMs', 1000, MAX_DEADLINE_MS);
+  if (sent.deadlineMs !== undefined) requireInt(sent.deadlineMs, 'operation.deadlineMs', 1000, MAX_DEADLINE_MS);
   for (const part of ['namespace', 'agent', 'revision']) {
     if (shape[part] && env[part] === undefined) throw invalid(`${sent.op} needs envelope.${part}`);
   }
@@ -791,7 +795,30 @@ const GATEWAY_PASSWORD_REF = Object.freeze({ source: 'env', provider: 'default',
 // The expression form OCC accepts beside the SecretRef.
 const GATEWAY_PASSWORD_EXPRESSION = `\${${GATEWAY_PASSWORD_ENV}}`;
 
-const isPlainObject = (value) => value !== null && typeof value === 'object' && !Array.isArray(value);
+const isPlainObject = (value) => value !== null && typeof value === 'object' &&
+  Object.getPrototypeOf(value) === Object.prototype;
+
+// A number of the controller's document, kept as the text it was written in: a
+// double would change what does not fit one (18446744073709551615, 1e400).
+class SourceNumber {
+  constructor(source) {
+    this.source = source;
+  }
+}
+
+// The controller's document, its numbers as written. JSON.parse gives a reviver
+// each number's source text on the Node.js the hosts run (24); where it does not,
+// a number a double would change is refused rather than rewritten.
+function parseDocument(text) {
+  return JSON.parse(text, (key, value, context) => {
+    if (typeof value !== 'number') return value;
+    if (context && typeof context.source === 'string') return new SourceNumber(context.source);
+    if (!Number.isFinite(value) || (Number.isInteger(value) && !Number.isSafeInteger(value))) {
+      throw invalid(`configuration holds a number (${value}) this Node.js cannot keep exactly`);
+    }
+    return value;
+  });
+}
 
 function sameJson(a, b) {
   return canonicalJson(a) === canonicalJson(b);
@@ -807,6 +834,7 @@ function canonicalJson(value) {
       if (v.length === 0) return '[]';
       return `[\n${v.map((item) => `${pad}${write(item, depth + 1)}`).join(',\n')}\n${close}]`;
     }
+    if (v instanceof SourceNumber) return v.source;
     if (isPlainObject(v)) {
       const keys = Object.keys(v).sort();
       if (keys.length === 0) return '{}';
@@ -824,8 +852,9 @@ function canonicalJson(value) {
 function renderSnapshot(text) {
   let document;
   try {
-    document = JSON.parse(text);
-  } catch {
+    document = parseDocument(text);
+  } catch (error) {
+    if (error instanceof HelperError) throw error;
     throw invalid('configuration is not JSON');
   }
   if (!isPlainObject(document)) throw invalid('configuration must be a JSON object');

@@ -112,7 +112,8 @@ function startHelper(request, { host = HOST, source = HELPER_SOURCE, onEvent, ar
     }
   });
   child.stderr.on('data', (chunk) => { stderr += chunk; });
-  const opB64 = argv[0] || '';
+  // What names the run: both arguments, as the helper's title hashes them.
+  const opB64 = argv.join(' ');
   const done = new Promise((resolve) => {
     child.on('close', (code, signal) => {
       const last = events[events.length - 1];
@@ -355,12 +356,11 @@ function lockIsFree(root) {
   return sh(`flock -n ${root}/.compute-lock true`, { allowFailure: true }).code === 0;
 }
 
-// The host pid of the helper running this operation, or null. The helper replaces its
-// argv with `occ-ssh-helper <first 12 hex of SHA-256 of the operation argument>` as soon
-// as it starts (before that, argv still holds the Node binary and the argument), so
-// both forms are matched, each as a fixed string. The operation holds only policy, so
-// two runs of the same op (two activates, say) have the same title: callers look for
-// one while no other runs.
+// The host pid of the helper running with these arguments ("<operation> <envelope>",
+// as `run.b64` holds them), or null. The helper replaces its argv with
+// `occ-ssh-helper <first 12 hex of SHA-256 of both arguments>` as soon as it starts
+// (before that, argv still holds the Node binary and the arguments), so both forms are
+// matched, each as a fixed string.
 function helperTitle(opB64) {
   return `occ-ssh-helper ${sha256(opB64).slice(0, 12)}`;
 }
