@@ -55,7 +55,7 @@ const ROOT_GID = typeof process.getgid === 'function' ? process.getgid() : 0;
 const PERMANENT_CODES = new Set([
   'foreign-marker', 'changed-snapshot', 'unexpected-symlink', 'foreign-unit',
   'foreign-account', 'invalid-operation', 'missing-namespace', 'missing-revision',
-  'no-free-port', 'probe-failed', 'superseded',
+  'no-free-port', 'probe-failed', 'superseded', 'revision-conflict',
 ]);
 
 class HelperError extends Error {
@@ -240,8 +240,9 @@ async function unitState(unitName) {
 //
 // flock needs only an open descriptor, and a read-only one will do: any account that
 // can open the file can hold the lock forever and stall every operation on the host.
-// So the file is root's and 0600, which no Agent account can open, and the helper
-// refuses a lock file it cannot trust instead of waiting on it.
+// So the file is root's and 0600, which no Agent account can open: a root-owned lock
+// with a looser mode is tightened, and one another account owns is refused instead
+// of waited on.
 
 const LOCK_MODE = 0o600;
 const lock = { child: null, required: false, exited: false };
@@ -250,7 +251,9 @@ function lockHeld() {
   return lock.child !== null && !lock.exited;
 }
 
-// The lock file as it must be, created when absent; anything else is refused.
+// The lock file as it must be: created 0600 when absent; a root-owned one with a
+// looser mode (plain `flock` creates it 0644, as OCC's own driver does) is tightened
+// in place; one another account owns is refused, naming it.
 function checkLockFile(lockPath) {
   for (;;) {
     const st = lstatOrNull(lockPath);
@@ -260,14 +263,26 @@ function checkLockFile(lockPath) {
     if (st && !st.isFile()) {
       throw new HelperError('foreign-marker', `${lockPath} is not a regular file`);
     }
-    if (st && (st.uid !== ROOT_UID || (st.mode & 0o7777 & ~LOCK_MODE) !== 0)) {
-      // Permanent: a retry would meet the same file. Tightening it here would not
-      // help, since a descriptor opened while the mode was loose keeps its lock.
+    if (st && st.uid !== ROOT_UID) {
+      // Permanent: a retry would meet the same file. Whoever owns it can hold the
+      // lock forever and stall every operation here.
       throw new HelperError('foreign-marker',
-        `${lockPath} is owned by uid ${st.uid} with mode ${(st.mode & 0o7777).toString(8)}; ` +
-        'the host lock must be root\'s and 0600, or any account that can open it can stall ' +
-        `every operation here. Check for holders (fuser -v ${lockPath}), then run ` +
-        `chown root:root ${lockPath} && chmod 600 ${lockPath}`);
+        `${lockPath} is owned by ${accountNameSync(st.uid)} (uid ${st.uid}), not by the SSH account: ` +
+        'that account could hold the host lock and stall every operation here. Check for holders ' +
+        `(fuser -v ${lockPath}), then run chown root:root ${lockPath} && chmod 600 ${lockPath}`);
+    }
+    if (st && (st.mode & 0o7777 & ~LOCK_MODE) !== 0) {
+      guard(`chmod 600 ${lockPath}`);
+      const fd = fs.openSync(lockPath, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+      try {
+        const again = fs.fstatSync(fd);
+        if (again.ino !== st.ino || again.uid !== ROOT_UID) continue;
+        fs.fchmodSync(fd, LOCK_MODE);
+      } finally {
+        fs.closeSync(fd);
+      }
+      progress('lock', `tightened ${lockPath} from ${(st.mode & 0o7777).toString(8)} to 600`);
+      continue;
     }
     if (st) return;
     guard('create the host lock file');
@@ -287,6 +302,20 @@ function checkLockFile(lockPath) {
       fs.closeSync(fd);
     }
   }
+}
+
+// The name of `uid` from /etc/passwd (the lock check runs before any child process
+// may), or `uid N`.
+function accountNameSync(uid) {
+  try {
+    for (const line of fs.readFileSync('/etc/passwd', 'utf8').split('\n')) {
+      const fields = line.split(':');
+      if (fields.length > 2 && Number(fields[2]) === uid) return `account ${fields[0]}`;
+    }
+  } catch {
+    // no /etc/passwd to read: the uid alone
+  }
+  return `uid ${uid}`;
 }
 
 async function acquireLock(root) {
@@ -1119,15 +1148,28 @@ function verifyRevision(op, L, agentGid) {
   return { needsPassword: snapshotNeedsPassword(bytes) };
 }
 
-// Number of the revision the pointer names, verified, or null.
-function currentRevisionNumber(op, L, currentHash) {
+// The revision the pointer names, verified: { number, id }, or null.
+function currentRevision(op, L, currentHash) {
   if (currentHash === null) return null;
   // A symlinked revision directory must not lead the marker read elsewhere.
   if (!expectDir(path.join(L.revisions, currentHash))) return null;
   const marker = readMarker(path.join(L.revisions, currentHash, 'revision.json'));
   if (!marker) return null;
   checkFields(marker, agentOwner(op), path.join(L.revisions, currentHash, 'revision.json'), 'foreign-marker');
-  return Number.isSafeInteger(marker.revisionNumber) ? marker.revisionNumber : null;
+  return Number.isSafeInteger(marker.revisionNumber) ? { number: marker.revisionNumber, id: marker.revisionId } : null;
+}
+
+// A revision number names one revision of an Agent: another id under the number of
+// the current or served revision is refused (OCC's "Revision number belongs to
+// another immutable revision"), in prepare and in activate.
+function refuseNumberConflict(op, ...claims) {
+  for (const claim of claims) {
+    if (claim && claim.number === op.revision.number && claim.id !== op.revision.id) {
+      throw new HelperError('revision-conflict',
+        `revision number ${op.revision.number} belongs to another revision (${JSON.stringify(claim.id)}) ` +
+        `of Agent ${op.agent.id}, not to ${JSON.stringify(op.revision.id)}`);
+    }
+  }
 }
 
 // The unit file's text when present and ours; refuses any other unit at that path.
@@ -1855,12 +1897,14 @@ async function opPrepare(op) {
   // current or served: report not-ready with nothing changed.
   if (agent) {
     const served = readServed(op, L);
-    const currentNumber = currentRevisionNumber(op, L, readCurrent(L));
-    const newest = Math.max(served && Number.isSafeInteger(served.revisionNumber) ? served.revisionNumber : 0, currentNumber || 0);
+    const current = currentRevision(op, L, readCurrent(L));
+    const newest = Math.max(served && Number.isSafeInteger(served.revisionNumber) ? served.revisionNumber : 0,
+      current ? current.number : 0);
     if (newest > op.revision.number) {
       progress('superseded', `revision ${newest} is already current or served`);
       return { changed: false, ready: false, port: agent.port, uid: agent.uid, gid: agent.gid };
     }
+    refuseNumberConflict(op, current, served && { number: served.revisionNumber, id: served.revisionId });
   }
 
   // Allocation only reads, so a full range is refused before any account exists.
@@ -1965,6 +2009,16 @@ async function opActivate(op) {
   if (!operatorDirExists(op.unitDirectory)) throw new HelperError('invalid-operation', `${op.unitDirectory} does not exist`);
   await acquireLock(L.root);
   const agent = await loadAgent(op, L, { required: true });
+  const currentHash = readCurrent(L);
+  // Never backwards: a newer current revision stays (OCC: "A newer revision is
+  // already current"), and a number belongs to one revision.
+  const current = currentRevision(op, L, currentHash);
+  if (current && current.number > op.revision.number) {
+    throw new HelperError('superseded',
+      `a newer revision is already current: revision ${current.number} (${JSON.stringify(current.id)}) ` +
+      `of Agent ${op.agent.id}, not ${op.revision.number}`);
+  }
+  refuseNumberConflict(op, current);
   const snapshot = verifyRevision(op, L, agent.gid);
   if (!snapshot) {
     throw new HelperError('missing-revision', `${L.revDir} does not exist; prepare revision ${op.revision.id} first`);
@@ -1975,7 +2029,6 @@ async function opActivate(op) {
     placeholders: op.placeholders, needsPassword: snapshot.needsPassword,
   });
   const existingUnit = readUnit(L.unitPath, op.namespace.id, op.agent.id);
-  const currentHash = readCurrent(L);
   const served = readServed(op, L);
   sweep(L.agentDir);
   sweep(op.unitDirectory, `${TEMP_PREFIX}${UNIT_PREFIX}`);
@@ -2109,9 +2162,12 @@ async function stopAgent(op, L) {
   return changed;
 }
 
-// Stops the Agent's gateway whichever revision it runs: the spec's stopRevision stops
-// and disables the unit and removes current and served.json. The named revision's
-// snapshot, when present, must still be the admitted one.
+// The spec's stopRevision stops and disables the unit and removes current and
+// served.json, as OCC's helper does, only when current names this revision: OCC's
+// worker stops refused or failed candidates while their predecessor serves, and
+// "an OCC publication failure leaves the previous gateway serving its existing
+// revision". Otherwise it verifies and returns. The named revision's snapshot, when
+// present, must still be the admitted one.
 async function opStop(op) {
   const L = layout(op);
   if (!operatorDirExists(L.root)) return { changed: false };
@@ -2120,8 +2176,12 @@ async function opStop(op) {
   if (!agent) return { changed: false };
   verifyRevision(op, L, agent.gid);
   readServed(op, L);
-  readCurrent(L);
+  const currentHash = readCurrent(L);
   readUnit(L.unitPath, op.namespace.id, op.agent.id);
+  if (currentHash !== op.revision.hash) {
+    progress('stop', `revision ${op.revision.id} is not current; nothing to stop`);
+    return { changed: false };
+  }
   sweep(L.agentDir);
   return { changed: await stopAgent(op, L) };
 }

@@ -41,6 +41,7 @@ pub const PERMANENT_CODES: &[&str] = &[
     "no-free-port",
     "probe-failed",
     "superseded",
+    "revision-conflict",
 ];
 
 /// The helper operations.

@@ -169,20 +169,42 @@ test('retire of a revision that is not current leaves the gateway serving', asyn
   assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-2');
 });
 
-test('stop of a revision that is not current still stops and disables the gateway', async () => {
-  // rev-2 serves; rev-3 is only prepared. stopRevision stops the Agent's unit and
-  // removes current and served.json whichever revision runs.
+test('stop of a revision that is not current leaves the serving gateway alone', async () => {
+  // rev-2 serves; rev-3 is only prepared (a candidate OCC refused or failed to publish).
+  // As OCC's helper does, stop acts only when current names the revision.
+  const pid = unitProp('MainPID');
+  const served = L.sh(`cat ${p.agentDir}/served.json`);
   assert.equal((await L.helper(fx.prepare(NS, AGENT, 'rev-3', 3, CONFIG_3))).ready, true);
   const stopped = await L.helper(fx.agentOp('stop', NS, AGENT, 'rev-3', 3, CONFIG_3));
-  assert.deepEqual([stopped.ok, stopped.changed], [true, true]);
-  assert.equal(unitProp('ActiveState'), 'inactive');
-  assert.equal(unitProp('UnitFileState'), 'disabled');
-  assert.equal(exists(`${p.agentDir}/current`), false);
-  assert.equal(exists(`${p.agentDir}/served.json`), false);
-  assert.notEqual(readyz(port), '200');
+  assert.deepEqual([stopped.ok, stopped.changed], [true, false]);
+  assert.equal(unitProp('ActiveState'), 'active');
+  assert.equal(unitProp('MainPID'), pid);
+  assert.equal(readyz(port), '200');
+  assert.equal(L.sh(`readlink ${p.agentDir}/current`).trim(), `revisions/${L.sha12('rev-2')}`);
+  assert.equal(L.sh(`cat ${p.agentDir}/served.json`), served);
   for (const kept of [fx.paths(NS, AGENT, 'rev-2').revDir, fx.paths(NS, AGENT, 'rev-3').revDir]) {
     assert.equal(exists(kept), true, kept);
   }
+});
+
+test('an older revision is never activated over a newer one, and a number names one revision', async () => {
+  // rev-2 serves. OCC: "A newer revision is already current", permanent.
+  const pid = unitProp('MainPID');
+  const back = await L.runHelper(fx.activate(NS, AGENT, 'rev-1', 1, L.GATEWAY_CONFIG));
+  assert.deepEqual([back.code, back.result.error.code, back.result.error.permanent], [1, 'superseded', true]);
+  assert.match(back.result.error.message, /a newer revision is already current: revision 2 \("rev-2"\)/);
+  assert.ok(!back.events.some((e) => ['unit', 'current', 'restart'].includes(e.step)), 'nothing changed');
+  // Another revision id under the current number: refused in prepare, nothing written,
+  // and in activate.
+  const prepared = await L.runHelper(fx.prepare(NS, AGENT, 'rev-2-other', 2, CONFIG_2));
+  assert.deepEqual([prepared.code, prepared.result.error.code, prepared.result.error.permanent], [1, 'revision-conflict', true]);
+  assert.match(prepared.result.error.message, /revision number 2 belongs to another revision \("rev-2"\)/);
+  assert.equal(exists(fx.paths(NS, AGENT, 'rev-2-other').revDir), false);
+  const activated = await L.runHelper(fx.activate(NS, AGENT, 'rev-2-other', 2, CONFIG_2));
+  assert.deepEqual([activated.code, activated.result.error.code], [1, 'revision-conflict']);
+  assert.equal(unitProp('MainPID'), pid);
+  assert.equal(L.sh(`readlink ${p.agentDir}/current`).trim(), `revisions/${L.sha12('rev-2')}`);
+  assert.equal(readyz(port), '200');
 });
 
 test('a session closed during the readiness wait writes no served.json; the retry converges', { timeout: 240000 }, async (t) => {
@@ -317,9 +339,12 @@ test('two Agents of two Namespaces activate concurrently; delete-namespace remov
   assert.equal((await L.helper(fx.ensureNamespace(NS2))).ok, true);
   const other = await L.helper(fx.prepare(NS2, AGENT2, 'rev-1', 1));
   assert.notEqual(other.port, port);
+  // rev-4 serves; never backwards, so the next revision restarts concurrently.
+  const CONFIG_5 = `${JSON.stringify(JSON.parse(L.GATEWAY_CONFIG), null, 4)}\n`;
+  assert.equal((await L.helper(fx.prepare(NS, AGENT, 'rev-5', 5, CONFIG_5))).ready, true);
   const started = Date.now();
   const [a, b] = await Promise.all([
-    activate('rev-2', 2, CONFIG_2),
+    activate('rev-5', 5, CONFIG_5),
     L.runHelper(fx.activate(NS2, AGENT2, 'rev-1', 1)),
   ]);
   t.diagnostic(`two concurrent activations served after ${Date.now() - started} ms`);

@@ -306,6 +306,14 @@ class Fixture {
     const script = `
       set -u
       root=${this.root}
+      # Units first: a gateway systemd restarts would keep its account busy.
+      for agentdir in "$root"/namespaces/*/agents/*; do
+        [ -d "$agentdir" ] || continue
+        unit=${H.UNIT_PREFIX}$(basename "$agentdir").service
+        systemctl disable --now "$unit" >/dev/null 2>&1 || true
+        rm -f ${this.unitDirectory}/"$unit"
+      done
+      systemctl daemon-reload
       for marker in "$root"/accounts/*.json; do
         [ -e "$marker" ] || continue
         acct=$(basename "$marker" .json)
@@ -316,13 +324,6 @@ class Fixture {
           [ -f "$list" ] && sed -i "/^$acct\$/d" "$list"
         done
       done
-      for agentdir in "$root"/namespaces/*/agents/*; do
-        [ -d "$agentdir" ] || continue
-        unit=${H.UNIT_PREFIX}$(basename "$agentdir").service
-        systemctl disable --now "$unit" >/dev/null 2>&1 || true
-        rm -f ${this.unitDirectory}/"$unit"
-      done
-      systemctl daemon-reload
       rm -rf "$root"
     `;
     sh(script, { allowFailure: true });

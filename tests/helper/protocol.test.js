@@ -153,21 +153,27 @@ test('probe reports each check and fails permanently naming the failed ones', as
   assert.deepEqual(old.result.checks.filter((c) => !c.ok).map((c) => c.name), ['node']);
 });
 
-test('a lock file another account could open is refused, naming the file and the fix', async () => {
+test('a root lock with a loose mode is tightened; one another account owns is refused, naming it', async () => {
   const lockPath = `${fx.root}/.compute-lock`;
   L.sh(`mkdir -p ${fx.root} && touch ${lockPath}`);
-  for (const [make, what] of [['chmod 644', /mode 644/], ['chmod 600 LOCK && chown 1:1', /owned by uid 1 /], ['chmod 0660', /mode 660/]]) {
-    L.sh(`${make.replace('LOCK', lockPath)} ${lockPath}`);
+  // As plain `flock` (and OCC's own driver) leaves it, or looser: tightened in place.
+  for (const mode of ['644', '660', '666']) {
+    L.sh(`chmod ${mode} ${lockPath}`);
     const run = await L.runHelper(fx.ensureNamespace('ns-lockmode'));
-    assert.equal(run.code, 1);
-    assert.deepEqual([run.result.error.code, run.result.error.permanent], ['foreign-marker', true]);
-    assert.match(run.result.error.message, what);
-    assert.ok(run.result.error.message.includes(`${lockPath} is owned by uid`), run.result.error.message);
-    assert.ok(run.result.error.message.includes(`chmod 600 ${lockPath}`), run.result.error.message);
-    assert.ok(!run.events.some((e) => e.step === 'lock'), 'never waited on it');
-    L.sh(`chown 0:0 ${lockPath}`);
+    assert.equal(run.code, 0, JSON.stringify(run.result));
+    assert.ok(run.events.some((e) => e.step === 'lock' && e.message === `tightened ${lockPath} from ${mode} to 600`), mode);
+    assert.deepEqual(L.statHost([lockPath])[lockPath].mode, '600');
   }
-  L.sh(`chmod 600 ${lockPath}`);
+  // Another account's: refused before any wait, naming the account and the fix.
+  L.sh(`chown 1:1 ${lockPath}`);
+  const run = await L.runHelper(fx.ensureNamespace('ns-lockmode'));
+  assert.equal(run.code, 1);
+  assert.deepEqual([run.result.error.code, run.result.error.permanent], ['foreign-marker', true]);
+  assert.ok(run.result.error.message.startsWith(`${lockPath} is owned by account daemon (uid 1)`), run.result.error.message);
+  assert.ok(run.result.error.message.includes(`chown root:root ${lockPath} && chmod 600 ${lockPath}`), run.result.error.message);
+  assert.ok(!run.events.some((e) => e.step === 'lock'), 'never waited on it');
+  assert.deepEqual(L.statHost([lockPath])[lockPath].uid, 1, 'not taken over');
+  L.sh(`chown 0:0 ${lockPath}`);
   assert.equal((await L.helper(fx.ensureNamespace('ns-lockmode'))).ok, true);
   // Created fresh, it is root's and 0600.
   L.sh(`rm ${lockPath}`);
