@@ -214,3 +214,45 @@ pub fn config(extra: Value) -> Value {
     }
     c
 }
+
+/// Removes what runs of a test left under `/var/lib/<prefix>-*` on a host
+/// (units, accounts, roots), when created and again when dropped, however the
+/// test ends: a gateway left by a failed run would otherwise keep serving (or
+/// restarting) and hold ports of later runs.
+pub struct Sweep<'a> {
+    rig: &'a Rig,
+    host: &'a Host,
+    prefix: &'a str,
+}
+
+impl<'a> Sweep<'a> {
+    /// Sweep now, and when the value is dropped.
+    pub fn roots(rig: &'a Rig, host: &'a Host, prefix: &'a str) -> Sweep<'a> {
+        let sweep = Sweep { rig, host, prefix };
+        sweep.run();
+        sweep
+    }
+
+    fn run(&self) {
+        let prefix = self.prefix;
+        self.rig.sh_ok(
+            self.host,
+            &format!(
+                "for root in /var/lib/{prefix}-*; do [ -d \"$root\" ] || continue; \
+                   for dir in \"$root\"/namespaces/*/agents/*; do [ -d \"$dir\" ] || continue; \
+                     unit=openclaw-enterprise-gateway-$(basename \"$dir\").service; \
+                     systemctl disable --now \"$unit\" >/dev/null 2>&1; rm -f {UNIT_DIR}/\"$unit\"; done; \
+                   for marker in \"$root\"/accounts/*.json; do [ -e \"$marker\" ] || continue; \
+                     acct=$(basename \"$marker\" .json); pkill -KILL -u \"$acct\"; userdel \"$acct\"; \
+                     groupdel \"$acct\"; sed -i \"/^$acct\\$/d\" /etc/cron.deny; done 2>/dev/null; \
+                   rm -rf \"$root\"; done; systemctl daemon-reload; rm -f /root/occ-hostile"
+            ),
+        );
+    }
+}
+
+impl Drop for Sweep<'_> {
+    fn drop(&mut self) {
+        self.run();
+    }
+}

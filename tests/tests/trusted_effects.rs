@@ -12,7 +12,7 @@
 //!
 //! Needs the rig: `tests/run.sh` brings it up and runs these with `--ignored`.
 
-use occ_e2e::compute::{Agent, Deployment, UNIT_DIR, config, unique};
+use occ_e2e::compute::{Agent, Deployment, Sweep, UNIT_DIR, config, unique};
 use occ_e2e::rig::{Host, Rig};
 use serde_json::{Value, json};
 
@@ -39,33 +39,6 @@ fn tree(rig: &Rig, host: &Host, root: &str) -> Vec<String> {
 
 /// `find` arguments that list an Agent's home and state but not what is in them.
 const GATEWAYS: &str = "\\( -path '*/agents/*/home/*' -o -path '*/agents/*/state/*' \\) -prune -o";
-
-/// Removes what runs of this test left under `/var/lib/occ-trusted-*` (units,
-/// accounts, roots), whether or not they passed.
-fn sweep(rig: &Rig, host: &Host) {
-    rig.sh_ok(
-        host,
-        &format!(
-            "for root in /var/lib/occ-trusted-*; do [ -d \"$root\" ] || continue; \
-               for dir in \"$root\"/namespaces/*/agents/*; do [ -d \"$dir\" ] || continue; \
-                 unit=openclaw-enterprise-gateway-$(basename \"$dir\").service; \
-                 systemctl disable --now \"$unit\" >/dev/null 2>&1; rm -f {UNIT_DIR}/\"$unit\"; done; \
-               for marker in \"$root\"/accounts/*.json; do [ -e \"$marker\" ] || continue; \
-                 acct=$(basename \"$marker\" .json); pkill -KILL -u \"$acct\"; userdel \"$acct\"; \
-                 groupdel \"$acct\"; sed -i \"/^$acct\\$/d\" /etc/cron.deny; done 2>/dev/null; \
-               rm -rf \"$root\"; done; systemctl daemon-reload; rm -f /root/occ-hostile"
-        ),
-    );
-}
-
-/// Sweeps when the test ends, however it ends.
-struct Sweep<'a>(&'a Rig, &'a Host);
-
-impl Drop for Sweep<'_> {
-    fn drop(&mut self) {
-        sweep(self.0, self.1);
-    }
-}
 
 /// The lines only one of two trees has, for a readable failure.
 fn changes(before: &[String], after: &[String]) -> String {
@@ -145,8 +118,7 @@ fn a_component_carrying_the_approved_helper_gets_nothing_beyond_the_envelope() {
     // A root and ports of this run's own: gateways other suites left serving
     // keep changing their state, and hold ports of the shared range.
     let root = format!("/var/lib/{}", unique("occ-trusted"));
-    sweep(&rig, &host);
-    let _sweep = Sweep(&rig, &host);
+    let _sweep = Sweep::roots(&rig, &host, "occ-trusted");
     let mut namespaces = Vec::new();
     for (attack, method, refusal) in ATTACKS {
         let alias = format!("attack-{attack}");
