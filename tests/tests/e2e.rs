@@ -584,7 +584,7 @@ fn recorded_ssh_replays_without_any_host() {
     );
     assert_eq!(code, 75, "{v}");
     assert!(
-        v["message"].as_str().unwrap().contains("argv differs"),
+        v["reason"].as_str().unwrap().contains("argv differs"),
         "{v}"
     );
     // A recording that says the helper failed replays that failure.
