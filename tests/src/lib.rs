@@ -96,6 +96,10 @@ pub fn run_host(args: &[&str]) -> Output {
 /// Deploying with a compute component through the host binary.
 pub mod compute;
 
+/// A scripted model provider on a test host, and Agent turns through a
+/// deployed gateway.
+pub mod model;
+
 /// OpenClaw's SSH sandbox backend through the host binary: installations and a
 /// JSON-RPC client of `serve`.
 pub mod sandbox;
@@ -168,7 +172,37 @@ pub mod rig {
 
         /// Run a shell command on `host` as root, for inspection by the tests.
         pub fn sh(&self, host: &Host, script: &str) -> Output {
-            Command::new("ssh")
+            self.ssh(host, script)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("run ssh")
+        }
+
+        /// Like [`Rig::sh_ok`], with `input` as the command's stdin: how a test
+        /// puts a file of this repository on a host.
+        pub fn sh_input(&self, host: &Host, script: &str, input: &[u8]) -> String {
+            use std::io::Write;
+            let mut child = self
+                .ssh(host, script)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run ssh");
+            child.stdin.take().unwrap().write_all(input).unwrap();
+            let out = child.wait_with_output().expect("wait for ssh");
+            assert!(
+                out.status.success(),
+                "on {}: {script}\nstderr: {}",
+                host.name,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        }
+
+        fn ssh(&self, host: &Host, script: &str) -> Command {
+            let mut command = Command::new("ssh");
+            command
                 .args(["-F", "none", "-i"])
                 .arg(&self.identity)
                 .args([
@@ -186,9 +220,8 @@ pub mod rig {
                     "LogLevel=ERROR",
                     &format!("root@{}", host.address),
                     script,
-                ])
-                .output()
-                .expect("run ssh")
+                ]);
+            command
         }
 
         /// Like [`Rig::sh`], returning trimmed stdout and failing on a nonzero exit.
