@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/occ/target}"
 export OCC_CACHE="${OCC_CACHE:-/var/cache/occ}"
-DEMO=/run/occ-demo
+DEMO="${OCC_DEMO_DIR:-/run/occ-demo}"
 # The demo's test host lives in a rig of its own, apart from the test suite's
 # (/run/occ-rig with occ-h1 and occ-h2): running the tests never touches it.
 export OCC_RIG="${OCC_DEMO_RIG:-/run/occ-demo-rig}"
@@ -76,6 +76,31 @@ drivers:
           end: 18899
 YAML
 
+ssh_host() {
+  ssh -F none -i "$OCC_RIG_IDENTITY" -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=yes \
+    -o UserKnownHostsFile="$OCC_RIG_KNOWN_HOSTS" -o LogLevel=ERROR "root@$ADDRESS" "$@"
+}
+
+# A stand-in model provider on the host (tests/model/scripted-model.mjs): an
+# OpenAI-compatible chat-completions server that requires a bearer key and
+# answers with scripted steps, so the Agent's turn needs no network or account.
+MODEL_PORT=18790
+MODEL_DIR=/root/occ-demo-model
+MODEL_KEY="sk-demo-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+say "starting a scripted model provider on $HOST_NAME (127.0.0.1:$MODEL_PORT, bearer key required)"
+ssh_host "systemctl stop occ-demo-model >/dev/null 2>&1; rm -rf $MODEL_DIR; install -d -m 0700 $MODEL_DIR"
+ssh_host "cat > $MODEL_DIR/scripted-model.mjs" <tests/model/scripted-model.mjs
+printf %s "$MODEL_KEY" | ssh_host "umask 077; cat > $MODEL_DIR/key"
+ssh_host "cat > $MODEL_DIR/scripts.json" <<'JSON'
+{"demo": [
+  {"tool": "write", "args": {"path": "hello.txt", "content": "Hello from an OpenClaw Agent deployed by occ-driver-host.\n"}},
+  {"tool": "exec", "args": {"command": "echo \"I am $(id -un), working in $(pwd)\"; cat hello.txt"}},
+  {"text": "I wrote hello.txt in my workspace and ran a command to check it: I run as my own account, inside my state directory."}
+]}
+JSON
+ssh_host "systemd-run --quiet --unit occ-demo-model --collect $OCC_RIG_NODE $MODEL_DIR/scripted-model.mjs \
+  --listen 127.0.0.1:$MODEL_PORT --key-file $MODEL_DIR/key --scripts $MODEL_DIR/scripts.json --log $MODEL_DIR/requests.jsonl"
+
 NS_ID="ns-demo"; AGENT_ID="agent-demo"; NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 REV_NUMBER=$(date +%s); REV_ID="rev-demo-$REV_NUMBER"
 NAMESPACE="{\"id\": \"$NS_ID\", \"name\": \"demo\", \"status\": \"provisioning\", \"createdAt\": \"$NOW\"}"
@@ -89,7 +114,17 @@ cat >"$DEMO/revision.json" <<JSON
     "id": "$REV_ID", "namespaceId": "$NS_ID", "agentId": "$AGENT_ID", "revision": $REV_NUMBER,
     "backendId": null, "configurationId": "configuration-demo", "configurationKind": "agent",
     "configurationGeneration": 1,
-    "configuration": {"gateway": {"mode": "local"}},
+    "configuration": {
+      "gateway": {"mode": "local"},
+      "models": {"mode": "merge", "providers": {"scripted": {
+        "baseUrl": "http://127.0.0.1:$MODEL_PORT/v1", "api": "openai-completions",
+        "apiKey": {"source": "env", "provider": "default", "id": "SCRIPTED_MODEL_API_KEY"},
+        "models": [{"id": "steps", "name": "Scripted steps", "reasoning": false, "input": ["text"],
+                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                    "contextWindow": 128000, "maxTokens": 4096}]}}},
+      "tools": {"profile": "coding"},
+      "agents": {"defaults": {"model": {"primary": "scripted/steps"}}}
+    },
     "harness": {"id": "openclaw", "version": "2026.9.6", "mode": "embedded"},
     "compute": {"id": "compute-ssh", "implementation": "occ/ssh"},
     "harnessAuth": {"method": "runtime"},
@@ -108,17 +143,19 @@ say "ensureNamespace demo"
 call ensureNamespace "{\"namespace\": $NAMESPACE}"
 say "prepareRevision: account, port, immutable snapshot"
 call prepareRevision "@$DEMO/revision.json"
+
+AGENT_HASH=$(printf %s "$AGENT_ID" | sha256sum | cut -c1-12)
+NS_HASH=$(printf %s "$NS_ID" | sha256sum | cut -c1-12)
+AGENT_DIR="/var/lib/openclaw-enterprise/namespaces/$NS_HASH/agents/$AGENT_HASH"
+say "the operator provisions the model key in $AGENT_DIR/env (root:root 0600)"
+# The driver never reads or writes this file; systemd reads it when the unit
+# starts, and the configuration names the variable through an env SecretRef.
+printf 'SCRIPTED_MODEL_API_KEY=%s\n' "$MODEL_KEY" | ssh_host "umask 077; cat > $AGENT_DIR/env; ls -l $AGENT_DIR/env"
 say "activateRevision: unit, current pointer, restart, wait for /readyz"
 call activateRevision "@$DEMO/revision.json"
 
-ssh_host() {
-  ssh -F none -i "$OCC_RIG_IDENTITY" -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=yes \
-    -o UserKnownHostsFile="$OCC_RIG_KNOWN_HOSTS" -o LogLevel=ERROR "root@$ADDRESS" "$@"
-}
-AGENT_HASH=$(printf %s "$AGENT_ID" | sha256sum | cut -c1-12)
-NS_HASH=$(printf %s "$NS_ID" | sha256sum | cut -c1-12)
 UNIT="openclaw-enterprise-gateway-$AGENT_HASH.service"
-PORT=$(ssh_host cat "/var/lib/openclaw-enterprise/namespaces/$NS_HASH/agents/$AGENT_HASH/agent.json" \
+PORT=$(ssh_host cat "$AGENT_DIR/agent.json" \
   | sed -n 's/.*"port":\([0-9]*\).*/\1/p')
 
 say "the gateway, serving: GET http://127.0.0.1:$PORT/readyz on $HOST_NAME"
@@ -127,6 +164,22 @@ ssh_host "curl -sS -w '\\nHTTP %{http_code}\\n' http://127.0.0.1:$PORT/readyz"
 say "systemctl status $UNIT"
 ssh_host systemctl status --no-pager --lines=5 "$UNIT" || true
 
+say "an Agent turn through the gateway: openclaw agent --message ... against ws://127.0.0.1:$PORT"
+# The real OpenClaw CLI on the host, authenticated with the Agent's managed
+# gateway password; the gateway runs the model's tool calls inside the unit.
+TURN=$(ssh_host "set -a; . $AGENT_DIR/gateway-password.env; set +a; home=\$(mktemp -d); \
+  HOME=\$home OPENCLAW_GATEWAY_URL=ws://127.0.0.1:$PORT timeout 300 $OCC_RIG_NODE $OCC_RIG_OPENCLAW \
+  agent --session-key agent:main:demo-$REV_NUMBER --message '[script:demo] Write a hello note and show me who you are.' --json; \
+  code=\$?; rm -rf \"\$home\"; exit \$code") || { echo "demo: the agent turn failed" >&2; exit 1; }
+ANSWER=$("$OCC_RIG_NODE" -e 'const r = JSON.parse(require("fs").readFileSync(0, "utf8")); console.log(r.result?.payloads?.[0]?.text ?? "")' <<<"$TURN")
+[ -n "$ANSWER" ] || { echo "demo: the turn gave no answer: $TURN" >&2; exit 1; }
+printf 'assistant: %s\n' "$ANSWER"
+say "what the Agent's tools did on $HOST_NAME"
+ssh_host "tail -n 1 $MODEL_DIR/requests.jsonl" | "$OCC_RIG_NODE" -e '
+  const r = JSON.parse(require("fs").readFileSync(0, "utf8"));
+  r.tools.forEach((t, i) => console.log(`tool result ${i + 1}: ${t.trimEnd().replace(/\n/g, "\n               ")}`));'
+ssh_host "ls -l $AGENT_DIR/state/workspace/hello.txt && cat $AGENT_DIR/state/workspace/hello.txt"
+
 cat <<EOF
 
 The Agent is serving on $HOST_NAME ($ADDRESS), unit $UNIT.
@@ -134,4 +187,5 @@ The Agent is serving on $HOST_NAME ($ADDRESS), unit $UNIT.
   Remove it:     $HOST_BIN call deleteNamespace --installation $DEMO/installation.yaml \\
                    --params '{"namespace": $NAMESPACE}'
   Tear down:     OCC_RIG=$OCC_RIG bash tests/rig/down.sh $HOST_NAME && rm -rf $DEMO
+  (the scripted model runs on $HOST_NAME as the transient unit occ-demo-model)
 EOF
