@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::error::Error;
+use crate::error::{Error, quoted};
 use crate::model::{
     AgentBinding, ComputeRef, Harness, Namespace, Revision, RevisionContext, Warning,
 };
@@ -62,8 +62,10 @@ pub fn check_binding(binding: &AgentBinding) -> Result<(), Error> {
     check_namespace(&binding.namespace)?;
     if binding.agent.namespace_id != binding.namespace.id {
         return Err(Error::UnboundAgent(format!(
-            "agent.namespaceId: agent {:?} belongs to namespace {:?}, not to the bound namespace {:?}",
-            binding.agent.id, binding.agent.namespace_id, binding.namespace.id
+            "agent.namespaceId: agent {} belongs to namespace {}, not to the bound namespace {}",
+            quoted(&binding.agent.id),
+            quoted(&binding.agent.namespace_id),
+            quoted(&binding.namespace.id)
         )));
     }
     Ok(())
@@ -77,9 +79,10 @@ pub fn bound<'a>(
 ) -> Result<&'a AgentBinding, Error> {
     let binding = binding.ok_or_else(|| {
         Error::UnboundAgent(format!(
-            "revision.agentId: revision {:?} names agent {:?}, which has no binding: bindAgent \
+            "revision.agentId: revision {} names agent {}, which has no binding: bindAgent \
              must accept the Agent before revision operations",
-            revision.id, revision.agent_id
+            quoted(&revision.id),
+            quoted(&revision.agent_id)
         ))
     })?;
     check_binding(binding)?;
@@ -101,8 +104,10 @@ pub fn bound<'a>(
     for (field, what, theirs, bound) in pairs {
         if theirs != bound {
             return Err(Error::UnboundAgent(format!(
-                "revision.{field}: revision {:?} belongs to {what} {theirs:?} but its binding is for {what} {bound:?}",
-                revision.id
+                "revision.{field}: revision {} belongs to {what} {} but its binding is for {what} {}",
+                quoted(&revision.id),
+                quoted(theirs),
+                quoted(bound)
             )));
         }
     }
@@ -117,8 +122,11 @@ pub fn check_compute(revision: &Revision, ours: &ComputeRef) -> Result<(), Error
             "foreign-compute",
             "revision.compute",
             format!(
-                "the revision was committed for Compute Driver {:?} ({}), not for this one, {:?} ({})",
-                compute.id, compute.implementation, ours.id, ours.implementation
+                "the revision was committed for Compute Driver {} ({}), not for this one, {} ({})",
+                quoted(&compute.id),
+                quoted(&compute.implementation),
+                quoted(&ours.id),
+                quoted(&ours.implementation)
             ),
         ));
     }
@@ -156,8 +164,8 @@ pub fn admit(revision: &Revision, context: Option<&RevisionContext>) -> Result<A
             "invalid-revision",
             "revision.configurationKind",
             format!(
-                "{:?} is not an Agent configuration",
-                revision.configuration_kind
+                "{} is not an Agent configuration",
+                quoted(&revision.configuration_kind)
             ),
         ));
     }
@@ -190,8 +198,9 @@ pub fn admit(revision: &Revision, context: Option<&RevisionContext>) -> Result<A
             "unsupported-sandbox-driver",
             "revision.sandboxDriverId",
             format!(
-                "SandboxDriver composition ({sandbox:?}) is unsupported by SSH Compute; use \
-                 Kubernetes Compute for sandboxed Agents"
+                "SandboxDriver composition ({}) is unsupported by SSH Compute; use \
+                 Kubernetes Compute for sandboxed Agents",
+                quoted(sandbox)
             ),
         ));
     }
@@ -372,8 +381,9 @@ pub fn render_native(configuration: &str) -> Result<NativeDocument, Error> {
             return Err(refuse(
                 ".gateway.auth.mode",
                 format!(
-                    "{mode:?} is unsupported: SSH Compute supports password (the default) and \
-                     trusted-proxy"
+                    "{} is unsupported: SSH Compute supports password (the default) and \
+                     trusted-proxy",
+                    quoted(mode)
                 ),
             ));
         }

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use serde_json::{Map, Value, json};
 
-use crate::error::Error;
+use crate::error::{Error, MAX_QUOTED, quoted};
 
 /// Where units go when `runtime.systemdUnitDirectory` is omitted.
 pub const DEFAULT_UNIT_DIRECTORY: &str = "/etc/systemd/system";
@@ -383,7 +383,7 @@ fn parse_hosts(hosts: &Object<'_>) -> Result<BTreeMap<String, Host>, Error> {
     }
     let mut parsed = BTreeMap::new();
     for name in hosts.sorted_keys() {
-        let key_path = format!("{}.{name}", hosts.path);
+        let key_path = key_path(&hosts.path, name);
         check_namespace_name(&key_path, name)?;
         let host = hosts.object(name)?;
         host.closed(&names(HOST_KEYS))?;
@@ -450,6 +450,24 @@ fn port_of(n: u64) -> u16 {
     u16::try_from(n).expect("bounded to 1..=65535 by the caller")
 }
 
+/// `parent.key`, naming the key as written when it is a plain word and as a
+/// quoted, escaped string otherwise ([`quoted`]: cut after [`MAX_QUOTED`]
+/// characters with its length), so that a refusal stays one short line
+/// whatever a document's keys hold: control characters, separators, 10 KB
+/// names.
+fn key_path(parent: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key.len() <= MAX_QUOTED
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if plain {
+        format!("{parent}.{key}")
+    } else {
+        format!("{parent}.{}", quoted(key))
+    }
+}
+
 /// A JSON object being read, with the key path it sits at.
 struct Object<'a> {
     path: String,
@@ -465,7 +483,7 @@ impl<'a> Object<'a> {
     }
 
     fn key_path(&self, key: &str) -> String {
-        format!("{}.{key}", self.path)
+        key_path(&self.path, key)
     }
 
     /// Keys in a fixed order, so that the first error reported does not depend on how
@@ -614,7 +632,7 @@ fn check_address(key_path: &str, address: &str) -> Result<(), Error> {
     }
     Err(Error::config(
         key_path,
-        format!("{address:?} is not an IP address or a DNS name"),
+        format!("{} is not an IP address or a DNS name", quoted(address)),
     ))
 }
 
@@ -1254,7 +1272,7 @@ mod tests {
         doc["hosts"]["bad\u{1}name"] = doc["hosts"]["stable"].clone();
         assert_eq!(
             error(&doc.to_string()),
-            "configuration.hosts.bad\u{1}name: a Namespace name must be 1 to 253 bytes without control characters"
+            "configuration.hosts.\"bad\\u{1}name\": a Namespace name must be 1 to 253 bytes without control characters"
         );
     }
 

@@ -58,7 +58,8 @@ pub enum Error {
     Configuration { path: String, reason: String },
     /// A Namespace name has no `hosts.<name>` entry.
     #[error(
-        "namespace name {name:?} is not mapped to a host (configuration.hosts has no such key)"
+        "namespace name {} is not mapped to a host (configuration.hosts has no such key)",
+        quoted(.name)
     )]
     UnmappedNamespace { name: String },
     /// A server-owned ID cannot be written into markers or the unit header.
@@ -89,7 +90,7 @@ pub enum Error {
     #[error("lifecycle hook beforeWorkloadStart returned {0}")]
     InvalidPlaceholder(String),
     /// A value would be expanded or split by systemd if rendered into the unit.
-    #[error("{field}: {value:?} cannot be written into a systemd unit ({reason})")]
+    #[error("{field}: {} cannot be written into a systemd unit ({reason})", quoted(.value))]
     UnsafeUnitValue {
         field: String,
         value: String,
@@ -228,6 +229,20 @@ impl Error {
             _ => None,
         }
     }
+}
+
+/// The most characters of a caller's value a message quotes.
+pub const MAX_QUOTED: usize = 64;
+
+/// A caller's value (or key) as a message quotes it: escaped like a Rust
+/// string, and cut after [`MAX_QUOTED`] characters with its length, so that a
+/// refusal stays one short line whatever the value holds.
+pub fn quoted(text: &str) -> String {
+    if text.chars().count() <= MAX_QUOTED {
+        return format!("{text:?}");
+    }
+    let head: String = text.chars().take(MAX_QUOTED).collect();
+    format!("{head:?}... ({} bytes)", text.len())
 }
 
 #[cfg(test)]

@@ -78,11 +78,23 @@ pub(crate) fn read<T: DeserializeOwned>(value: &Value, at: &str) -> Result<T, Ca
             Some(field) => format!("{path}.{field}: missing"),
             None => format!(
                 "{path}: {}",
-                inner.split(" at line ").next().unwrap_or(&inner)
+                bounded(inner.split(" at line ").next().unwrap_or(&inner))
             ),
         };
         CallError::invalid_params(message)
     })
+}
+
+/// The longest serde explanation a refusal quotes: serde echoes a wrong value
+/// whole ("invalid type: string \"...\""), and a refusal stays one short line.
+const MAX_EXPLANATION: usize = 200;
+
+fn bounded(explanation: &str) -> String {
+    if explanation.chars().count() <= MAX_EXPLANATION {
+        return explanation.to_string();
+    }
+    let head: String = explanation.chars().take(MAX_EXPLANATION).collect();
+    format!("{head}... ({} bytes, cut)", explanation.len())
 }
 
 /// A JSON value kept raw; `null` is absent.
