@@ -257,6 +257,7 @@ impl Setup {
                     message,
                 }
             })?;
+        world::check_version(&component, exports.iter().map(String::as_str))?;
         match world::identify(exports.iter().map(String::as_str)) {
             Some(w) if w.name == sandbox::WORLD.name => {
                 if !selected("sandbox") {
