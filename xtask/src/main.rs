@@ -10,8 +10,8 @@
 //! `--remap-path-prefix` for each to the `wasm32-wasip2` builds only (the
 //! host's native build keeps its flags and its cache). The toolchain is
 //! pinned by `rust-toolchain.toml`; rustc already writes the standard
-//! library's paths as `/rustc/<commit>/`, and nothing in a component holds
-//! a time. `tests/reproducible.sh` builds one commit in two clones at two
+//! library's paths as `/rustc/<commit>/`, nothing in a component holds a
+//! time, and the components are never built incrementally. `tests/reproducible.sh` builds one commit in two clones at two
 //! paths under two HOMEs and compares the bytes.
 
 use std::path::{Path, PathBuf};
@@ -102,6 +102,10 @@ fn main() -> ExitCode {
         .args(["build", "--release", "--target", "wasm32-wasip2"])
         .args(packages.iter().flat_map(|p| ["-p", p]))
         .args(args)
+        // An incremental build reuses what an earlier build of other sources
+        // left, and partitions code differently from a fresh one: a warm tree
+        // could then give other bytes than the auditor's cold clone.
+        .env("CARGO_INCREMENTAL", "0")
         .env_remove("RUSTFLAGS")
         .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
     match build.status() {
@@ -111,5 +115,36 @@ fn main() -> ExitCode {
             eprintln!("xtask: cannot run cargo: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_component_has_a_command_and_nothing_else_does() {
+        let all = packages("guests").unwrap();
+        for p in SHIPPED.iter().chain(TEST_GUESTS) {
+            assert!(all.contains(p), "{p}");
+        }
+        assert_eq!(packages("components").unwrap(), SHIPPED);
+        assert_eq!(packages("guest").unwrap(), ["guest-ssh-driver"]);
+        assert!(packages("host").is_none());
+        assert!(packages("").is_none());
+    }
+
+    #[test]
+    fn the_target_inside_the_clone_is_remapped_after_the_clone() {
+        // rustc applies the last matching remap: the default target directory
+        // lies inside the clone and must become /target, not /occ-driver-host/target.
+        let ws = Path::new("/src/clone");
+        let r = remaps(ws, Path::new("/home/a/.cargo"), &ws.join("target"));
+        let target = r.iter().position(|(_, to)| *to == "/target").unwrap();
+        let clone = r
+            .iter()
+            .position(|(_, to)| *to == "/occ-driver-host")
+            .unwrap();
+        assert!(target > clone, "{r:?}");
     }
 }
