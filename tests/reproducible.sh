@@ -23,7 +23,7 @@ export RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}
 # The toolchain's proxies, wherever this HOME keeps them.
 export PATH="$real_cargo_home/bin:$PATH"
 unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS CARGO_TARGET_DIR CARGO_BUILD_TARGET_DIR
-components=(guest_ssh_driver guest_ssh_sandbox)
+components=(guest_ssh_driver guest_ssh_sandbox inventory_driver)
 
 build() { # <name> <clone path>
 	local name=$1 clone=$2 home="$base/home-$1"

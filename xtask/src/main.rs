@@ -1,4 +1,4 @@
-//! `cargo guest`, `cargo sandbox`, `cargo components` and
+//! `cargo guest`, `cargo sandbox`, `cargo template`, `cargo components` and
 //! `cargo guests` (aliases in `.cargo/config.toml`): build the components
 //! so that the same commit gives the same bytes wherever it is built.
 //!
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// The components of each command: the shipped ones, then the test guests.
-const SHIPPED: &[&str] = &["guest-ssh-driver", "guest-ssh-sandbox"];
+const SHIPPED: &[&str] = &["guest-ssh-driver", "guest-ssh-sandbox", "inventory-driver"];
 const TEST_GUESTS: &[&str] = &[
     "fault-guest",
     "fs-guest",
@@ -30,6 +30,7 @@ fn packages(command: &str) -> Option<Vec<&'static str>> {
     Some(match command {
         "guest" => vec!["guest-ssh-driver"],
         "sandbox" => vec!["guest-ssh-sandbox"],
+        "template" => vec!["inventory-driver"],
         "components" => SHIPPED.to_vec(),
         "guests" => SHIPPED.iter().chain(TEST_GUESTS).copied().collect(),
         _ => return None,
@@ -51,7 +52,9 @@ fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let command = args.next().unwrap_or_default();
     let Some(packages) = packages(&command) else {
-        eprintln!("xtask: unknown command {command:?}; one of guest, sandbox, components, guests");
+        eprintln!(
+            "xtask: unknown command {command:?}; one of guest, sandbox, template, components, guests"
+        );
         return ExitCode::from(2);
     };
     let workspace = match std::env::var_os("CARGO_MANIFEST_DIR") {
