@@ -149,3 +149,83 @@ fn every_other_method_is_refused_as_unsupported_and_touches_nothing() {
         text(&out.stdout)
     );
 }
+
+/// On a real test host: the template's preflight finds what the host has,
+/// the session it recorded replays to the same answer with no host, and the
+/// audit log shows the live probe apart from the replayed one.
+#[test]
+#[ignore = "needs the test-host rig (tests/rig/up.sh)"]
+fn a_real_host_is_inventoried_and_its_recording_replays() {
+    let rig = occ_e2e::rig::Rig::load();
+    let host = &rig.hosts[0];
+    let dir = tempfile::tempdir().unwrap();
+    let configuration = json!({
+        "ssh": {"identityFile": rig.identity, "knownHostsFile": rig.known_hosts},
+        "hosts": {"inv": {"address": host.address, "port": host.port, "user": "root"}},
+        "runtime": {"nodePath": rig.node, "openclawPath": rig.openclaw, "user": "openclaw",
+                    "root": "/var/lib/openclaw-enterprise", "systemdUnitDirectory": "/etc/systemd/system"},
+        "network": {"gatewayPortRange": {"start": 18800, "end": 18899}},
+    });
+    let inst = write_installation(dir.path(), &component("inventory_driver"), &configuration);
+    let (rec, log) = (dir.path().join("s.jsonl"), dir.path().join("a.jsonl"));
+    let (inst, rec, log) = (
+        inst.to_str().unwrap(),
+        rec.to_str().unwrap(),
+        log.to_str().unwrap(),
+    );
+    let live = run_host(&[
+        "--ssh-record",
+        rec,
+        "call",
+        "preflight",
+        "-i",
+        inst,
+        "--audit-log",
+        log,
+        "--json",
+    ]);
+    assert_eq!(
+        live.status.code(),
+        Some(0),
+        "{}{}",
+        text(&live.stdout),
+        text(&live.stderr)
+    );
+    let live: Value = serde_json::from_slice(&live.stdout).unwrap();
+    let found = serde_json::to_string(&live["warnings"]).unwrap();
+    for check in ["systemctl ok", "flock ok", "node ok", "openclaw ok"] {
+        assert!(
+            found.contains(&format!("host inv: {check}")),
+            "{check}: {live}"
+        );
+    }
+    let replayed = run_host(&[
+        "--ssh-replay",
+        rec,
+        "call",
+        "preflight",
+        "-i",
+        inst,
+        "--audit-log",
+        log,
+        "--json",
+    ]);
+    assert_eq!(
+        replayed.status.code(),
+        Some(0),
+        "{}",
+        text(&replayed.stderr)
+    );
+    let replayed: Value = serde_json::from_slice(&replayed.stdout).unwrap();
+    assert_eq!(replayed, live);
+    let audit = run_host(&["audit", log, "--host", "inv", "--json"]);
+    assert_eq!(audit.status.code(), Some(0), "{}", text(&audit.stderr));
+    let audit: Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let runs = audit["groups"][0]["runs"].as_array().unwrap().clone();
+    assert_eq!(runs.len(), 2, "{audit}");
+    assert!(
+        runs.iter()
+            .all(|r| r["operation"] == "probe" && r["outcomes"]["exit 0"] == 1),
+        "{audit}"
+    );
+}
