@@ -32,6 +32,10 @@ step "rust tests: unit, runtime bounds, driver policy"
 # change dependency features and rebuild wasmtime for nothing.
 cargo test --release --workspace --exclude fault-guest --exclude fs-guest --exclude sandbox-hostile-guest --exclude compute-hostile-guest
 
+step "reproducible components: one commit built in two clones under two HOMEs"
+# Only the components, in target directories of their own that later runs reuse.
+bash tests/reproducible.sh
+
 step "test hosts: up"
 # The test hosts are occ-h1 and occ-h2 of $OCC_RIG (default /run/occ-rig); the demo's
 # host lives in a rig of its own and is never touched. Only hosts this run started

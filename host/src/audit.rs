@@ -11,19 +11,100 @@
 //!
 //! Every record carries `unixTimeMs`, `event` and, for call events, the driver
 //! (component file stem and SHA-256), the call's id and its contract method.
+//!
+//! Records are chained: each carries `prevSha256`, the SHA-256 of the line
+//! before it (without its newline), and the first line of a file carries
+//! [`GENESIS`]. A deleted, inserted, reordered or edited line breaks the chain
+//! at the next line, and `occ-driver-host audit` names that line. Writers
+//! take an exclusive `flock` on the file for each record and re-read the last
+//! line when another process appended since, so several hosts appending to
+//! one log still form one chain.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
+pub mod read;
+
+/// What the first record of a log names as the line before it.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The SHA-256 that the line after `line` carries as `prevSha256`: of the
+/// line's bytes, without its newline.
+pub fn chain_hash(line: &[u8]) -> String {
+    crate::runtime::cache::sha256_hex(line)
+}
+
 /// An append-only JSON-lines file.
 pub struct AuditLog {
     path: PathBuf,
-    file: Mutex<File>,
+    file: Mutex<Chain>,
+}
+
+/// The file and where its chain ends, as this process last saw it.
+struct Chain {
+    file: File,
+    /// The file's length after the last line this process read or wrote.
+    len: u64,
+    /// The chain hash of that line ([`GENESIS`] for an empty file).
+    last: String,
+}
+
+impl Chain {
+    /// Re-read the end of the chain when the file is not as this process left
+    /// it (another process appended). A last line without its newline (a
+    /// writer died mid-record) is refused: the chain would continue from a
+    /// record no reader can check.
+    fn sync(&mut self, path: &Path) -> std::io::Result<()> {
+        let len = self.file.metadata()?.len();
+        if len == self.len {
+            return Ok(());
+        }
+        let (last, len) = last_line_hash(&mut self.file, len)
+            .map_err(|message| std::io::Error::other(format!("{}: {message}", path.display())))?;
+        self.last = last;
+        self.len = len;
+        Ok(())
+    }
+}
+
+/// The chain hash of the last line of `file` (of length `len`), read from the
+/// end backwards so that a long log costs no more than its last record.
+fn last_line_hash(file: &mut File, len: u64) -> Result<(String, u64), String> {
+    if len == 0 {
+        return Ok((GENESIS.to_string(), 0));
+    }
+    const CHUNK: u64 = 64 * 1024;
+    let mut tail: Vec<u8> = Vec::new();
+    let mut start = len;
+    loop {
+        let from = start.saturating_sub(CHUNK);
+        let mut chunk = vec![0u8; (start - from) as usize];
+        file.seek(SeekFrom::Start(from))
+            .and_then(|_| file.read_exact(&mut chunk))
+            .map_err(|e| format!("cannot read the end of the audit log: {e}"))?;
+        chunk.extend_from_slice(&tail);
+        tail = chunk;
+        start = from;
+        if tail.last() != Some(&b'\n') {
+            return Err(
+                "the last record has no newline (a writer stopped mid-record); \
+                        check the log with `occ-driver-host audit` and move it aside"
+                    .into(),
+            );
+        }
+        let body = &tail[..tail.len() - 1];
+        if let Some(nl) = body.iter().rposition(|b| *b == b'\n') {
+            return Ok((chain_hash(&body[nl + 1..]), len));
+        }
+        if start == 0 {
+            return Ok((chain_hash(body), len));
+        }
+    }
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -40,7 +121,9 @@ impl AuditLog {
     /// no other user can read or write: the log names hosts and commands.
     pub fn open(path: &Path) -> Result<AuditLog, String> {
         use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        // Read too: the chain continues from the last line already there.
         let file = OpenOptions::new()
+            .read(true)
             .create(true)
             .append(true)
             .mode(0o600)
@@ -71,9 +154,15 @@ impl AuditLog {
                 meta.mode() & 0o777
             ));
         }
+        let mut chain = Chain {
+            file,
+            len: u64::MAX,
+            last: GENESIS.to_string(),
+        };
+        chain.sync(path).map_err(|e| e.to_string())?;
         Ok(AuditLog {
             path: path.to_path_buf(),
-            file: Mutex::new(file),
+            file: Mutex::new(chain),
         })
     }
 
@@ -82,12 +171,28 @@ impl AuditLog {
         &self.path
     }
 
-    /// Append one record as one line.
+    /// Append one record as one line, chained to the line before it.
     pub fn write(&self, record: &Value) -> std::io::Result<()> {
-        let mut line = record.to_string();
-        line.push('\n');
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        file.write_all(line.as_bytes())
+        use rustix::fs::{FlockOperation, flock};
+        let mut chain = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        // The lock is released when this guard's scope ends, whatever happens.
+        flock(&chain.file, FlockOperation::LockExclusive)?;
+        let written = (|| {
+            chain.sync(&self.path)?;
+            let mut record = record.clone();
+            if let Value::Object(fields) = &mut record {
+                fields.insert("prevSha256".into(), json!(chain.last));
+            }
+            let line = record.to_string();
+            let mut bytes = line.clone().into_bytes();
+            bytes.push(b'\n');
+            chain.file.write_all(&bytes)?;
+            chain.last = chain_hash(line.as_bytes());
+            chain.len = chain.file.metadata()?.len();
+            Ok(())
+        })();
+        let unlocked = flock(&chain.file, FlockOperation::Unlock);
+        written.and(unlocked.map_err(std::io::Error::from))
     }
 }
 
@@ -258,6 +363,42 @@ mod tests {
         assert_eq!(records[1]["exitStatus"], 0);
         assert_eq!(records[3]["error"], "cancelled");
         assert!(records.iter().all(|r| r["method"] == "preflight"));
+    }
+
+    #[test]
+    fn writers_of_one_file_form_one_chain_across_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let first = AuditLog::open(&path).unwrap();
+        let second = AuditLog::open(&path).unwrap();
+        for i in 0..3 {
+            first.write(&json!({"n": i, "by": "first"})).unwrap();
+            second.write(&json!({"n": i, "by": "second"})).unwrap();
+        }
+        drop((first, second));
+        let reopened = AuditLog::open(&path).unwrap();
+        reopened.write(&json!({"n": 9})).unwrap();
+        let chain = read::verify(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(chain.records.len(), 7);
+        assert_eq!(chain.records[0].1["prevSha256"], GENESIS);
+    }
+
+    #[test]
+    fn a_log_cut_inside_a_record_is_not_written_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        AuditLog::open(&path)
+            .unwrap()
+            .write(&json!({"n": 1}))
+            .unwrap();
+        let log = AuditLog::open(&path).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(b"{\"n\":");
+        std::fs::write(&path, &bytes).unwrap();
+        let e = log.write(&json!({"n": 2})).unwrap_err();
+        assert!(e.to_string().contains("no newline"), "{e}");
+        assert!(AuditLog::open(&path).unwrap_err().contains("no newline"));
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing was appended");
     }
 
     #[test]

@@ -114,6 +114,23 @@ pub enum LoadError {
         /// Every refused import name.
         refused: Vec<String>,
     },
+    /// The component was built against a version of the WIT package this
+    /// host does not serve.
+    #[error(
+        "{path} was built for occ:compute@{found} (it names {name}); this host serves occ:compute@{}: \
+         rebuild the component against this host's wit/, or run a host that serves {found}",
+        served.join(", @")
+    )]
+    UnservedVersion {
+        /// The component file.
+        path: PathBuf,
+        /// The package version the component names.
+        found: String,
+        /// The import or export that names it.
+        name: String,
+        /// Every version this host serves.
+        served: Vec<String>,
+    },
     /// The component does not export the world's contract.
     #[error("{path} does not export {expected}; it exports: {}", found.join(", "))]
     MissingExport {

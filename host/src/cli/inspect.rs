@@ -21,13 +21,21 @@ pub(crate) struct InspectArgs {
     json: bool,
 }
 
+fn unserved_version_ok(c: &occ_driver_host::runtime::CompiledComponent) -> bool {
+    world::unserved_version(c.imports.iter().chain(&c.exports).map(String::as_str)).is_none()
+}
+
 pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
     let c = setup.runtime.compile(&args.component, setup.cache())?;
     let world = world::identify(c.exports.iter().map(String::as_str));
     let granted = |import: &str| world.is_some_and(|w| w.grants(import));
     let refused: Vec<&String> = c.imports.iter().filter(|i| !granted(i)).collect();
-    let loadable = world.is_some() && refused.is_empty();
+    let loadable = world.is_some() && refused.is_empty() && unserved_version_ok(&c);
     let helper = helper_of(&c);
+    let bytes = std::fs::read(&c.path)?;
+    let producers = occ_driver_host::runtime::component::producers(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", c.path.display()))?;
+    let unserved = world::unserved_version(c.imports.iter().chain(&c.exports).map(String::as_str));
     let scripts = scripts_of(&c);
     if args.json {
         let v = json!({
@@ -40,6 +48,7 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
             "loadable": loadable,
             "imports": c.imports.iter().map(|i| json!({"name": i, "granted": granted(i)})).collect::<Vec<_>>(),
             "exports": c.exports,
+            "producers": producers,
             "fromCache": c.from_cache,
             "loadMs": c.load_time.as_secs_f64() * 1000.0,
         });
@@ -77,6 +86,21 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
         for e in &c.exports {
             println!("  {e}");
         }
+        println!("producers  (rebuild and compare: README, \"Rebuilding a component\")");
+        for p in &producers {
+            println!("  {:<13} {} {}", p.field, p.name, p.version);
+        }
+    }
+    if let Some((found, name)) = &unserved {
+        eprintln!(
+            "error: this host refuses to load {}: it was built for {}@{found} (it names {name}); \
+             this host serves {}@{}",
+            args.component.display(),
+            world::PACKAGE,
+            world::PACKAGE,
+            world::served_versions().join(", @")
+        );
+        return Ok(ExitCode::from(EXIT_LOCAL));
     }
     if !loadable {
         let why = if world.is_none() {

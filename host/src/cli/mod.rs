@@ -1,6 +1,7 @@
 //! The command line: global options, one module per command, and the one place
 //! that turns an outcome into an exit status.
 
+mod audit;
 mod call;
 mod check;
 mod inspect;
@@ -53,6 +54,9 @@ Examples:
   occ-driver-host call ensureRuntime -i sandbox.yaml \\
       --params '{\"scope\": {\"workspaceDir\": \"~/.openclaw/workspace\", \"sessionKey\": \"agent:main:main\"}}'
   occ-driver-host serve -i sandbox.yaml --listen /run/occ/sandbox.sock
+
+  # What drivers did, from an audit log (refused if a line was changed).
+  occ-driver-host audit /var/log/occ/compute-audit.jsonl --host stable --since 7d
 
 Exit status: 0 success; 1 the host could not load the driver or read input;
 2 usage; 75 the driver failed and a retry may succeed; 65 the driver refused
@@ -111,6 +115,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run one sandbox exec through a serving host's socket, as if it were the command.
     Relay(relay::RelayArgs),
+    /// Check an audit log's chain and summarise what drivers did, per driver and host.
+    #[command(after_help = audit::AFTER_HELP)]
+    Audit(audit::AuditArgs),
 }
 
 impl Cli {
@@ -250,6 +257,7 @@ impl Setup {
                     message,
                 }
             })?;
+        world::check_version(&component, exports.iter().map(String::as_str))?;
         match world::identify(exports.iter().map(String::as_str)) {
             Some(w) if w.name == sandbox::WORLD.name => {
                 if !selected("sandbox") {
@@ -315,6 +323,10 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
     if let Command::Relay(args) = cli.command {
         return relay::run(args);
     }
+    // Nor does reading an audit log.
+    if let Command::Audit(args) = cli.command {
+        return audit::run(args);
+    }
     let ctx = Setup::new(&cli)?;
     match cli.command {
         Command::Inspect(args) => inspect::run(&ctx, args),
@@ -322,7 +334,7 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
         Command::Schema(args) => schema::run(&ctx, args),
         Command::Call(args) => call::run(&ctx, args),
         Command::Serve(args) => serve::run(&ctx, args),
-        Command::Relay(_) => unreachable!("handled above"),
+        Command::Relay(_) | Command::Audit(_) => unreachable!("handled above"),
     }
 }
 

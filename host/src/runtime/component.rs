@@ -173,3 +173,42 @@ pub fn occ_sections(bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
     }
     Ok(found)
 }
+
+/// One entry of a component's `producers` sections: a field (`language`,
+/// `processed-by`, `sdk`), a tool and its version, e.g. `processed-by rustc
+/// 1.95.0 (...)`, `processed-by wit-bindgen-rust 0.60.0`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct Producer {
+    /// `language`, `processed-by` or `sdk`.
+    pub field: String,
+    /// The language or tool.
+    pub name: String,
+    /// Its version, as the tool wrote it.
+    pub version: String,
+}
+
+/// What built a component, from the `producers` sections of the component
+/// and of every core module in it, each entry once: an auditor compares the
+/// toolchain with the one `rust-toolchain.toml` pins before rebuilding.
+pub fn producers(bytes: &[u8]) -> Result<Vec<Producer>, String> {
+    use wasmparser::{KnownCustom, Parser, Payload};
+    let mut found = std::collections::BTreeSet::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        if let Payload::CustomSection(reader) = payload.map_err(|e| format!("{e}"))?
+            && let KnownCustom::Producers(fields) = reader.as_known()
+        {
+            for field in fields {
+                let field = field.map_err(|e| format!("producers section: {e}"))?;
+                for value in field.values {
+                    let value = value.map_err(|e| format!("producers section: {e}"))?;
+                    found.insert(Producer {
+                        field: field.name.to_string(),
+                        name: value.name.to_string(),
+                        version: value.version.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(found.into_iter().collect())
+}

@@ -76,6 +76,14 @@ impl WorldInfo {
         path: &Path,
         component: &CompiledComponent,
     ) -> Result<(), LoadError> {
+        check_version(
+            path,
+            component
+                .imports
+                .iter()
+                .chain(&component.exports)
+                .map(String::as_str),
+        )?;
         let refused = self.refused(component.imports.iter().map(String::as_str));
         if !refused.is_empty() {
             return Err(LoadError::RefusedImports {
@@ -181,6 +189,51 @@ impl Calls {
 
 /// Every world this host serves.
 pub const WORLDS: &[&WorldInfo] = &[&ssh_compute_driver::WORLD, &ssh_sandbox_backend::WORLD];
+
+/// The WIT package every world here belongs to.
+pub const PACKAGE: &str = "occ:compute";
+
+/// The versions of [`PACKAGE`] this host serves: those of its worlds. A
+/// released version is frozen; a new one is added beside it, with its own
+/// worlds, and stays served as long as components built for it run
+/// (README, "WIT versions").
+pub fn served_versions() -> Vec<&'static str> {
+    let mut versions: Vec<&str> = WORLDS
+        .iter()
+        .filter_map(|w| w.name.rsplit_once('@').map(|(_, v)| v))
+        .collect();
+    versions.sort_unstable();
+    versions.dedup();
+    versions
+}
+
+/// The first of `names` (a component's imports and exports) in [`PACKAGE`]
+/// at a version this host does not serve: `(version, name)`.
+pub fn unserved_version<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<(String, String)> {
+    let served = served_versions();
+    names.into_iter().find_map(|name| {
+        let rest = name.strip_prefix(PACKAGE)?.strip_prefix('/')?;
+        let (_, version) = rest.rsplit_once('@')?;
+        (!served.contains(&version)).then(|| (version.to_string(), name.to_string()))
+    })
+}
+
+/// Refuse a component built for a version of [`PACKAGE`] this host does not
+/// serve, naming both, before anything else is said about its imports.
+pub fn check_version<'a>(
+    path: &Path,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<(), LoadError> {
+    match unserved_version(names) {
+        Some((found, name)) => Err(LoadError::UnservedVersion {
+            path: path.to_path_buf(),
+            found,
+            name,
+            served: served_versions().into_iter().map(str::to_string).collect(),
+        }),
+        None => Ok(()),
+    }
+}
 
 /// The world a component with these exports targets, if any.
 pub fn identify<'a>(exports: impl IntoIterator<Item = &'a str>) -> Option<&'static WorldInfo> {

@@ -226,21 +226,22 @@ impl SshExecState {
         };
         let argv = argv.as_slice();
         let sink = self.output.as_ref().and_then(|select| select(argv, stdin));
+        let mut fields = json!({
+            "host": alias,
+            "backend": self.exec.backend_kind(),
+            "argv": audited_argv(argv),
+            "stdinLength": stdin.len(),
+            "stdinSha256": sha256_hex(stdin),
+            "stdinStreamed": stream.is_some(),
+            "outputStreamed": sink.is_some(),
+        });
+        if let (Some(describe), Value::Object(f)) = (&self.describe, &mut fields) {
+            f.extend(describe(argv));
+        }
         let span = self
             .scope
             .audit
-            .begin(
-                "ssh-exec",
-                json!({
-                    "host": alias,
-                    "backend": self.exec.backend_kind(),
-                    "argv": audited_argv(argv),
-                    "stdinLength": stdin.len(),
-                    "stdinSha256": sha256_hex(stdin),
-                    "stdinStreamed": stream.is_some(),
-                    "outputStreamed": sink.is_some(),
-                }),
-            )
+            .begin("ssh-exec", fields)
             .map_err(|e| ExecError::Refused(e.to_string()))?;
         let result = self
             .effect(alias, host, argv, stdin, stream, sink, timeout)

@@ -135,12 +135,20 @@ pub struct ExecAsk<'a> {
 /// instead of anything the component chose.
 pub type Admission = Arc<dyn Fn(ExecAsk<'_>) -> Result<Vec<String>, String> + Send + Sync>;
 
+/// What a world says an admitted argument vector runs, for its audit records
+/// (`operation`, and `script` for a pinned script): an auditor reads which
+/// operation ran without the arguments, which the log keeps only as a length
+/// and SHA-256 once they are long.
+pub type Describe =
+    Arc<dyn Fn(&[String]) -> serde_json::Map<String, serde_json::Value> + Send + Sync>;
+
 /// The capability's state for one call.
 pub struct SshExecState {
     exec: Arc<SshExec>,
     scope: Scope,
     lines: LineSink,
     admission: Option<Admission>,
+    describe: Option<Describe>,
     output: Option<OutputSelector>,
 }
 
@@ -152,8 +160,16 @@ impl SshExecState {
             scope,
             lines,
             admission: None,
+            describe: None,
             output: None,
         }
+    }
+
+    /// Name in each exec's audit records what it runs, as `describe` reads
+    /// the admitted argument vector.
+    pub fn with_describe(mut self, describe: Describe) -> SshExecState {
+        self.describe = Some(describe);
+        self
     }
 
     /// Let each exec of this call through `admission` (after the grant): it

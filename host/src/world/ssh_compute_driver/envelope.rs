@@ -30,7 +30,7 @@ use serde_json::{Map, Value, json};
 use super::method::{HelperOp, Method};
 use crate::capability::hooks::AcceptedHooks;
 use crate::capability::ssh_exec::grant::{self, GrantError};
-use crate::capability::ssh_exec::{Admission, ExecAsk};
+use crate::capability::ssh_exec::{Admission, Describe, ExecAsk};
 use crate::runtime::cache::sha256_hex;
 
 /// The helper protocol this host speaks: the operation's and the envelope's
@@ -237,6 +237,23 @@ pub fn admission(
     accepted: AcceptedHooks,
 ) -> Admission {
     Arc::new(move |ask: ExecAsk<'_>| admit(method, &trusted, &subjects, &accepted, ask))
+}
+
+/// What an admitted helper run runs, for its audit records: the helper
+/// operation, read from the driver's argument (the envelope after it is the
+/// host's, and the log keeps both only as length and SHA-256 when long).
+pub fn describe() -> Describe {
+    Arc::new(|argv: &[String]| {
+        let mut fields = Map::new();
+        if let Some(op) = argv
+            .get(2)
+            .and_then(|a| decode(a).ok())
+            .and_then(|sent| sent.get("op").and_then(Value::as_str).map(str::to_string))
+        {
+            fields.insert("operation".into(), Value::String(op));
+        }
+        fields
+    })
 }
 
 /// Checks one helper run and returns its argv with the envelope appended.

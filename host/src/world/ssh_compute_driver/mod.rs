@@ -343,14 +343,14 @@ impl Driver {
         let accepted = AcceptedHooks::default();
         let data = ComputeCall {
             sandbox: Sandbox::new(&self.runtime.limits()),
-            ssh: SshExecState::new(self.ssh.clone(), scope.clone(), lines).with_admission(
-                envelope::admission(
+            ssh: SshExecState::new(self.ssh.clone(), scope.clone(), lines)
+                .with_admission(envelope::admission(
                     call.method,
                     self.trusted.clone(),
                     call.subjects,
                     accepted.clone(),
-                ),
-            ),
+                ))
+                .with_describe(envelope::describe()),
             hooks: HooksState::new(
                 self.hooks_grant.clone(),
                 options.hooks.clone(),

@@ -413,7 +413,8 @@ impl SandboxBackend {
         let mut ssh = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines.clone())
             .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
                 admit.admit(ask.argv, ask.stdin, false)
-            }));
+            }))
+            .with_describe(admission::describe());
         if method == Method::Exec
             && let Some(output) = &options.output
         {
@@ -430,7 +431,8 @@ impl SandboxBackend {
         let upload_exec = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines)
             .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
                 admission.admit(ask.argv, ask.stdin, true)
-            }));
+            }))
+            .with_describe(admission::describe());
         let data = SandboxCallData {
             sandbox: Sandbox::new(&self.runtime.limits()),
             ssh,

@@ -1,0 +1,283 @@
+//! `occ-driver-host audit` on logs the host itself wrote: real calls of the
+//! real driver (one live against a port that refuses, one replayed from its
+//! recording, one refused by the grant), then the same log tampered with in
+//! every way an editor can. No test host needed.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use occ_e2e::{component, repo_root, run_host, write_installation};
+use serde_json::{Value, json};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// An installation whose one host refuses connections at once.
+fn installation(dir: &Path, approved: Option<&str>) -> PathBuf {
+    let path = repo_root().join("guest-ssh-driver/tests/fixtures/valid-spec-example.json");
+    let mut configuration: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    // Never read: the connection is refused first. Private, as the host demands.
+    std::fs::write(dir.join("id"), "not a key\n").unwrap();
+    std::fs::set_permissions(dir.join("id"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(dir.join("known_hosts"), "").unwrap();
+    configuration["ssh"] = json!({
+        "identityFile": dir.join("id"),
+        "knownHostsFile": dir.join("known_hosts"),
+        "connectTimeoutSeconds": 2,
+    });
+    configuration["hosts"]["stable"]["address"] = json!("127.0.0.1");
+    configuration["hosts"]["stable"]["port"] = json!(1);
+    let sub = dir.join(if approved.is_some() { "bad" } else { "good" });
+    std::fs::create_dir_all(&sub).unwrap();
+    let inst = write_installation(&sub, &component("guest_ssh_driver"), &configuration);
+    if let Some(approved) = approved {
+        let mut doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&inst).unwrap()).unwrap();
+        doc["drivers"]["compute"]["approvedHelpers"] = json!([approved]);
+        std::fs::write(&inst, doc.to_string()).unwrap();
+    }
+    inst
+}
+
+/// A log of three preflights: live, replayed, refused.
+fn written_log(dir: &Path) -> PathBuf {
+    let good = installation(dir, None);
+    let bad = installation(dir, Some(&"0".repeat(64)));
+    let log = dir.join("audit.jsonl");
+    let rec = dir.join("recording.jsonl");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let (rec, good, bad, log_s) = (s(&rec), s(&good), s(&bad), s(&log));
+    for args in [
+        vec!["--ssh-record", &rec, "call", "preflight", "-i", &good],
+        vec!["--ssh-replay", &rec, "call", "preflight", "-i", &good],
+        vec!["call", "preflight", "-i", &bad],
+    ] {
+        let mut args: Vec<&str> = args;
+        args.extend(["--audit-log", &log_s, "--json"]);
+        let out = run_host(&args);
+        assert_ne!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    }
+    log
+}
+
+fn audit(log: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["audit", log.to_str().unwrap()];
+    args.extend(extra);
+    run_host(&args)
+}
+
+fn audit_json(log: &Path, extra: &[&str]) -> Value {
+    let mut extra = extra.to_vec();
+    extra.push("--json");
+    let out = audit(log, &extra);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_real_log_is_summarised_per_driver_and_host_with_replays_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = written_log(dir.path());
+    let v = audit_json(&log, &[]);
+    let groups = v["groups"].as_array().unwrap();
+    let stable = groups.iter().find(|g| g["host"] == "stable").unwrap();
+    let sha = stable["driverSha256"].as_str().unwrap();
+    assert_eq!(sha.len(), 64);
+    let runs = stable["runs"].as_array().unwrap();
+    let probe = |replayed: bool| {
+        runs.iter()
+            .find(|r| r["operation"] == "probe" && r["replayed"] == replayed)
+            .unwrap_or_else(|| panic!("no probe with replayed={replayed}: {runs:?}"))
+    };
+    for replayed in [false, true] {
+        let r = probe(replayed);
+        assert_eq!(r["count"], 1, "{r}");
+        assert_eq!(r["outcomes"]["error connect"], 1, "{r}");
+        assert_eq!(r["methods"], json!(["preflight"]));
+    }
+    let refusals = stable["refusals"].as_array().unwrap();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert!(
+        refusals[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("approvedHelpers"),
+        "{refusals:?}"
+    );
+    let loads = groups.iter().find(|g| g["host"].is_null()).unwrap();
+    assert_eq!(loads["loads"], 3);
+
+    // The text says the same for people.
+    let out = audit(&log, &[]);
+    let report = text(&out.stdout);
+    assert!(report.contains("chain whole"), "{report}");
+    assert!(
+        report.contains("helper probe") && report.contains("replayed"),
+        "{report}"
+    );
+    assert!(
+        report.contains("refused ssh-exec x1 [preflight]"),
+        "{report}"
+    );
+
+    // Filters: host, driver (by prefix, by name, unknown), call id, time.
+    assert_eq!(audit_json(&log, &["--host", "canary"])["groups"], json!([]));
+    assert_eq!(
+        audit_json(&log, &["--driver", &sha[..8]])["groups"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        audit_json(&log, &["--driver", "guest_ssh_driver"])["groups"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(audit_json(&log, &["--driver", "ffff"])["groups"], json!([]));
+    assert_eq!(
+        audit_json(&log, &["--since", "1d", "--until", "0"])["groups"],
+        json!([])
+    );
+    assert_eq!(
+        audit_json(&log, &["--since", "1d"])["groups"],
+        v["groups"],
+        "everything was written in the last day"
+    );
+    let raw = std::fs::read_to_string(&log).unwrap();
+    let replayed_call = raw
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["backend"] == "replay")
+        .unwrap()["callId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let one = audit_json(&log, &["--call", &replayed_call, "--host", "stable"]);
+    let runs = one["groups"][0]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["replayed"], true);
+
+    // A head noted now proves later that nothing up to it was removed.
+    let head = v["head"].as_str().unwrap().to_string();
+    assert_eq!(audit(&log, &["--head", &head]).status.code(), Some(0));
+    let lines: Vec<&str> = raw.lines().collect();
+    std::fs::write(&log, format!("{}\n", lines[..lines.len() - 1].join("\n"))).unwrap();
+    let out = audit(&log, &["--head", &head]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains(&head), "{}", text(&out.stderr));
+
+    // A bad time names the flag.
+    let out = audit(&log, &["--since", "last tuesday"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--since"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_tampered_or_truncated_log_is_refused_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = written_log(dir.path());
+    let raw = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<String> = raw.lines().map(str::to_string).collect();
+    assert!(lines.len() >= 6, "{raw}");
+    let write = |lines: &[String]| {
+        let path = dir.path().join("tampered.jsonl");
+        std::fs::write(&path, format!("{}\n", lines.join("\n"))).unwrap();
+        path
+    };
+    let refused = |path: &Path, needle: &str| {
+        let out = audit(path, &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert!(err.contains(needle), "wanted {needle:?} in: {err}");
+        assert!(text(&out.stdout).is_empty(), "nothing is summarised");
+    };
+
+    // An outcome rewritten: the next line no longer follows.
+    let mut edited = lines.clone();
+    edited[3] = edited[3].replace("\"durationMs\":", "\"durationMs\":1");
+    if edited[3] == lines[3] {
+        edited[3] = edited[3].replace("\"event\":", "\"note\":\"x\",\"event\":");
+    }
+    refused(&write(&edited), "line 5: prevSha256");
+
+    // A refusal deleted.
+    let mut deleted = lines.clone();
+    deleted.remove(2);
+    refused(&write(&deleted), "line 3: prevSha256");
+
+    // A record inserted, chained to nothing.
+    let mut inserted = lines.clone();
+    inserted.insert(
+        1,
+        json!({"event": "load", "prevSha256": "0".repeat(64)}).to_string(),
+    );
+    refused(&write(&inserted), "line 2: prevSha256");
+
+    // The first records removed.
+    refused(&write(&lines[2..]), "line 1: prevSha256");
+
+    // Cut inside the last record.
+    let cut = dir.path().join("cut.jsonl");
+    std::fs::write(&cut, &raw[..raw.len() - 10]).unwrap();
+    refused(&cut, &format!("line {}: no newline", lines.len()));
+
+    // And the host will not chain new records onto a cut log.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cut, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let good = installation(dir.path(), None);
+    let out = run_host(&[
+        "call",
+        "preflight",
+        "-i",
+        good.to_str().unwrap(),
+        "--audit-log",
+        cut.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no newline"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&cut).unwrap(),
+        raw[..raw.len() - 10]
+    );
+
+    // The untouched log still reads.
+    assert_eq!(audit(&log, &[]).status.code(), Some(0));
+}
+
+#[test]
+fn audit_help_teaches_the_chain_and_the_filters() {
+    let out = run_host(&["audit", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for needle in [
+        "prevSha256",
+        "--since",
+        "--head",
+        "--json",
+        "Examples:",
+        "replay",
+    ] {
+        assert!(help.contains(needle), "{needle} missing from: {help}");
+    }
+    let out = run_host(&["audit", "/nonexistent/audit.jsonl"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("/nonexistent/audit.jsonl"),
+        "{}",
+        text(&out.stderr)
+    );
+}
