@@ -307,8 +307,43 @@ def unlink_quietly(dirfd, name):
         pass
 
 
+# How many directory descriptors a removal keeps open at once (up to twice
+# this many between trims): a tree deeper
+# than that (a sandboxed command can make a chain of any depth) is still
+# removed whole, reopening a level by name from the nearest open one and
+# checking it is the same directory.
+OPEN_LEVELS = 32
+# How deep a removal goes: far past what a workspace holds, short of what would
+# let one directory chain hold the script's memory.
+MAX_DEPTH = 100000
+
+
+def open_dir_for_removal(dirfd, name, st):
+    """Open the directory `name` (lstat'ed as `st`) below `dirfd` without
+    following a link, making it searchable first if a tar restored it without
+    permission; the permission change goes through a descriptor of the entry
+    itself (O_PATH, no-follow), so a link swapped in is never followed."""
+    try:
+        return os.open(name, NOFOLLOW_DIR, dir_fd=dirfd)
+    except PermissionError:
+        if os.chmod in os.supports_follow_symlinks:
+            # (macOS and the BSDs: fchmodat with AT_SYMLINK_NOFOLLOW.)
+            os.chmod(name, stat.S_IMODE(st.st_mode) | 0o700, dir_fd=dirfd, follow_symlinks=False)
+            return os.open(name, NOFOLLOW_DIR, dir_fd=dirfd)
+        pfd = os.open(name, getattr(os, "O_PATH", 0) | os.O_NOFOLLOW | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0), dir_fd=dirfd)
+        try:
+            now = os.fstat(pfd)
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                raise Refusal("changed", "%s: replaced while it was removed" % name, name)
+            os.chmod("/proc/self/fd/%d" % pfd, stat.S_IMODE(now.st_mode) | 0o700)
+        finally:
+            os.close(pfd)
+        return os.open(name, NOFOLLOW_DIR, dir_fd=dirfd)
+
+
 def remove_tree(dirfd, name):
-    """Remove `name` below `dirfd` and everything in it, never following a link.
+    """Remove `name` below `dirfd` and everything in it, never following a link,
+    without recursion: a chain of any depth the sandbox made is removed whole.
     Directories without write or search permission (a tar may restore them so)
     are opened up first."""
     st = lstat_at(dirfd, name)
@@ -317,21 +352,102 @@ def remove_tree(dirfd, name):
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=dirfd)
         return
+    # Each level: [name, (dev, ino), fd or None, subdirectories still to
+    # remove]; levels[0] is `name` itself. A level is listed once: its files
+    # go at once, its subdirectories one after another.
+    levels = []
+    opened = [0]  # how many levels hold a descriptor
+
+    def trim():
+        """Keep the OPEN_LEVELS deepest descriptors and close the rest. The
+        open levels are always one run at the bottom of the stack, so this
+        walks up from the deepest until the first closed one above the run."""
+        kept = 0
+        k = len(levels) - 1
+        while k >= 0:
+            if levels[k][2] is not None:
+                kept += 1
+                if kept > OPEN_LEVELS:
+                    os.close(levels[k][2])
+                    levels[k][2] = None
+                    opened[0] -= 1
+            elif kept >= OPEN_LEVELS:
+                break
+            k -= 1
+
+    def reopen(index):
+        """The descriptor of levels[index], reopened from the nearest open
+        level above it, each step checked to be the directory it was."""
+        start = index
+        while start >= 0 and levels[start][2] is None:
+            start -= 1
+        parent = dirfd if start < 0 else levels[start][2]
+        for k in range(start + 1, index + 1):
+            fd = os.open(levels[k][0], NOFOLLOW_DIR, dir_fd=parent)
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != levels[k][1]:
+                os.close(fd)
+                raise Refusal("changed", "%s: replaced while it was removed" % levels[k][0], levels[k][0])
+            levels[k][2] = fd
+            opened[0] += 1
+            parent = fd
+            if opened[0] > 2 * OPEN_LEVELS:
+                trim()
+        return levels[index][2]
+
+    def descend(parent, entry, est):
+        if len(levels) >= MAX_DEPTH:
+            raise Refusal("too-deep", "%s: more than %d directories deep" % (name, MAX_DEPTH), name)
+        fd = open_dir_for_removal(parent, entry, est)
+        levels.append([entry, None, fd, []])
+        opened[0] += 1
+        if est.st_mode & 0o700 != 0o700:
+            os.fchmod(fd, stat.S_IMODE(est.st_mode) | 0o700)
+        now = os.fstat(fd)
+        levels[-1][1] = (now.st_dev, now.st_ino)
+        for child in os.listdir(fd):
+            cst = lstat_at(fd, child)
+            if cst is None:
+                continue
+            if stat.S_ISDIR(cst.st_mode):
+                levels[-1][3].append(child)
+            else:
+                os.unlink(child, dir_fd=fd)
+        if opened[0] > 2 * OPEN_LEVELS:
+            trim()
+
     try:
-        fd = os.open(name, NOFOLLOW_DIR, dir_fd=dirfd)
-    except PermissionError:
-        # Unreadable: it was a directory a moment ago (lstat above), so make it
-        # readable by name and open it again without following.
-        os.chmod(name, stat.S_IMODE(st.st_mode) | 0o700, dir_fd=dirfd)
-        fd = os.open(name, NOFOLLOW_DIR, dir_fd=dirfd)
-    try:
-        if st.st_mode & 0o700 != 0o700:
-            os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o700)
-        for entry in os.listdir(fd):
-            remove_tree(fd, entry)
+        descend(dirfd, name, st)
+        while levels:
+            top = levels[-1]
+            fd = top[2] if top[2] is not None else reopen(len(levels) - 1)
+            if top[3]:
+                child = top[3].pop()
+                cst = lstat_at(fd, child)
+                if cst is None:
+                    continue
+                if stat.S_ISDIR(cst.st_mode):
+                    descend(fd, child, cst)
+                else:
+                    os.unlink(child, dir_fd=fd)
+                continue
+            # Whatever appeared meanwhile goes too; then the level itself.
+            late = [c for c in os.listdir(fd)]
+            if late:
+                top[3].extend(late)
+                continue
+            levels.pop()
+            os.close(fd)
+            opened[0] -= 1
+            if levels:
+                parent = levels[-1][2] if levels[-1][2] is not None else reopen(len(levels) - 1)
+            else:
+                parent = dirfd
+            os.rmdir(top[0], dir_fd=parent)
     finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=dirfd)
+        for lv in levels:
+            if lv[2] is not None:
+                os.close(lv[2])
 
 
 # --- the atomic no-replace rename ------------------------------------------------
@@ -579,6 +695,18 @@ def op_read(root, runtime, mount, rel, limit):
     # (as OpenClaw opens it).
     fd, leaf = parent_of(root, runtime, mount, rel, follow_last=False)
     try:
+        # Look before opening: a FIFO or device the sandbox planted is refused
+        # without being opened (opening one can block or act), and what is
+        # opened must be the regular file that was looked at.
+        before = lstat_at(fd, leaf)
+        if before is None:
+            raise Refusal("not-found", "%s: no such file" % rel, rel)
+        if stat.S_ISLNK(before.st_mode):
+            raise Refusal("symlink", "%s: is a symbolic link; the sandbox never follows one" % rel, rel)
+        if stat.S_ISDIR(before.st_mode):
+            raise Refusal("is-a-directory", "%s: is a directory" % rel, rel)
+        if not stat.S_ISREG(before.st_mode):
+            raise Refusal("invalid-path", "%s: not a regular file" % rel, rel)
         try:
             ffd = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=fd)
         except OSError as e:
@@ -589,10 +717,8 @@ def op_read(root, runtime, mount, rel, limit):
         os.close(fd)
     try:
         st = os.fstat(ffd)
-        if stat.S_ISDIR(st.st_mode):
-            raise Refusal("is-a-directory", "%s: is a directory" % rel, rel)
-        if not stat.S_ISREG(st.st_mode):
-            raise Refusal("invalid-path", "%s: not a regular file" % rel, rel)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            raise Refusal("invalid-path", "%s: replaced while it was read" % rel, rel)
         refuse_hardlink(st, rel)
         if st.st_size > limit:
             raise Refusal("too-large", "%s: %d bytes exceed the read limit of %d" % (rel, st.st_size, limit), rel)

@@ -584,6 +584,39 @@ impl<'e, E: Effects> Backend<'e, E> {
 
     // --- the filesystem bridge -----------------------------------------------------
 
+    /// A path an operation may change: in a writable mount, and not in one
+    /// of OpenClaw's protected skills directories (`skills/`,
+    /// `.agents/skills/`, `.openclaw/sandbox-skills/skills/` of each mount)
+    /// while that directory exists on the target; with `descendants`
+    /// (a recursive remove, a rename) not holding one either. As OpenClaw's
+    /// bridge, the directory's existence is asked only for a path that lies
+    /// in or above one.
+    fn writable(
+        &mut self,
+        file: &FileRef,
+        action: &str,
+        descendants: bool,
+    ) -> Result<ResolvedPath, Error> {
+        let r = resolve_writable(&self.layout, file, action)?;
+        for root in PROTECTED_SKILLS {
+            let under = r.relative_path == root || r.relative_path.starts_with(&format!("{root}/"));
+            let above = descendants
+                && (r.relative_path.is_empty()
+                    || root.starts_with(&format!("{}/", r.relative_path)));
+            if !(under || above) {
+                continue;
+            }
+            let at = ResolvedPath {
+                relative_path: root.to_string(),
+                ..r.clone()
+            };
+            if self.stat_at(&at)?.is_some() {
+                return Err(Error::read_only(action, &r.container_path));
+            }
+        }
+        Ok(r)
+    }
+
     pub fn resolve(&self, file: &FileRef) -> Result<ResolvedPath, Error> {
         resolve(&self.layout, file, "access")
     }
@@ -641,7 +674,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     }
 
     pub fn write_file(&mut self, file: &FileRef, data: &[u8], mkdir: bool) -> Result<(), Error> {
-        let r = resolve_writable(&self.layout, file, "write files")?;
+        let r = self.writable(file, "write files", false)?;
         self.write_at(&r, data, mkdir)
     }
 
@@ -678,12 +711,12 @@ impl<'e, E: Effects> Backend<'e, E> {
         data: &[u8],
         mkdir: bool,
     ) -> Result<CreateOutcome, Error> {
-        let r = resolve_writable(&self.layout, file, "create files")?;
+        let r = self.writable(file, "create files", false)?;
         self.create_at(&r, data, mkdir)
     }
 
     pub fn mkdirp(&mut self, dir: &FileRef) -> Result<(), Error> {
-        let r = resolve_writable(&self.layout, dir, "create directories")?;
+        let r = self.writable(dir, "create directories", false)?;
         self.workspace_op("mkdirp", &[r.mount.name(), &r.relative_path], &[], "mkdirp")?;
         Ok(())
     }
@@ -711,13 +744,13 @@ impl<'e, E: Effects> Backend<'e, E> {
     }
 
     pub fn remove(&mut self, file: &FileRef, recursive: bool, force: bool) -> Result<(), Error> {
-        let r = resolve_writable(&self.layout, file, "remove files")?;
+        let r = self.writable(file, "remove files", recursive)?;
         self.remove_at(&r, recursive, force)
     }
 
     pub fn rename(&mut self, from: &FileRef, to: &FileRef) -> Result<(), Error> {
-        let from = resolve_writable(&self.layout, from, "rename files")?;
-        let to = resolve_writable(&self.layout, to, "rename files")?;
+        let from = self.writable(from, "rename files", true)?;
+        let to = self.writable(to, "rename files", true)?;
         if from.relative_path.is_empty() || to.relative_path.is_empty() {
             return Err(Error::new(Code::InvalidPath, "cannot rename a mount root"));
         }
@@ -786,7 +819,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     }
 
     pub fn edit(&mut self, file: &FileRef, edits: &[TextEdit]) -> Result<EditResult, Error> {
-        let r = resolve_writable(&self.layout, file, "edit files")?;
+        let r = self.writable(file, "edit files", false)?;
         let text = self.read_text(&r)?;
         let (new, replacements) = edit::apply(&text, edits, &r.container_path)?;
         self.write_at(&r, new.as_bytes(), false)?;
@@ -828,7 +861,7 @@ impl<'e, E: Effects> Backend<'e, E> {
         for hunk in &hunks {
             match hunk {
                 Hunk::Add { path, contents } => {
-                    let r = resolve_writable(&self.layout, &at(path), "create files")?;
+                    let r = self.writable(&at(path), "create files", false)?;
                     if self.planned_contents(&mut planned, &r)?.is_some() {
                         return Err(Error::new(
                             Code::Exists,
@@ -841,7 +874,7 @@ impl<'e, E: Effects> Backend<'e, E> {
                     steps.push(Step::Create(r, contents.clone()));
                 }
                 Hunk::Delete { path } => {
-                    let r = resolve_writable(&self.layout, &at(path), "remove files")?;
+                    let r = self.writable(&at(path), "remove files", false)?;
                     if self.planned_contents(&mut planned, &r)?.is_none() {
                         return Err(Error::new(
                             Code::NotFound,
@@ -861,7 +894,7 @@ impl<'e, E: Effects> Backend<'e, E> {
                     move_to,
                     chunks,
                 } => {
-                    let r = resolve_writable(&self.layout, &at(path), "write files")?;
+                    let r = self.writable(&at(path), "write files", false)?;
                     let Some(old) = self.planned_contents(&mut planned, &r)? else {
                         return Err(Error::new(
                             Code::NotFound,
@@ -872,7 +905,7 @@ impl<'e, E: Effects> Backend<'e, E> {
                     let new = patch::apply_chunks(&old, chunks, &display(&r))?;
                     match move_to {
                         Some(dest) => {
-                            let d = resolve_writable(&self.layout, &at(dest), "write files")?;
+                            let d = self.writable(&at(dest), "write files", false)?;
                             if (d.mount, &d.relative_path) == (r.mount, &r.relative_path) {
                                 if !patch::same_contents(&old, &new) {
                                     planned.insert(
@@ -969,6 +1002,13 @@ impl<'e, E: Effects> Backend<'e, E> {
 }
 
 /// `out` without the last line of its stderr tail (the exec script's report).
+/// OpenClaw's read-only skills directories, relative to each mount.
+const PROTECTED_SKILLS: [&str; 3] = [
+    "skills",
+    ".agents/skills",
+    ".openclaw/sandbox-skills/skills",
+];
+
 fn without_last_line(mut out: ExecOutput) -> ExecOutput {
     let tail = &out.stderr_tail;
     let end = tail.strip_suffix(b"\n").unwrap_or(tail);

@@ -8,6 +8,7 @@ use occ_ssh_target::envelope::{Envelope, METHOD_OPS};
 use serde_json::json;
 
 use crate::backend::Backend;
+use crate::error::Error;
 use crate::model::{
     CreateOutcome, ExecRequest, FileKind, FileRef, SandboxScope, Seeding, ShellRequest, TextEdit,
 };
@@ -279,6 +280,82 @@ fn the_bridge_round_trip() {
         cwd: Some("src".into()),
     };
     assert_eq!(b.read_file(&rel, None).unwrap(), b"new");
+}
+
+/// One change a test tries on a backend.
+type Change = Box<dyn Fn(&mut Backend<'_, LocalTarget>) -> Result<(), Error>>;
+
+/// OpenClaw's protected skills directories refuse every change while they
+/// exist on the target, their parents' recursive removal and renames
+/// included; a sibling with a similar name, and reads, are not touched.
+#[test]
+fn protected_skills_directories_are_read_only_while_they_exist() {
+    let fx = Fixture::new("rw");
+    let mut t = fx.target();
+    let ws = fx.workspace(&mut t);
+    let mut b = fx.backend(&mut t);
+    // Not there yet: an ordinary path.
+    b.write_file(&f(".agents/skills/a.md"), b"made before", true)
+        .unwrap();
+    b.mkdirp(&f("skills/demo")).unwrap();
+    let refused: Vec<(&str, Change)> = vec![
+        (
+            "write",
+            Box::new(|b| b.write_file(&f("skills/demo/SKILL.md"), b"x", true)),
+        ),
+        (
+            "write nested",
+            Box::new(|b| b.write_file(&f(".agents/skills/a.md"), b"x", false)),
+        ),
+        (
+            "create",
+            Box::new(|b| {
+                b.create_file_exclusive(&f("skills/n.md"), b"x", true)
+                    .map(|_| ())
+            }),
+        ),
+        ("mkdirp", Box::new(|b| b.mkdirp(&f("skills/more")))),
+        (
+            "remove",
+            Box::new(|b| b.remove(&f("skills/demo"), true, true)),
+        ),
+        (
+            "remove the parent",
+            Box::new(|b| b.remove(&f(".agents"), true, true)),
+        ),
+        (
+            "rename out",
+            Box::new(|b| b.rename(&f(".agents/skills/a.md"), &f("stolen.md"))),
+        ),
+        (
+            "rename the parent",
+            Box::new(|b| b.rename(&f(".agents"), &f("elsewhere"))),
+        ),
+        (
+            "rename in",
+            Box::new(|b| b.rename(&f("README.md"), &f("skills/README.md"))),
+        ),
+    ];
+    for (name, op) in &refused {
+        let e = op(&mut b).unwrap_err();
+        assert_eq!(e.code(), "read-only", "{name}: {e}");
+    }
+    assert_eq!(
+        std::fs::read(ws.join(".agents/skills/a.md")).unwrap(),
+        b"made before"
+    );
+    assert!(ws.join("skills/demo").is_dir() && ws.join("README.md").is_file());
+    // A sibling with a similar name, and reads, are ordinary.
+    b.write_file(&f("skillset/x.md"), b"fine", true).unwrap();
+    b.write_file(&f(".agents/skillsx"), b"fine", true).unwrap();
+    assert_eq!(
+        b.read_file(&f(".agents/skills/a.md"), None).unwrap(),
+        b"made before"
+    );
+    // Gone from the target (removed by a command, say): writable again.
+    std::fs::remove_dir_all(ws.join("skills")).unwrap();
+    b.write_file(&f("skills/demo/SKILL.md"), b"now", true)
+        .unwrap();
 }
 
 #[test]

@@ -391,3 +391,92 @@ fn the_exec_and_preflight_scripts_refuse_what_the_envelope_does_not_grant() {
     let (status, _) = refusal("preflight", &preflight, &[]);
     assert_eq!(status, Some(0));
 }
+
+/// A chain of directories far deeper than the descriptors a process may hold
+/// (made as a sandboxed command would), with a directory no one may enter
+/// half-way and a link out: `remove-runtime` removes all of it and nothing the
+/// link points to.
+#[test]
+fn remove_runtime_removes_a_chain_deeper_than_the_descriptor_limit() {
+    let t = Target::new();
+    let ws = t.dir.path().join("root").join(RUNTIME).join("workspace");
+    // 1,500 levels through relative descriptors: a path that long is past PATH_MAX.
+    let make = "import os, sys\n\
+        fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+        for i in range(1500):\n\
+        \x20   os.mkdir('d', dir_fd=fd)\n\
+        \x20   if i == 700:\n\
+        \x20       os.symlink(sys.argv[2], 'out', dir_fd=fd)\n\
+        \x20       os.close(os.open('f', os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd))\n\
+        \x20   n = os.open('d', os.O_RDONLY, dir_fd=fd)\n\
+        \x20   if i == 900:\n\
+        \x20       os.fchmod(n, 0)\n\
+        \x20   os.close(fd)\n\
+        \x20   fd = n\n";
+    let victim = t.dir.path().join("victim");
+    let made = Command::new("python3")
+        .args(["-c", make])
+        .arg(&ws)
+        .arg(&victim)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
+    let envelope = t.envelope("removeRuntime", true).to_json();
+    // A descriptor limit far below the depth: the removal must not need one per level.
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            "ulimit -n 128 && exec python3 -c \"$0\" workspace \"$1\" remove-runtime",
+        ])
+        .arg(&text)
+        .arg(&envelope)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        r#"{"removed": true}"#
+    );
+    assert!(!t.dir.path().join("root").join(RUNTIME).exists());
+    assert_eq!(
+        std::fs::read_to_string(victim.join("keep")).unwrap(),
+        "keep\n"
+    );
+}
+
+/// A FIFO and a device node planted in the workspace: `read` answers at once
+/// (it would block on opening the FIFO) and opens neither.
+#[test]
+fn read_refuses_a_fifo_and_a_device_without_opening_them() {
+    let t = Target::new();
+    let ws = t.dir.path().join("root").join(RUNTIME).join("workspace");
+    let made = Command::new("python3")
+        .args([
+            "-c",
+            "import os, stat, sys\n\
+             os.mkfifo(os.path.join(sys.argv[1], 'pipe'))\n\
+             try:\n\
+             \x20   os.mknod(os.path.join(sys.argv[1], 'null'), 0o600 | stat.S_IFCHR, os.makedev(1, 3))\n\
+             except PermissionError:\n\
+             \x20   os.mkfifo(os.path.join(sys.argv[1], 'null'))\n",
+        ])
+        .arg(&ws)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let read = t.envelope("readFile", true).to_json();
+    for name in ["pipe", "null"] {
+        let started = std::time::Instant::now();
+        let (status, line) = refusal("workspace", &read, &["read", "workspace", name, "1000"]);
+        assert_eq!(status, Some(1), "{name}: {line}");
+        assert_eq!(code_of(&line), "invalid-path", "{name}: {line}");
+        assert!(line.contains("not a regular file"), "{name}: {line}");
+        // Opening the FIFO for reading would have blocked until a writer came.
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+}

@@ -12,7 +12,7 @@
 //   await host.close();
 
 import { spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -126,21 +126,24 @@ export async function startSandboxHost(options) {
     throw new TypeError("startSandboxHost: installation must be a file path or an Installation object");
   }
   const binary = options.hostBinary ?? process.env.OCC_DRIVER_HOST ?? "occ-driver-host";
-  // Private: it holds the socket and may hold the installation (credentials).
+  // Private: it holds the socket. An installation given as an object (it may
+  // carry identityData) never touches a disk: the host reads it from a pipe,
+  // its descriptor 3, so that no crash of this process leaves the key behind.
   const scratch = await mkdtemp(path.join(tmpdir(), "occ-sandbox-"));
-  let installationPath = installation;
-  if (typeof installation === "object") {
-    installationPath = path.join(scratch, "installation.yaml");
-    await writeFile(installationPath, JSON.stringify(installation), { mode: 0o600 });
-  }
+  const inline = typeof installation === "object";
+  const installationPath = inline ? "/dev/fd/3" : installation;
   const socketPath = path.join(scratch, "host.sock");
   // The host ends when this process does: it keeps a pipe to the host's stdin.
   const args = ["serve", "--installation", installationPath, "--listen", socketPath, "--until-stdin-closes"];
   if (component) args.push("--component", component);
   if (options.auditLog) args.push("--audit-log", options.auditLog);
   if (options.preflight) args.push("--preflight");
-  const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe"], env: options.env ?? process.env });
+  const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe", inline ? "pipe" : "ignore"], env: options.env ?? process.env });
   child.stdin.on("error", () => {});
+  if (inline) {
+    child.stdio[3].on("error", () => {});
+    child.stdio[3].end(JSON.stringify(installation));
+  }
   let stderrTail = "";
   child.stderr.setEncoding("utf8");
   child.stderr.on("data", (chunk) => {
@@ -250,12 +253,20 @@ function createHandle(host, scope, info, params) {
     ...(info.agentWorkdir && scope.agentWorkspaceDir ? [{ containerRoot: info.agentWorkdir, hostRoot: path.resolve(scope.agentWorkspaceDir), writable: false }] : []),
   ];
   const runShellCommand = async ({ script, args, stdin, allowFailure, signal }) => {
+    // The host answers every exit status; a failure is thrown here the way
+    // OpenClaw's own session throws it: its stderr as the message, with the
+    // exit code, stdout and stderr on the error.
     const result = await call(
       "runShellCommand",
-      { script, args: args ?? [], allowFailure: Boolean(allowFailure), ...(stdin !== undefined ? { stdin: b64(stdin) } : {}) },
+      { script, args: args ?? [], allowFailure: true, ...(stdin !== undefined ? { stdin: b64(stdin) } : {}) },
       { signal },
     );
-    return { code: result.code, stdout: Buffer.from(result.stdout, "base64"), stderr: Buffer.from(result.stderr, "base64") };
+    const out = { code: result.code, stdout: Buffer.from(result.stdout, "base64"), stderr: Buffer.from(result.stderr, "base64") };
+    if (out.code !== 0 && !allowFailure) {
+      const message = out.stderr.toString("utf8").trim() || `ssh exited with code ${out.code}`;
+      throw Object.assign(new Error(message), { code: out.code, stdout: out.stdout, stderr: out.stderr });
+    }
+    return out;
   };
   return {
     id: BACKEND_ID,
@@ -304,8 +315,25 @@ function createHandle(host, scope, info, params) {
   };
 }
 
+/** A path as OpenClaw's bridge reads it: trimmed of surrounding white space. */
+const trimmed = (p) => (typeof p === "string" ? p.replace(/^[\s\uFEFF]+|[\s\uFEFF]+$/g, "") : p);
+
+/** A sandbox path (absolute once `\` is read as `/`) with `/` only. */
+const posixIfAbsolute = (p) => {
+  const posix = typeof p === "string" ? p.replace(/\\/g, "/") : p;
+  return typeof posix === "string" && posix.startsWith("/") ? posix : p;
+};
+
 function createFsBridge(call, mounts) {
   const file = ({ filePath, cwd }) => ({ filePath, ...(cwd ? { cwd } : {}) });
+  // A missing file reads as OpenClaw's bridge reports it: code ENOENT (its
+  // memory flush checks for it).
+  const notFound = (error, containerPath) => {
+    if (error instanceof SandboxError && error.code === "not-found") {
+      return Object.assign(new Error(`Sandbox file not found: ${containerPath}`), { code: "ENOENT", failure: error.failure });
+    }
+    return error;
+  };
   // A local path inside a mount's local root, as the container path it maps to.
   const fromHost = (p) => {
     const local = path.resolve(p);
@@ -329,22 +357,43 @@ function createFsBridge(call, mounts) {
     }
     return base === null ? null : normalizeRemote(path.posix.join(base, filePath));
   };
-  return {
+  const bridge = {
     pathMappings: mounts.map((m) => ({ hostRoot: m.hostRoot, containerRoot: m.containerRoot })),
     /**
      * OpenClaw's synchronous mapping onto the mounts (the same rules the
      * component applies; it checks again on every operation).
      */
     resolvePath({ filePath, cwd }) {
-      const containerPath = resolveContainer(filePath, cwd);
+      const inContainer = mounts.some((m) => inside(m.containerRoot, normalizeRemote(posixIfAbsolute(trimmed(filePath)))));
+      const containerPath = resolveContainer(inContainer ? posixIfAbsolute(trimmed(filePath)) : trimmed(filePath), cwd);
       const mount = containerPath && [...mounts].sort((a, b) => b.containerRoot.length - a.containerRoot.length).find((m) => inside(m.containerRoot, containerPath));
       if (!mount) throw new SandboxError(`Sandbox path escapes allowed mounts; cannot access: ${filePath}`, { code: "escapes-workspace", failure: "permanent" });
       const relativePath = path.posix.relative(mount.containerRoot, containerPath);
       return { hostPath: path.join(mount.hostRoot, relativePath), relativePath, containerPath };
     },
-    async readFile({ filePath, cwd, signal, maxBytes }) {
-      const r = await call("readFile", { ...file({ filePath, cwd }), ...(maxBytes !== undefined ? { maxBytes } : {}) }, { signal });
-      return Buffer.from(r.data, "base64");
+    async readFile(params) {
+      return (await bridge.readFileWithSource(params)).data;
+    },
+    /** The bytes, where they were read (container path) and, in the workspace, its relative path. */
+    async readFileWithSource({ filePath, cwd, signal, maxBytes }) {
+      const where = bridge.resolvePath({ filePath, cwd });
+      let r;
+      try {
+        r = await call("readFile", { ...file({ filePath, cwd }), ...(maxBytes !== undefined ? { maxBytes } : {}) }, { signal });
+      } catch (e) {
+        throw notFound(e, where.containerPath);
+      }
+      const workspace = mounts[0];
+      return {
+        data: Buffer.from(r.data, "base64"),
+        canonicalPath: where.containerPath,
+        ...(inside(workspace.containerRoot, where.containerPath) ? { workspaceRelativePath: path.posix.relative(workspace.containerRoot, where.containerPath) } : {}),
+      };
+    },
+    /** Copy one file inside the sandbox: read as readFile does, written as writeFile does. */
+    async copyFile({ sourcePath, destinationPath, cwd, mkdir, signal }) {
+      const data = await bridge.readFile({ filePath: sourcePath, cwd, signal });
+      await bridge.writeFile({ filePath: destinationPath, cwd, data, mkdir, signal });
     },
     async writeFile({ filePath, cwd, data, encoding, mkdir, signal }) {
       const bytes = typeof data === "string" ? Buffer.from(data, encoding ?? "utf8") : data;
@@ -372,4 +421,5 @@ function createFsBridge(call, mounts) {
       return entries.map((e) => ({ name: e.name, isDirectory: e.isDirectory }));
     },
   };
+  return bridge;
 }

@@ -190,12 +190,59 @@ impl Installation {
     }
 }
 
+/// Whether `path` names an inherited descriptor (`/dev/fd/N`): a pipe a
+/// client handed the document through, so that credentials in it touch no
+/// disk. It can be read once only, so its text is kept for the process.
+fn descriptor(path: &Path) -> Option<i32> {
+    path.strip_prefix("/dev/fd")
+        .or_else(|_| path.strip_prefix("/proc/self/fd"))
+        .ok()
+        .and_then(|n| n.to_str()?.parse::<i32>().ok())
+        .filter(|n| *n > 2)
+}
+
+/// The inherited descriptor `n`, taken over to be read once and closed. A
+/// pipe opens by its `/dev/fd` name, but a socket (what Node.js hands a
+/// child as a "pipe") does not (ENXIO), so the descriptor is read itself.
+#[allow(unsafe_code)]
+fn take_descriptor(n: i32) -> std::io::Result<std::fs::File> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // Open at all? (stat through /proc follows it to the pipe or socket.)
+    std::fs::metadata(format!("/proc/self/fd/{n}"))?;
+    // SAFETY: `n` is open (checked above) and was inherited from the parent
+    // for this one purpose: nothing else in this process owns it, and the
+    // document read from it is kept (see `read_text`), so it is taken once.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(n) }))
+}
+
 /// The text of an installation document, within the size bound.
 pub(crate) fn read_text(path: &Path) -> Result<String, LoadError> {
     let err = |message: String| LoadError::Installation {
         path: path.to_path_buf(),
         message,
     };
+    if let Some(n) = descriptor(path) {
+        use std::io::Read;
+        static READ: std::sync::Mutex<Option<(std::path::PathBuf, String)>> =
+            std::sync::Mutex::new(None);
+        let mut read = READ.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((p, text)) = read.as_ref()
+            && p == path
+        {
+            return Ok(text.clone());
+        }
+        let mut text = String::new();
+        take_descriptor(n)
+            .and_then(|f| f.take(MAX_DOCUMENT_BYTES + 1).read_to_string(&mut text))
+            .map_err(|e| err(format!("cannot read: {e}")))?;
+        if text.len() as u64 > MAX_DOCUMENT_BYTES {
+            return Err(err(format!(
+                "larger than the {MAX_DOCUMENT_BYTES}-byte limit of an installation document"
+            )));
+        }
+        *read = Some((path.to_path_buf(), text.clone()));
+        return Ok(text);
+    }
     let size = std::fs::metadata(path)
         .map_err(|e| err(format!("cannot read: {e}")))?
         .len();

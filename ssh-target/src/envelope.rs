@@ -165,33 +165,35 @@ pub const METHOD_OPS: &[(&str, &[&str])] = &[
     ),
     (
         "writeFile",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, WRITE],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, WRITE],
     ),
     (
         "createFileExclusive",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, CREATE],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, CREATE],
     ),
     (
         "mkdirp",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, MKDIRP],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, MKDIRP],
     ),
     (
         "remove",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, REMOVE],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, REMOVE],
     ),
     (
         "rename",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, RENAME],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, RENAME],
     ),
     ("stat", &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT]),
     (
         "readDirectory",
         &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, READDIR],
     ),
+    // A change asks `stat` whether a protected skills directory it would
+    // touch exists (OpenClaw's read-only skills mounts).
     // An edit reads the file and writes it whole.
     (
         "edit",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, READ, WRITE],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, READ, WRITE],
     ),
     // A patch is planned against the files, then applied.
     (

@@ -88,12 +88,28 @@ fn absolute<'p>(layout: &Layout, parts: &[&'p str]) -> Option<(Mount, Vec<&'p st
 
 /// Resolve `path`, relative ones against `cwd` (a sandbox or local path, or
 /// relative to the workspace) or else the workspace.
+///
+/// As OpenClaw's bridge does, the path is trimmed of surrounding white space
+/// first, and one that is absolute once `\` is read as `/` names a sandbox
+/// path under a container root that way; any other path keeps its `\` (on
+/// a POSIX gateway it is a character of a local name).
 pub fn resolve(layout: &Layout, path: &str, cwd: Option<&str>) -> Result<Resolved, PathError> {
+    let path = path.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
     if path.is_empty() {
         return Err(PathError::Empty);
     }
     if path.contains('\0') || cwd.is_some_and(|c| c.contains('\0')) {
         return Err(PathError::Nul);
+    }
+    let posix = path.replace('\\', "/");
+    if posix.starts_with('/') {
+        let parts = normalize_absolute(&posix);
+        if let Some((m, rel)) = find(layout, &parts, |m| &m.container_root) {
+            return Ok(Resolved {
+                mount: m.mount,
+                relative_path: rel.join("/"),
+            });
+        }
     }
     let joined = if path.starts_with('/') {
         path.to_string()
@@ -178,6 +194,18 @@ mod tests {
             ("b.txt", Some(&format!("{AG}/d")), Mount::Agent, "d/b.txt"),
             ("../x", Some(&format!("{WS}/d")), Mount::Workspace, "x"),
             ("b", Some("/home/me/agent/k"), Mount::Agent, "k/b"),
+            // Trimmed, and `\` read as `/` in a sandbox path, as OpenClaw's bridge.
+            ("  a.txt\n", None, Mount::Workspace, "a.txt"),
+            ("\u{feff}a.txt", None, Mount::Workspace, "a.txt"),
+            (
+                &format!("{WS}\\x\\y").replace('/', "\\"),
+                None,
+                Mount::Workspace,
+                "x/y",
+            ),
+            (&format!("{WS}/x\\y"), None, Mount::Workspace, "x/y"),
+            // A relative one keeps it: a character of a local name.
+            ("x\\y", None, Mount::Workspace, "x\\y"),
         ];
         for (path, cwd, mount, rel) in ok {
             let r = resolve(&l, path, *cwd).unwrap_or_else(|e| panic!("{path} {cwd:?}: {e:?}"));
@@ -211,6 +239,12 @@ mod tests {
             assert_eq!(at, named, "{path} {cwd:?}");
         }
         assert_eq!(resolve(&l, "", None), Err(PathError::Empty));
+        assert_eq!(resolve(&l, " \t\n", None), Err(PathError::Empty));
+        // Not a sandbox path, so a local name inside the workspace: never /etc.
+        assert_eq!(
+            resolve(&l, "\\etc\\passwd", None).unwrap().relative_path,
+            "\\etc\\passwd"
+        );
         assert_eq!(resolve(&l, "a\0b", None), Err(PathError::Nul));
         assert_eq!(resolve(&l, "a", Some("b\0")), Err(PathError::Nul));
     }

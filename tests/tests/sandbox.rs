@@ -280,6 +280,68 @@ fn adopted_never_reseeded_until_recreate() {
     s.close();
 }
 
+/// A sandboxed command makes a directory chain 1,500 deep (past PATH_MAX and
+/// past the descriptors a process holds by default), with files and a
+/// directory without permissions on the way, and FIFO and device nodes that
+/// `readFile` answers at once; `recreateRuntime` removes all of it and seeds
+/// again: the remote tree equals the local seed. `removeRuntime` then leaves
+/// nothing.
+#[test]
+#[ignore]
+fn a_deep_tree_the_sandbox_made_is_removed_whole() {
+    let fx = Fixture::new(0);
+    let mut s = fx.serve();
+    let seeded = s.call("ensureRuntime", fx.p(json!({}))).ok();
+    let ws = seeded["workdir"].as_str().unwrap().to_string();
+    let make = "import os\n\
+        fd = os.open('.', os.O_RDONLY)\n\
+        for i in range(1500):\n\
+        \x20   os.mkdir('d', dir_fd=fd)\n\
+        \x20   if i % 300 == 0:\n\
+        \x20       os.close(os.open('f', os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd))\n\
+        \x20   n = os.open('d', os.O_RDONLY, dir_fd=fd)\n\
+        \x20   if i == 1000:\n\
+        \x20       os.fchmod(n, 0)\n\
+        \x20   os.close(fd)\n\
+        \x20   fd = n\n\
+        os.mkfifo('pipe')\n\
+        os.mknod('null', 0o600 | 0o020000, os.makedev(1, 3))\n";
+    let r = s.call(
+        "exec",
+        fx.p(
+            json!({"command": format!("python3 -c \"{make}\" && echo made"), "timeoutMs": 120000}),
+        ),
+    );
+    assert_eq!(r.stream("stdout"), "made\n", "{}", r.stream("stderr"));
+    assert_eq!(fx.sh(&format!("cd {ws} && find d | wc -l")), "1504");
+    for name in ["pipe", "null"] {
+        let started = std::time::Instant::now();
+        let r = s.call("readFile", fx.p(json!({"filePath": name})));
+        assert_eq!(r.code(), "invalid-path", "{name}: {:?}", r.outcome);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{name}"
+        );
+    }
+    let recreated = s.call("recreateRuntime", fx.p(json!({}))).ok();
+    assert_eq!(recreated["seeding"], "seeded", "{recreated}");
+    assert_eq!(fx.remote_tree(&ws), fx.local_tree(&fx.workspace));
+    s.call(
+        "exec",
+        fx.p(json!({"command": format!("python3 -c \"{make}\""), "timeoutMs": 120000})),
+    );
+    assert_eq!(
+        s.call("removeRuntime", fx.p(json!({}))).ok()["removed"],
+        true
+    );
+    let runtime_root = ws.trim_end_matches("/workspace");
+    assert_eq!(
+        fx.sh(&format!("test -e {runtime_root} && echo left || echo gone")),
+        "gone"
+    );
+    s.close();
+}
+
 #[derive(Debug, PartialEq)]
 enum Reply2 {
     Data(String),
@@ -386,8 +448,9 @@ fn confinement_refuses_and_nothing_outside_changes() {
 }
 
 /// Inline credentials become 0600 files of the host, in its private
-/// directory, only while it serves; a host killed with SIGKILL leaves them,
-/// and the next host to start removes them. `*Data` wins over `*File`.
+/// directory, only while a master connection is being made: once it is up,
+/// the key is on no disk (the master holds the session), and a host killed
+/// with SIGKILL leaves none behind. `*Data` wins over `*File`.
 #[test]
 #[ignore]
 fn data_credentials_live_only_with_the_session() {
@@ -429,10 +492,6 @@ fn data_credentials_live_only_with_the_session() {
     assert_eq!(mine.len(), 1, "{mine:?}");
     let private = mine[0].clone();
     use std::os::unix::fs::PermissionsExt;
-    for name in ["identity", "known_hosts"] {
-        let meta = std::fs::metadata(private.join(name)).unwrap();
-        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{name}");
-    }
     assert_eq!(
         std::fs::metadata(&private).unwrap().permissions().mode() & 0o777,
         0o700
@@ -446,44 +505,131 @@ fn data_credentials_live_only_with_the_session() {
         "{config}"
     );
     assert!(!config.contains(wrong.to_str().unwrap()), "{config}");
-    // The inline key is in no log and in no audit of the host.
-    // Ends cleanly: the files go with the session.
+    // The master is up and serving: the key is on no disk of this machine's
+    // temporary directory, the host's private directory included.
+    let marker = key_line(&identity);
+    assert_eq!(
+        files_holding_but(&std::env::temp_dir(), &marker, fx.dir.path()),
+        Vec::<PathBuf>::new()
+    );
+    for name in ["identity", "known_hosts"] {
+        assert!(
+            !private.join(name).exists(),
+            "{name} outlived its handshake"
+        );
+    }
+    // A new master (the old one closed under it) writes them again for its
+    // handshake only.
+    let stopped = std::process::Command::new("ssh")
+        .arg("-F")
+        .arg(private.join("ssh_config"))
+        .arg("-S")
+        .arg(control_socket(&private))
+        .args(["-O", "exit", "x"])
+        .output()
+        .unwrap();
+    assert!(
+        stopped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
+    let r = s.call("exec", fx.p(json!({"command": "echo again"})));
+    assert_eq!(r.stream("stdout"), "again\n");
+    assert_eq!(
+        files_holding_but(&std::env::temp_dir(), &marker, fx.dir.path()),
+        Vec::<PathBuf>::new()
+    );
     assert!(s.close().success());
     assert!(
         !private.exists(),
         "{} outlived its session",
         private.display()
     );
-    // Killed outright: the files stay until the next host starts.
+    // Killed outright while serving: no key is left for the next start to find.
     let mut s = fx.serve();
     s.call("describeRuntime", fx.p(json!({}))).ok();
+    s.call("exec", fx.p(json!({"command": "true"}))).ok();
     let pid = s.child.id();
-    let private = std::fs::read_dir(&control_root)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(&format!("p{pid}-"))
-        })
-        .unwrap();
-    assert!(private.join("identity").exists());
     std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()
         .unwrap();
     s.child.wait().unwrap();
-    assert!(private.join("identity").exists(), "SIGKILL runs no cleanup");
+    assert_eq!(
+        files_holding_but(&std::env::temp_dir(), &marker, fx.dir.path()),
+        Vec::<PathBuf>::new()
+    );
     let mut next = fx.serve();
     next.call("validateConfiguration", json!({})).ok();
+    let stale = std::fs::read_dir(&control_root)
+        .unwrap()
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("p{pid}-"))
+        });
     assert!(
-        !private.exists(),
-        "the next host did not remove {}",
-        private.display()
+        !stale,
+        "the next host did not remove the killed one's directory"
     );
     next.close();
+}
+
+/// The second line of the key's base64 body (the first is the same for
+/// every OpenSSH key; the second holds this key's public half): what a file
+/// holding this key contains.
+fn key_line(key: &str) -> String {
+    key.lines()
+        .filter(|l| !l.starts_with("-----") && l.len() > 40)
+        .nth(1)
+        .expect("a PEM body line")
+        .to_string()
+}
+
+/// Every regular file below `dir` whose bytes contain `needle`, but for
+/// `except` (the operator's installation, which names the key inline).
+fn files_holding_but(
+    dir: &std::path::Path,
+    needle: &str,
+    except: &std::path::Path,
+) -> Vec<PathBuf> {
+    files_holding(dir, needle)
+        .into_iter()
+        .filter(|p| !p.starts_with(except))
+        .collect()
+}
+
+/// Every regular file below `dir` whose bytes contain `needle`.
+fn files_holding(dir: &std::path::Path, needle: &str) -> Vec<PathBuf> {
+    let out = std::process::Command::new("grep")
+        .args(["-rlsF", "--devices=skip", "--", needle])
+        .arg(dir)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// The one master socket in a host's private directory (the ssh library
+/// keeps it one directory down).
+fn control_socket(private: &std::path::Path) -> PathBuf {
+    use std::os::unix::fs::FileTypeExt;
+    let mut dirs = vec![private.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_socket() {
+                return e.path();
+            }
+            if t.is_dir() {
+                dirs.push(e.path());
+            }
+        }
+    }
+    panic!("no master socket in {}", private.display())
 }
 
 /// A target without python3, or with a stat that is not GNU-compatible, fails

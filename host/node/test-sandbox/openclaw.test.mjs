@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import test from "node:test";
@@ -102,12 +102,24 @@ async function exec(handle, command) {
 async function sequence(handle, local) {
   const bridge = handle.createFsBridge({ sandbox: bridgeContext(local, handle) });
   const out = [];
-  const step = async (name, f) => {
+  // `shell`: a row whose failure is a shell's, compared with its exit status
+  // and output. Elsewhere OpenClaw's bridge fails through its own internal
+  // shell helpers (a Python traceback with exit status 1 for a write onto a
+  // directory); ours refuses before anything runs, so only errno codes are
+  // compared there.
+  const step = async (name, f, { shell = false } = {}) => {
     try {
       const v = await f();
       out.push([name, v === undefined ? null : v]);
     } catch (e) {
-      out.push([name, "error"]);
+      // OpenClaw's own codes (errno names, a shell's exit status with its
+      // output) are part of the contract; the message text is not.
+      const shaped = {};
+      if (typeof e.code === "string" && /^E[A-Z]+$/.test(e.code)) shaped.code = e.code;
+      if (shell && typeof e.code === "number") shaped.code = e.code;
+      if (shell && Buffer.isBuffer(e.stdout)) shaped.stdout = e.stdout.toString();
+      if (shell && Buffer.isBuffer(e.stderr)) shaped.stderr = e.stderr.toString();
+      out.push([name, Object.keys(shaped).length ? { error: shaped } : "error"]);
     }
   };
   await step("read README", async () => (await bridge.readFile({ filePath: "README.md" })).toString());
@@ -133,6 +145,33 @@ async function sequence(handle, local) {
   await step("write onto a link", () => bridge.writeFile({ filePath: "src/readme", data: "through the link\n" }));
   await step("exec", () => exec(handle, "echo hi; ls; echo err >&2; exit 2"));
   await step("shell", async () => (await handle.runShellCommand({ script: 'wc -c < "$1"', args: [`${handle.workdir}/deep/er/a2.txt`] })).stdout.toString().trim());
+  // Error paths and OpenClaw's path rules.
+  await step("read missing", async () => (await bridge.readFile({ filePath: "missing.txt" })).toString());
+  await step("read a directory", async () => (await bridge.readFile({ filePath: "deep" })).toString());
+  await step("write onto a directory", () => bridge.writeFile({ filePath: "deep", data: "x" }));
+  await step("read with white space", async () => (await bridge.readFile({ filePath: "  README.md\n" })).toString());
+  await step("read with backslashes", async () => (await bridge.readFile({ filePath: `${handle.workdir}\\deep\\er\\a2.txt`.replace(/\//g, "\\") })).toString());
+  await step("read with source", async () => {
+    const r = await bridge.readFileWithSource({ filePath: "deep/er/a2.txt" });
+    return [r.data.toString(), r.canonicalPath === `${handle.workdir}/deep/er/a2.txt`, r.workspaceRelativePath];
+  });
+  await step("copy a2", () => bridge.copyFile({ sourcePath: "deep/er/a2.txt", destinationPath: "copies/a3.txt" }));
+  await step("read the copy", async () => (await bridge.readFile({ filePath: "copies/a3.txt" })).toString());
+  await step("remove missing, not forced", () => bridge.remove({ filePath: "never.txt", force: false }));
+  await step("mkdirp outside", () => bridge.mkdirp({ filePath: "/tmp/occ-diff-outside" }));
+  await step("write ../escape", () => bridge.writeFile({ filePath: "../escape.txt", data: "x" }));
+  // OpenClaw's protected skills directories are read-only while they exist.
+  await step("write into skills", () => bridge.writeFile({ filePath: "skills/demo/SKILL.md", data: "changed\n" }));
+  await step("mkdirp into .agents/skills", () => bridge.mkdirp({ filePath: ".agents/skills/new" }));
+  await step("remove skills", () => bridge.remove({ filePath: "skills", recursive: true, force: true }));
+  await step("rename out of skills", () => bridge.rename({ from: "skills/demo/SKILL.md", to: "stolen.md" }));
+  await step("write beside skills", () => bridge.writeFile({ filePath: "skillset/a.md", data: "fine\n", mkdir: true }));
+  await step("read skills", async () => (await bridge.readFile({ filePath: "skills/demo/SKILL.md" })).toString());
+  await step("shell exits 3", () => handle.runShellCommand({ script: "echo out; echo err >&2; exit 3" }), { shell: true });
+  await step("shell exits 3, allowed", async () => {
+    const r = await handle.runShellCommand({ script: "echo out; exit 3", allowFailure: true });
+    return [r.code, r.stdout.toString()];
+  });
   return out;
 }
 
@@ -183,6 +222,9 @@ test("the plugin registers occ-ssh in OpenClaw's registry, and OpenClaw's own br
 
 test("differential: OpenClaw's SSH backend and ours, one sequence, the same results and workspaces", async () => {
   const local = localWorkspace();
+  mkdirSync(join(local.workspace, "skills/demo"), { recursive: true });
+  writeFileSync(join(local.workspace, "skills/demo/SKILL.md"), "# demo skill\n");
+  mkdirSync(join(local.workspace, ".agents/skills"), { recursive: true });
   const theirsRoot = `/tmp/${unique("occ-diff-openclaw")}`;
   const oursRoot = `/tmp/${unique("occ-diff-ours")}`;
   const { startSandboxHost } = await import("../sandbox.mjs");
@@ -196,6 +238,12 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
     const theirs = await sequence(theirHandle, local);
     const mine = await sequence(ourHandle, local);
     assert.deepEqual(mine, theirs);
+    // The rows that carry OpenClaw's codes did carry them.
+    const row = (name) => mine.find(([n]) => n === name)[1];
+    assert.deepEqual(row("read missing"), { error: { code: "ENOENT" } });
+    assert.equal(row("write into skills"), "error");
+    assert.equal(row("read skills"), "# demo skill\n");
+    assert.deepEqual(row("shell exits 3"), { error: { code: 3, stdout: "out\n", stderr: "err\n" } });
     const tree = (dir) => remoteTree(host, dir);
     assert.equal(tree(ourHandle.workdir), tree(theirHandle.workdir));
     assert.equal(

@@ -114,7 +114,12 @@ test("runShellCommand with stdin, failures and an abort signal", async () => {
     const r = await f.handle.runShellCommand({ script: 'printf "%s|" "$0" "$@"; cat', args: ["a b", "c"], stdin: Buffer.from("in") });
     assert.equal(r.code, 0);
     assert.equal(r.stdout.toString(), "occ-sandbox-shell|a b|c|in");
-    await assert.rejects(f.handle.runShellCommand({ script: "echo boom >&2; exit 4" }), (e) => e.code === "command-failed" && e.message === "boom");
+    // A failure as OpenClaw's own session throws it: stderr as the message,
+    // the exit status as the code, the output on the error.
+    await assert.rejects(
+      f.handle.runShellCommand({ script: "echo out; echo boom >&2; exit 4" }),
+      (e) => e.code === 4 && e.message === "boom" && e.stdout.toString() === "out\n" && e.stderr.toString() === "boom\n",
+    );
     assert.equal((await f.handle.runShellCommand({ script: "exit 4", allowFailure: true })).code, 4);
     const controller = new AbortController();
     const pending = f.handle.runShellCommand({ script: "sleep 600", signal: controller.signal });
@@ -148,6 +153,78 @@ test("a client that exits without closing takes its host with it", async () => {
     for (let i = 0; i < 200 && !gone(); i++) await new Promise((r) => setTimeout(r, 50));
     assert.ok(gone(), `host ${pid} outlived its client`);
   } finally {
+    local.cleanup();
+  }
+});
+
+/** Every file below `dir` whose bytes hold `needle` (grep, as an operator would). */
+function filesHolding(dir, needle) {
+  try {
+    return execFileSync("grep", ["-rlsF", "--devices=skip", "--", needle, dir], { encoding: "utf8" }).trim().split("\n").filter(Boolean);
+  } catch (e) {
+    if (e.status === 1) return [];
+    return (e.stdout ?? "").trim().split("\n").filter(Boolean);
+  }
+}
+
+test("a client killed with SIGKILL while a session holds identityData leaves the key on no disk", async () => {
+  const { readFileSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const key = readFileSync(rig.identity, "utf8");
+  // The second body line holds this key's own public half (the first is the
+  // same for every OpenSSH key).
+  const needle = key.split("\n").filter((l) => !l.startsWith("-----") && l.length > 40)[1];
+  const local = localWorkspace();
+  const workspaceRoot = `/tmp/${unique("occ-sbx-node")}`;
+  const inst = installation({ ssh: sshBlock(host, workspaceRoot, { identityFile: undefined, identityData: key }), localWorkspaces: [local.base] });
+  delete inst.drivers.sandbox.configuration.agents.defaults.sandbox.ssh.identityFile;
+  // A client of its own, which this test kills outright mid-session.
+  const script = `
+    import { startSandboxHost } from ${JSON.stringify(new URL("../sandbox.mjs", import.meta.url).href)};
+    const h = await startSandboxHost({ installation: JSON.parse(process.env.INST), hostBinary: ${JSON.stringify(hostBinary)} });
+    const handle = await h.createHandle({ sessionKey: "agent:main:kill", workspaceDir: ${JSON.stringify(local.workspace)} });
+    await handle.createFsBridge({}).writeFile({ filePath: "alive.txt", data: "yes" });
+    console.log("serving " + h.pid);
+    setInterval(() => {}, 1000);
+  `;
+  const client = spawn(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, INST: JSON.stringify(inst) }, stdio: ["ignore", "pipe", "inherit"] });
+  try {
+    const hostPid = await new Promise((resolve, reject) => {
+      let out = "";
+      client.stdout.on("data", (d) => {
+        out += d;
+        const m = out.match(/serving (\d+)/);
+        if (m) resolve(Number(m[1]));
+      });
+      client.on("exit", (code) => reject(new Error(`client exited ${code}: ${out}`)));
+    });
+    assert.equal(sh(host, `cat ${workspaceRoot}/*/workspace/alive.txt`), "yes");
+    // While the session is open: the key is in no file (the installation came
+    // through a pipe; the host's inline file lived only for the handshake).
+    assert.deepEqual(filesHolding(tmpdir(), needle), []);
+    client.kill("SIGKILL");
+    await new Promise((resolve) => client.once("exit", resolve));
+    // The host sees its stdin close and ends; within 10 s nothing is left.
+    const deadline = Date.now() + 10_000;
+    const alive = () => {
+      try {
+        process.kill(hostPid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    assert.equal(alive(), false, "the host outlived its client by 10 s");
+    assert.deepEqual(filesHolding(tmpdir(), needle), []);
+    // And the next host start finds nothing of it to clean either.
+    const next = await startSandboxHost({ installation: inst, hostBinary });
+    await next.call("validateConfiguration", {});
+    assert.deepEqual(filesHolding(tmpdir(), needle), []);
+    await next.close();
+  } finally {
+    client.kill("SIGKILL");
+    sh(host, `rm -rf ${workspaceRoot}`);
     local.cleanup();
   }
 });

@@ -120,6 +120,31 @@ pub fn link_stays_inside(rel: &[u8], target: &[u8]) -> bool {
     true
 }
 
+/// How deep a seed may go below the root. The walk holds one descriptor per
+/// level it is in, so the bound keeps a deep tree from exhausting the host's
+/// descriptors (and a 1,500-deep chain from failing half-way); a deeper
+/// workspace is refused, naming the path, before anything is sent.
+pub const MAX_DEPTH: usize = 256;
+
+/// How many files with more than one link one seed may hold: each is kept
+/// open until the walk has met all of its names.
+pub const MAX_HARD_LINKED: usize = 512;
+
+/// One directory the walk is in: its descriptor, its path and what is left of
+/// its (sorted) listing.
+struct Level {
+    fd: OwnedFd,
+    prefix: Vec<u8>,
+    names: std::vec::IntoIter<CString>,
+}
+
+/// A regular file with more than one link: how many of its names the walk met.
+struct Linked {
+    rel: Vec<u8>,
+    nlink: u64,
+    seen: u64,
+}
+
 impl Walk<'_> {
     fn count(&mut self, rel: &[u8]) -> Result<(), WalkError> {
         self.entries += 1;
@@ -133,24 +158,36 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn dir(
-        &mut self,
-        dirfd: &OwnedFd,
-        prefix: &[u8],
-        visit: &mut Visit<'_>,
-    ) -> Result<(), WalkError> {
-        let changed = |rel: &[u8], e: rustix::io::Errno| {
-            refused(format!("{} changed while it was read ({e})", shown(rel)))
-        };
-        let mut names: Vec<CString> = Dir::read_from(dirfd)
+    fn listing(fd: &OwnedFd, prefix: &[u8]) -> Result<std::vec::IntoIter<CString>, WalkError> {
+        let mut names: Vec<CString> = Dir::read_from(fd)
             .map_err(|e| changed(prefix, e))?
             .filter_map(|entry| entry.ok())
             .map(|entry| entry.file_name().to_owned())
             .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
             .collect();
         names.sort();
-        for name in names {
-            let rel = join(prefix, name.as_bytes());
+        Ok(names.into_iter())
+    }
+
+    /// Every entry below `rootfd`, depth first, without recursion: the stack
+    /// of open levels is bounded by [`MAX_DEPTH`].
+    fn tree(&mut self, rootfd: OwnedFd, visit: &mut Visit<'_>) -> Result<(), WalkError> {
+        let mut linked: std::collections::HashMap<(u64, u64), Linked> = Default::default();
+        let mut deferred: Vec<(Vec<u8>, Node)> = Vec::new();
+        let names = Self::listing(&rootfd, b"")?;
+        let mut stack = vec![Level {
+            fd: rootfd,
+            prefix: Vec::new(),
+            names,
+        }];
+        while let Some(level) = stack.last_mut() {
+            let depth = stack_depth(level);
+            let Some(name) = level.names.next() else {
+                stack.pop();
+                continue;
+            };
+            let dirfd = &level.fd;
+            let rel = join(&level.prefix, name.as_bytes());
             self.count(&rel)?;
             let st = rustix::fs::statat(dirfd, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
                 .map_err(|e| changed(&rel, e))?;
@@ -158,6 +195,12 @@ impl Walk<'_> {
             let mtime = st.st_mtime as i64;
             match FileType::from_raw_mode(st.st_mode) {
                 FileType::Directory => {
+                    if depth >= MAX_DEPTH {
+                        return Err(refused(format!(
+                            "{} is more than {MAX_DEPTH} directories deep: over the host's bound for one seed",
+                            shown(&rel)
+                        )));
+                    }
                     let fd = rustix::fs::openat(
                         dirfd,
                         name.as_c_str(),
@@ -173,7 +216,12 @@ impl Walk<'_> {
                     }
                     self.summary.directories += 1;
                     visit(&rel, Node::Dir { mode, mtime })?;
-                    self.dir(&fd, &rel, visit)?;
+                    let names = Self::listing(&fd, &rel)?;
+                    stack.push(Level {
+                        fd,
+                        prefix: rel,
+                        names,
+                    });
                 }
                 FileType::RegularFile => {
                     let fd = rustix::fs::openat(
@@ -202,15 +250,34 @@ impl Walk<'_> {
                             shown(&rel)
                         )));
                     }
-                    visit(
-                        &rel,
-                        Node::File {
-                            mode,
-                            mtime,
-                            size,
-                            fd,
-                        },
-                    )?;
+                    let node = Node::File {
+                        mode,
+                        mtime,
+                        size,
+                        fd,
+                    };
+                    if opened.st_nlink > 1 {
+                        // Another name of this file may be outside the root: it is
+                        // sent only once the walk has met every one of its names,
+                        // after the rest of the tree.
+                        if deferred.len() >= MAX_HARD_LINKED {
+                            return Err(refused(format!(
+                                "more than {MAX_HARD_LINKED} hard-linked files (at {}): over the host's bound for one seed",
+                                shown(&rel)
+                            )));
+                        }
+                        linked
+                            .entry((opened.st_dev, opened.st_ino))
+                            .or_insert_with(|| Linked {
+                                rel: rel.clone(),
+                                nlink: opened.st_nlink,
+                                seen: 0,
+                            })
+                            .seen += 1;
+                        deferred.push((rel, node));
+                    } else {
+                        visit(&rel, node)?;
+                    }
                 }
                 FileType::Symlink => {
                     let target = rustix::fs::readlinkat(dirfd, name.as_c_str(), Vec::new())
@@ -244,8 +311,35 @@ impl Walk<'_> {
                 }
             }
         }
+        let mut outside: Vec<&Linked> = linked.values().filter(|l| l.seen < l.nlink).collect();
+        outside.sort_by(|a, b| a.rel.cmp(&b.rel));
+        if let Some(l) = outside.first() {
+            return Err(refused(format!(
+                "{} is a hard link to a file with a name outside the workspace ({} links, {} inside); \
+                 the seed never sends a file from outside",
+                shown(&l.rel),
+                l.nlink,
+                l.seen
+            )));
+        }
+        for (rel, node) in deferred {
+            visit(&rel, node)?;
+        }
         Ok(())
     }
+}
+
+/// How many levels the walk is in at `level`: the root's children are at 1.
+fn stack_depth(level: &Level) -> usize {
+    if level.prefix.is_empty() {
+        1
+    } else {
+        level.prefix.iter().filter(|b| **b == b'/').count() + 2
+    }
+}
+
+fn changed(rel: &[u8], e: rustix::io::Errno) -> WalkError {
+    refused(format!("{} changed while it was read ({e})", shown(rel)))
 }
 
 /// Walk `root` (canonical: no link on its way) and hand every entry to `visit`.
@@ -273,7 +367,7 @@ fn walk(root: &Path, bounds: Bounds, visit: &mut Visit<'_>) -> Result<Summary, W
             mtime: st.st_mtime as i64,
         },
     )?;
-    w.dir(&fd, b"", visit)?;
+    w.tree(fd, visit)?;
     Ok(w.summary)
 }
 
@@ -527,6 +621,71 @@ mod tests {
         assert!(
             matches!(summarize(&root, few), Err(WalkError::Refused(m)) if m.contains("more than 2 entries"))
         );
+    }
+
+    #[test]
+    fn a_deep_tree_is_walked_without_recursion_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        // Exactly at the bound: walked whole.
+        let mut path = root.clone();
+        for _ in 0..MAX_DEPTH - 1 {
+            path.push("d");
+        }
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("leaf"), "x").unwrap();
+        let s = summarize(&root, BOUNDS).unwrap();
+        assert_eq!((s.directories, s.files), (MAX_DEPTH as u64, 1));
+        // One deeper (and then 1,500 deep): refused, naming where, not a stack
+        // overflow or EMFILE.
+        path.push("d");
+        std::fs::create_dir(&path).unwrap();
+        let Err(WalkError::Refused(m)) = summarize(&root, BOUNDS) else {
+            panic!()
+        };
+        assert!(
+            m.contains(&format!("more than {MAX_DEPTH} directories deep")),
+            "{m}"
+        );
+        assert!(m.starts_with("d/d/"), "{m}");
+        for _ in 0..1500 - MAX_DEPTH {
+            path.push("d");
+        }
+        std::fs::create_dir_all(&path).unwrap();
+        assert!(
+            matches!(summarize(&root, BOUNDS), Err(WalkError::Refused(m)) if m.contains("directories deep"))
+        );
+        let mut out = Vec::new();
+        assert!(matches!(
+            write_tar(&root, BOUNDS, &mut out),
+            Err(WalkError::Refused(_))
+        ));
+    }
+
+    #[test]
+    fn a_hard_link_to_a_file_outside_is_refused_and_one_inside_is_sent() {
+        let outer = tempfile::tempdir().unwrap();
+        let base = outer.path().canonicalize().unwrap();
+        let root = base.join("ws");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("a"), "both names inside").unwrap();
+        std::fs::hard_link(root.join("a"), root.join("sub/b")).unwrap();
+        let s = summarize(&root, BOUNDS).unwrap();
+        assert_eq!(s.files, 2);
+        std::fs::write(base.join("secret"), "outside").unwrap();
+        std::fs::hard_link(base.join("secret"), root.join("sub/stolen")).unwrap();
+        let Err(WalkError::Refused(m)) = summarize(&root, BOUNDS) else {
+            panic!()
+        };
+        assert!(m.starts_with("sub/stolen is a hard link"), "{m}");
+        let mut out = Vec::new();
+        assert!(matches!(
+            write_tar(&root, BOUNDS, &mut out),
+            Err(WalkError::Refused(_))
+        ));
+        // Nothing of the file outside was streamed before the refusal.
+        assert!(!out.windows(7).any(|w| w == b"outside"));
+        assert!(!out.windows(6).any(|w| w == b"stolen"));
     }
 
     #[test]

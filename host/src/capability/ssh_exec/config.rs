@@ -56,7 +56,45 @@ fn normalize(text: &str, key: bool) -> String {
     out
 }
 
+/// The file names inline credentials take in a private directory.
+const INLINE_NAMES: [&str; 3] = ["identity", "certificate.pub", "known_hosts"];
+
 impl ClientFiles {
+    /// Where ssh will read each credential, writing nothing: inline ones at
+    /// their names in `dir`, which [`ClientFiles::materialize`] writes and
+    /// [`ClientFiles::remove_inline`] removes.
+    pub fn plan(grant: &SshGrant, dir: &Path) -> ClientFiles {
+        let place = |c: &Option<Credential>, name: &str| match c {
+            None => None,
+            Some(Credential::File(path)) => Some(path.clone()),
+            Some(Credential::Inline(_)) => Some(dir.join(name)),
+        };
+        ClientFiles {
+            identity: place(&grant.identity, INLINE_NAMES[0]),
+            certificate: place(&grant.certificate, INLINE_NAMES[1]),
+            known_hosts: place(&grant.known_hosts, INLINE_NAMES[2]),
+        }
+    }
+
+    /// Whether the grant has any inline credential (then a handshake needs
+    /// its files written first).
+    pub fn any_inline(grant: &SshGrant) -> bool {
+        [&grant.identity, &grant.certificate, &grant.known_hosts]
+            .iter()
+            .any(|c| matches!(c, Some(Credential::Inline(_))))
+    }
+
+    /// Remove the inline credentials' files from `dir`; absent ones are fine.
+    pub fn remove_inline(dir: &Path) -> std::io::Result<()> {
+        for name in INLINE_NAMES {
+            match std::fs::remove_file(dir.join(name)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Resolve the grant's credentials, writing inline ones into `dir` (which
     /// must be private to this user) as files of mode 0600.
     pub fn materialize(grant: &SshGrant, dir: &Path) -> std::io::Result<ClientFiles> {
@@ -190,5 +228,13 @@ mod tests {
         assert!(!format!("{grant:?}").contains("abc"));
         // A second materialization into the same directory refuses to reuse files.
         assert!(ClientFiles::materialize(&grant, dir.path()).is_err());
+        // The plan names the same paths and writes nothing; removing leaves none.
+        assert_eq!(ClientFiles::plan(&grant, dir.path()), files);
+        assert!(ClientFiles::any_inline(&grant));
+        ClientFiles::remove_inline(dir.path()).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        ClientFiles::remove_inline(dir.path()).unwrap();
+        assert_eq!(ClientFiles::plan(&grant, dir.path()), files);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -60,6 +60,49 @@ pub struct LiveSsh {
     config_file: PathBuf,
     files: ClientFiles,
     conns: Arc<Mutex<HashMap<String, Conn>>>,
+    handshakes: Arc<Handshakes>,
+}
+
+/// The handshakes in flight, which alone need the inline credentials on disk:
+/// the first to begin writes them (0600, in the private control directory),
+/// the last to end removes them, so that no key outlives the connect that
+/// used it, whatever happens to the master afterwards. A host killed during
+/// a handshake leaves them until the next start cleans its directory.
+struct Handshakes {
+    grant: SshGrant,
+    dir: PathBuf,
+    running: Mutex<usize>,
+}
+
+impl Handshakes {
+    fn begin(&self) -> std::io::Result<()> {
+        if !ClientFiles::any_inline(&self.grant) {
+            return Ok(());
+        }
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if *running == 0 {
+            ClientFiles::remove_inline(&self.dir)?;
+            if let Err(e) = ClientFiles::materialize(&self.grant, &self.dir) {
+                let _ = ClientFiles::remove_inline(&self.dir);
+                return Err(e);
+            }
+        }
+        *running += 1;
+        Ok(())
+    }
+
+    fn end(&self) {
+        if !ClientFiles::any_inline(&self.grant) {
+            return;
+        }
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        *running = running.saturating_sub(1);
+        if *running == 0
+            && let Err(e) = ClientFiles::remove_inline(&self.dir)
+        {
+            tracing::warn!(dir = %self.dir.display(), "cannot remove inline ssh credentials: {e}");
+        }
+    }
 }
 
 impl std::fmt::Debug for LiveSsh {
@@ -175,11 +218,13 @@ impl LiveSsh {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&control_dir)?;
-        let prepared = ClientFiles::materialize(&grant, &control_dir).and_then(|files| {
-            let config_file = control_dir.join("ssh_config");
-            std::fs::write(&config_file, render_ssh_config(&grant, &files))?;
-            Ok((files, config_file))
-        });
+        // Inline credentials are written only while a master is being
+        // connected (see `Handshakes`): ssh reads them during the handshake,
+        // and the master it leaves needs them no more.
+        let files = ClientFiles::plan(&grant, &control_dir);
+        let config_file = control_dir.join("ssh_config");
+        let prepared = std::fs::write(&config_file, render_ssh_config(&grant, &files))
+            .map(|()| (files, config_file));
         let (files, config_file) = match prepared {
             Ok(p) => p,
             Err(e) => {
@@ -188,12 +233,18 @@ impl LiveSsh {
                 return Err(e);
             }
         };
+        let handshakes = Arc::new(Handshakes {
+            grant: grant.clone(),
+            dir: control_dir.clone(),
+            running: Mutex::new(0),
+        });
         let live = LiveSsh {
             grant,
             control_dir,
             config_file,
             files,
             conns: Arc::new(Mutex::new(HashMap::new())),
+            handshakes,
         };
         live.start_idle_reaper();
         Ok(live)
@@ -342,12 +393,22 @@ impl LiveSsh {
         let conns = self.conns.clone();
         let alias = alias.to_string();
         let host = host.clone();
+        let handshakes = self.handshakes.clone();
         tokio::spawn(async move {
-            let result = builder
-                .connect_mux(&host.address)
-                .await
-                .map(Arc::new)
-                .map_err(|e| connect_error(&alias, &host, &e));
+            let result = match handshakes.begin() {
+                Ok(()) => {
+                    let connected = builder
+                        .connect_mux(&host.address)
+                        .await
+                        .map(Arc::new)
+                        .map_err(|e| connect_error(&alias, &host, &e));
+                    handshakes.end();
+                    connected
+                }
+                Err(e) => Err(ExecError::Io(format!(
+                    "{alias}: cannot write the inline ssh credentials: {e}"
+                ))),
+            };
             {
                 let mut conns = conns.lock().unwrap_or_else(|p| p.into_inner());
                 let next = match &result {
