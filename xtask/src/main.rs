@@ -86,6 +86,9 @@ fn main() -> ExitCode {
         .into_iter()
         .map(|(from, to)| format!("--remap-path-prefix={}={to}", from.display()))
         .collect();
+    // `strip = true` drops every custom section at link time, rustc's producers
+    // entry with them; keep that one so that `inspect` shows the toolchain.
+    flags.push("-Clink-arg=--keep-section=producers".into());
     // Cargo applies these to the wasm32-wasip2 artifacts only (a --target
     // build never gives them to build scripts or proc-macros), and unlike the
     // space-separated forms they keep a path with spaces whole. Flags the
