@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::error::{Error, quoted};
+use crate::error::{Error, named, quoted};
 use crate::model::{
     AgentBinding, ComputeRef, Harness, Namespace, Revision, RevisionContext, Warning,
 };
@@ -147,7 +147,8 @@ pub fn check_harness_and_auth(
             format!(
                 "{}/{} is unsupported: SSH Compute runs only openclaw/embedded; use Kubernetes \
                  Compute for dedicated Codex",
-                harness.id, harness.mode
+                named(&harness.id),
+                named(&harness.mode)
             ),
         ));
     }

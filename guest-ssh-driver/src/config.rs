@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use serde_json::{Map, Value, json};
 
-use crate::error::{Error, MAX_QUOTED, quoted};
+use crate::error::{Error, named, quoted};
 
 /// Where units go when `runtime.systemdUnitDirectory` is omitted.
 pub const DEFAULT_UNIT_DIRECTORY: &str = "/etc/systemd/system";
@@ -451,20 +451,16 @@ fn port_of(n: u64) -> u16 {
 }
 
 /// `parent.key`, naming the key as written when it is a plain word and as a
-/// quoted, escaped string otherwise ([`quoted`]: cut after [`MAX_QUOTED`]
-/// characters with its length), so that a refusal stays one short line
-/// whatever a document's keys hold: control characters, separators, 10 KB
-/// names.
+/// quoted, escaped string otherwise ([`named`], [`quoted`]: cut after
+/// [`MAX_QUOTED`](crate::error::MAX_QUOTED) characters with its length), so that a refusal stays one
+/// short line whatever a document's keys hold: control characters,
+/// separators, 10 KB names.
 fn key_path(parent: &str, key: &str) -> String {
-    let plain = !key.is_empty()
-        && key.len() <= MAX_QUOTED
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if plain {
-        format!("{parent}.{key}")
-    } else {
+    // A `.` in a key would read as a separator: quote it.
+    if key.contains('.') {
         format!("{parent}.{}", quoted(key))
+    } else {
+        format!("{parent}.{}", named(key))
     }
 }
 

@@ -231,6 +231,21 @@ impl Error {
     }
 }
 
+/// A caller's word as a message names it: as written when it is a short plain
+/// word (letters, digits, `.`, `_`, `-`), else [`quoted`].
+pub fn named(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text.len() <= MAX_QUOTED
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if plain {
+        text.to_string()
+    } else {
+        quoted(text)
+    }
+}
+
 /// The most characters of a caller's value a message quotes.
 pub const MAX_QUOTED: usize = 64;
 

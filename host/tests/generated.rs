@@ -351,6 +351,12 @@ fn sound_params_reach_the_host() {
         call(Method::BindAgent, &revision_params()),
         Ok(Outcome::Answered)
     );
+    let revision = revision_params()["revision"].clone();
+    let harness = json!({"harness": revision["harness"], "auth": revision["harnessAuth"]});
+    assert_eq!(
+        call(Method::ValidateHarnessAuth, &harness),
+        Ok(Outcome::Answered)
+    );
     let ns = json!({"namespace": revision_params()["binding"]["namespace"]});
     assert_eq!(call(Method::EnsureNamespace, &ns), Ok(Outcome::ReachedHost));
     let mut bad = revision_params();
@@ -418,6 +424,9 @@ proptest! {
         let mut params = revision_params();
         if method == Method::EnsureNamespace {
             params = json!({"namespace": params["binding"]["namespace"]});
+        }
+        if method == Method::ValidateHarnessAuth {
+            params = json!({"harness": params["revision"]["harness"], "auth": params["revision"]["harnessAuth"]});
         }
         let mut paths = Vec::new();
         key_paths(&params, &mut Vec::new(), &mut paths);
