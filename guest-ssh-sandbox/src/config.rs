@@ -17,10 +17,10 @@ use serde_json::{Map, Value};
 use crate::error::Error;
 use crate::model::Warning;
 
+/// `ssh.command` when absent.
+pub use occ_ssh_target::client::DEFAULT_COMMAND as DEFAULT_SSH_COMMAND;
 /// `ssh.workspaceRoot` when absent.
 pub use occ_ssh_target::layout::DEFAULT_WORKSPACE_ROOT;
-/// `ssh.command` when absent.
-pub const DEFAULT_SSH_COMMAND: &str = "ssh";
 /// The backend ids this component answers to: OpenClaw's built-in name, and the
 /// name its plugin registers (`occ-ssh`), so a configuration can select either.
 pub const BACKEND_IDS: &[&str] = &["ssh", "occ-ssh"];
@@ -39,6 +39,9 @@ pub enum Mode {
 pub use occ_ssh_target::layout::Access;
 pub use occ_ssh_target::scope::Scope;
 
+/// `ssh.command`, by its form: the default client or an absolute path.
+pub use occ_ssh_target::client::Command as SshCommand;
+
 /// `ssh.target`, parsed: `user@host[:port]`.
 pub use occ_ssh_target::Target;
 
@@ -49,6 +52,8 @@ pub struct Ssh {
     pub target: Target,
     /// The target exactly as configured: OpenClaw's config label.
     pub target_label: String,
+    /// `ssh.command`: the client the host runs (it checks that it is one).
+    pub command: SshCommand,
     pub workspace_root: String,
     pub strict_host_key_checking: bool,
     pub update_host_keys: bool,
@@ -299,17 +304,10 @@ fn parse_ssh(ssh: &Object<'_>) -> Result<Ssh, Error> {
         .ok_or_else(|| Error::config(ssh.key("target"), "required: user@host[:port]"))?;
     let target =
         occ_ssh_target::parse(target_label).map_err(|why| Error::config(ssh.key("target"), why))?;
-    if let Some(command) = ssh.string("command")?
-        && !command.trim().is_empty()
-        && command.trim() != DEFAULT_SSH_COMMAND
-    {
-        return Err(Error::config(
-            ssh.key("command"),
-            format!(
-                "the host runs one multiplexed OpenSSH client, `ssh` from its PATH; only \"ssh\" is supported (found {command:?})"
-            ),
-        ));
-    }
+    // The form only: whether the path is an OpenSSH client the host checks,
+    // before it connects, and it runs that client whatever this says.
+    let command = occ_ssh_target::client::parse_command(ssh.string("command")?)
+        .map_err(|why| Error::config(ssh.key("command"), why))?;
     let workspace_root = match ssh.string("workspaceRoot")? {
         None => DEFAULT_WORKSPACE_ROOT.to_string(),
         Some(root) => occ_ssh_target::layout::normalize_workspace_root(root)
@@ -326,6 +324,7 @@ fn parse_ssh(ssh: &Object<'_>) -> Result<Ssh, Error> {
     Ok(Ssh {
         target,
         target_label: target_label.trim().to_string(),
+        command,
         workspace_root,
         strict_host_key_checking: ssh.boolean("strictHostKeyChecking")?.unwrap_or(true),
         update_host_keys: ssh.boolean("updateHostKeys")?.unwrap_or(true),
@@ -430,8 +429,17 @@ mod tests {
         // `command: "ssh"` (and an empty one) is the default.
         for command in ["ssh", " ssh ", ""] {
             let c = Config::parse(&doc(json!({"ssh": {"target": "me@h", "command": command}})));
-            assert!(c.is_ok(), "{command:?}");
+            assert_eq!(c.unwrap().ssh.command, SshCommand::Default, "{command:?}");
         }
+        // An absolute path is the client the host runs, once it checked it.
+        let c = Config::parse(&doc(
+            json!({"ssh": {"target": "me@h", "command": " /opt/openssh/bin/ssh "}}),
+        ))
+        .unwrap();
+        assert_eq!(
+            c.ssh.command,
+            SshCommand::Path("/opt/openssh/bin/ssh".into())
+        );
         // The legacy switch still selects a scope.
         let c =
             Config::parse(&doc(json!({"perSession": true, "ssh": {"target": "me@h"}}))).unwrap();
@@ -490,8 +498,20 @@ mod tests {
                 "agents.defaults.sandbox.ssh.workspaceRoot: must not contain `..`",
             ),
             (
-                json!({"ssh": {"target": "me@h", "command": "/opt/bin/myssh"}}),
-                "agents.defaults.sandbox.ssh.command: the host runs one multiplexed",
+                json!({"ssh": {"target": "me@h", "command": "myssh"}}),
+                "agents.defaults.sandbox.ssh.command: \"myssh\": name `ssh` (from the host's PATH) or the absolute path",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "command": "./bin/ssh"}}),
+                "agents.defaults.sandbox.ssh.command: \"./bin/ssh\": name `ssh`",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "command": "/usr/bin/ssh\n-oProxyCommand=x"}}),
+                "agents.defaults.sandbox.ssh.command: \"/usr/bin/ssh\\n-oProxyCommand=x\": an OpenSSH client's path must not hold control characters",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "command": 7}}),
+                "agents.defaults.sandbox.ssh.command: must be a string",
             ),
             (
                 json!({"ssh": {"target": "me@h", "identityFile": "a\"b"}}),

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use occ_driver_host::capability::ssh_exec::config::{ClientFiles, render_ssh_config};
 use occ_driver_host::capability::ssh_exec::live::LiveSsh;
 use occ_driver_host::capability::ssh_exec::{
-    Credential, ExecBackend, ExecBounds, ExecPolicy, ExecRequest, HostGrant, HostKeys, SshGrant,
+    Credential, ExecBackend, ExecBounds, ExecPolicy, ExecRequest, HostGrant, HostKeys, SshClient,
+    SshGrant,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +42,7 @@ fn main() {
         .expect("a host in hosts.json")
         .to_string();
     let grant = SshGrant {
+        client: SshClient::system(),
         identity: Some(Credential::File(PathBuf::from(rig_var(
             &env,
             "OCC_RIG_IDENTITY",

@@ -2,6 +2,7 @@
 //! link, so that the two can never disagree:
 //! - [`target`]: `user@host[:port]`, the way OpenClaw's `sandbox.ssh.target`
 //!   names an SSH target;
+//! - [`client`]: `sandbox.ssh.command`, the SSH client that runs the transport;
 //! - [`scope`]: a scope's key and runtime id, OpenClaw's own algorithms;
 //! - [`layout`]: the settings the layout takes from the configuration, where a
 //!   scope's sandbox lives on the target and its mounts;
@@ -13,6 +14,7 @@
 //! any ssh process starts, that it runs only that, and to write the values
 //! the remote scripts act on.
 
+pub mod client;
 pub mod envelope;
 pub mod layout;
 pub mod paths;

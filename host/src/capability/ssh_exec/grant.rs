@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::client::SshClient;
+
 /// No single operation runs longer than this, whatever the driver asks: the
 /// spec bounds operations to 180 s and the remote helper keeps its own deadline
 /// below it.
@@ -131,6 +133,9 @@ pub struct HostKeys {
 /// What the installation grants a driver: the trusted SSH inputs and bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SshGrant {
+    /// The OpenSSH client that runs the master connections and every exec:
+    /// `ssh` from `PATH`, or one the installation names and the host checked.
+    pub client: SshClient,
     /// The identity (`configuration.ssh.identityFile`); none leaves ssh its
     /// default identity files.
     pub identity: Option<Credential>,
@@ -182,6 +187,7 @@ impl SshGrant {
     /// A grant of nothing: no host, no helper.
     pub fn none() -> SshGrant {
         SshGrant {
+            client: SshClient::system(),
             identity: None,
             certificate: None,
             known_hosts: None,
@@ -277,6 +283,7 @@ impl SshGrant {
             );
         }
         Ok(SshGrant {
+            client: SshClient::system(),
             identity: Some(Credential::File(identity_file)),
             certificate: None,
             known_hosts: Some(Credential::File(known_hosts_file)),

@@ -2,10 +2,11 @@
 //! channel per exec.
 //!
 //! Connections:
-//! - Every master runs the system `ssh` with the private client configuration
-//!   of [`super::config`]; execs speak the mux protocol to it directly (the
-//!   openssh crate's native mux), so no other ssh client with other options
-//!   ever runs.
+//! - Every master and every exec runs the grant's OpenSSH client
+//!   ([`super::client`]) with the private client configuration of
+//!   [`super::config`]; [`super::master`] says how. An exec is a mux client
+//!   of its host's master and never connects on its own, so no ssh with other
+//!   options ever runs.
 //! - A connect runs in a task of its own and always finishes (bounded by the
 //!   connect timeout), however soon the exec that wanted it gives up: a loop of
 //!   short-timeout execs waits on the one handshake in flight instead of
@@ -14,6 +15,7 @@
 //! - Masters persist only while in use: one idle longer than the grant's
 //!   `idle_master` is closed, and each master also exits on its own after that
 //!   idle time (`ControlPersist`), should this process die without closing it.
+//!   A backend dropped (the process ending) closes its masters.
 //! - Control sockets live in a per-user directory (0700); each process uses a
 //!   subdirectory named after its pid and start time, and at start the
 //!   subdirectories of processes that are gone are cleaned, their masters asked
@@ -21,30 +23,31 @@
 //!   (0600), so they exist only while this process serves, and a process killed
 //!   without cleaning up has them removed by the next one.
 //!
-//! Cancelling or timing out an exec closes its channel: the remote side sees its
-//! session close.
+//! Cancelling or timing out an exec kills its mux client: the master closes
+//! the channel, and the remote side sees its session close.
 
 use std::collections::HashMap;
-use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::backend::{ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRequest, OutputStream};
+use super::client::SshClient;
 use super::config::{ClientFiles, render_ssh_config};
 use super::grant::{HostGrant, SshGrant};
+use super::master::{ConnectFailure, Ending, Master, exit_socket};
 
-type ConnectResult = Result<Arc<Session>, ExecError>;
+type ConnectResult = Result<Arc<Master>, ExecError>;
 
 enum Conn {
     Idle,
     Connecting(watch::Receiver<Option<ConnectResult>>),
     Ready {
-        session: Arc<Session>,
+        master: Arc<Master>,
         last_used: Instant,
     },
     Failed {
@@ -61,6 +64,8 @@ pub struct LiveSsh {
     files: ClientFiles,
     conns: Arc<Mutex<HashMap<String, Conn>>>,
     handshakes: Arc<Handshakes>,
+    /// Names each master's directory (`m<n>`): short, whatever the alias.
+    masters: Arc<AtomicU64>,
 }
 
 /// The handshakes in flight, which alone need the inline credentials on disk:
@@ -116,8 +121,22 @@ impl std::fmt::Debug for LiveSsh {
 
 impl Drop for LiveSsh {
     fn drop(&mut self) {
-        // Closing is asynchronous; masters not closed here exit on their own
-        // after their idle time, and the next start cleans the directory.
+        // The masters this backend made go with it; one still connecting
+        // exits on its own after its idle time, and the next start cleans
+        // the directory.
+        let masters: Vec<Arc<Master>> = {
+            let conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+            conns
+                .values()
+                .filter_map(|c| match c {
+                    Conn::Ready { master, .. } => Some(master.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        for master in masters {
+            master.exit_blocking();
+        }
         let _ = std::fs::remove_dir_all(&self.control_dir);
     }
 }
@@ -158,8 +177,9 @@ fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// Remove the control directories of processes that are gone, asking their
-/// masters to exit first.
-fn clean_stale(root: &Path) {
+/// masters to exit first (with `client`: any OpenSSH client speaks to any
+/// master).
+fn clean_stale(root: &Path, client: &SshClient) {
     let Ok(entries) = std::fs::read_dir(root) else {
         return;
     };
@@ -181,16 +201,7 @@ fn clean_stale(root: &Path) {
             for conn in conns.flatten() {
                 let socket = conn.path().join("master");
                 if socket.exists() {
-                    let _ = std::process::Command::new("ssh")
-                        .arg("-F")
-                        .arg("/dev/null")
-                        .arg("-S")
-                        .arg(&socket)
-                        .args(["-O", "exit", "occ-stale"])
-                        .stdin(std::process::Stdio::null())
-                        .stdout(std::process::Stdio::null())
-                        .stderr(std::process::Stdio::null())
-                        .status();
+                    exit_socket(client, &socket);
                 }
             }
         }
@@ -204,7 +215,7 @@ impl LiveSsh {
     pub fn new(grant: SshGrant) -> std::io::Result<LiveSsh> {
         use std::os::unix::fs::DirBuilderExt;
         let root = control_root()?;
-        clean_stale(&root);
+        clean_stale(&root, &grant.client);
         // One directory per backend, not per process: a process may hold several
         // (each driver it opens), and each removes its own when dropped.
         static INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -245,6 +256,7 @@ impl LiveSsh {
             files,
             conns: Arc::new(Mutex::new(HashMap::new())),
             handshakes,
+            masters: Arc::new(AtomicU64::new(0)),
         };
         live.start_idle_reaper();
         Ok(live)
@@ -260,6 +272,21 @@ impl LiveSsh {
         &self.files
     }
 
+    /// The process ids of the masters serving now, by alias (what `-O check`
+    /// reported when each came up).
+    pub fn master_pids(&self) -> Vec<(String, u32)> {
+        let conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pids: Vec<(String, u32)> = conns
+            .iter()
+            .filter_map(|(alias, c)| match c {
+                Conn::Ready { master, .. } => master.pid().map(|pid| (alias.clone(), pid)),
+                _ => None,
+            })
+            .collect();
+        pids.sort();
+        pids
+    }
+
     /// Close masters idle longer than the grant allows. Only runs inside a
     /// Tokio runtime (there is none when a backend is built for `check`).
     fn start_idle_reaper(&self) {
@@ -272,24 +299,22 @@ impl LiveSsh {
             loop {
                 tokio::time::sleep(idle / 2).await;
                 let Some(conns) = conns.upgrade() else { return };
-                let stale: Vec<Arc<Session>> = {
+                let stale: Vec<Arc<Master>> = {
                     let mut map = conns.lock().unwrap_or_else(|p| p.into_inner());
                     let mut stale = Vec::new();
                     for conn in map.values_mut() {
-                        if let Conn::Ready { session, last_used } = conn
+                        if let Conn::Ready { master, last_used } = conn
                             && last_used.elapsed() > idle
-                            && Arc::strong_count(session) == 1
+                            && Arc::strong_count(master) == 1
                         {
-                            stale.push(session.clone());
+                            stale.push(master.clone());
                             *conn = Conn::Idle;
                         }
                     }
                     stale
                 };
-                for session in stale {
-                    if let Ok(session) = Arc::try_unwrap(session) {
-                        let _ = session.close().await;
-                    }
+                for master in stale {
+                    master.exit().await;
                 }
             }
         });
@@ -297,9 +322,9 @@ impl LiveSsh {
 
     /// The master for `alias`: the live one, the connect in flight, or a new
     /// connect (in its own task) when there is neither.
-    async fn session(&self, alias: &str, host: &HostGrant) -> ConnectResult {
+    async fn master(&self, alias: &str, host: &HostGrant) -> ConnectResult {
         enum Next {
-            Check(Arc<Session>),
+            Check(Arc<Master>),
             Wait(watch::Receiver<Option<ConnectResult>>),
             Fail(ExecError),
         }
@@ -308,9 +333,9 @@ impl LiveSsh {
                 let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
                 let conn = conns.entry(alias.to_string()).or_insert(Conn::Idle);
                 match conn {
-                    Conn::Ready { session, last_used } => {
+                    Conn::Ready { master, last_used } => {
                         *last_used = Instant::now();
-                        Next::Check(session.clone())
+                        Next::Check(master.clone())
                     }
                     Conn::Failed { error, at }
                         if at.elapsed() < self.grant.bounds.connect_backoff =>
@@ -328,16 +353,24 @@ impl LiveSsh {
             };
             match next {
                 Next::Fail(e) => return Err(e),
-                Next::Check(session) => {
-                    if session.check().await.is_ok() {
-                        return Ok(session);
+                Next::Check(master) => {
+                    if master.is_alive().await {
+                        return Ok(master);
                     }
                     tracing::debug!(host = alias, "ssh master is gone; reconnecting");
-                    let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some(Conn::Ready { session: s, .. }) = conns.get(alias)
-                        && Arc::ptr_eq(s, &session)
-                    {
-                        conns.insert(alias.to_string(), Conn::Idle);
+                    let gone = {
+                        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+                        match conns.get(alias) {
+                            Some(Conn::Ready { master: m, .. }) if Arc::ptr_eq(m, &master) => {
+                                conns.insert(alias.to_string(), Conn::Idle);
+                                true
+                            }
+                            _ => false,
+                        }
+                    };
+                    if gone {
+                        // Its files (a socket nothing answers) go with it.
+                        master.exit().await;
                     }
                 }
                 Next::Wait(mut rx) => {
@@ -362,43 +395,23 @@ impl LiveSsh {
         host: &HostGrant,
         tx: watch::Sender<Option<ConnectResult>>,
     ) {
-        let mut builder = SessionBuilder::default();
-        let idle_secs = self.grant.bounds.idle_master.as_secs().max(1) as usize;
-        builder
-            .user(host.user.clone())
-            .port(host.port)
-            .known_hosts_check(if self.grant.host_keys.strict {
-                KnownHosts::Strict
-            } else {
-                KnownHosts::Accept
-            })
-            .connect_timeout(self.grant.connect_timeout)
-            .config_file(&self.config_file)
-            .control_directory(&self.control_dir)
-            .control_persist(ControlPersist::IdleFor(
-                NonZeroUsize::new(idle_secs).expect("at least 1"),
-            ));
-        if let Some(identity) = &self.files.identity {
-            builder.keyfile(identity);
-        }
-        match &self.files.known_hosts {
-            Some(known_hosts) => {
-                builder.user_known_hosts_file(known_hosts);
-            }
-            None if !self.grant.host_keys.strict => {
-                builder.user_known_hosts_file("/dev/null");
-            }
-            None => {}
-        }
         let conns = self.conns.clone();
         let alias = alias.to_string();
         let host = host.clone();
         let handshakes = self.handshakes.clone();
+        let client = self.grant.client.clone();
+        let config = self.config_file.clone();
+        let dir = self
+            .control_dir
+            .join(format!("m{}", self.masters.fetch_add(1, Ordering::Relaxed)));
+        let idle = self.grant.bounds.idle_master;
+        // ssh bounds the TCP connect itself; the handshake after it gets as long
+        // again, and a client still running then is killed.
+        let bound = self.grant.connect_timeout * 2 + CONNECT_SLACK;
         tokio::spawn(async move {
             let result = match handshakes.begin() {
                 Ok(()) => {
-                    let connected = builder
-                        .connect_mux(&host.address)
+                    let connected = Master::connect(&client, &config, dir, &host, idle, bound)
                         .await
                         .map(Arc::new)
                         .map_err(|e| connect_error(&alias, &host, &e));
@@ -412,8 +425,8 @@ impl LiveSsh {
             {
                 let mut conns = conns.lock().unwrap_or_else(|p| p.into_inner());
                 let next = match &result {
-                    Ok(session) => Conn::Ready {
-                        session: session.clone(),
+                    Ok(master) => Conn::Ready {
+                        master: master.clone(),
                         last_used: Instant::now(),
                     },
                     Err(error) => Conn::Failed {
@@ -427,32 +440,27 @@ impl LiveSsh {
         });
     }
 
-    async fn run(&self, session: &Session, req: ExecRequest<'_>) -> Result<ExecOutput, ExecError> {
-        let (program, args) = req
-            .argv
-            .split_first()
-            .ok_or_else(|| ExecError::Io("empty argument vector".into()))?;
+    async fn run(&self, master: &Master, req: ExecRequest<'_>) -> Result<ExecOutput, ExecError> {
+        if req.argv.is_empty() {
+            return Err(ExecError::Io("empty argument vector".into()));
+        }
         let bounds = &self.grant.bounds;
-        let mut command = session.command(program.as_str());
-        command
-            .args(args.iter().map(String::as_str))
-            .stdin(openssh::Stdio::piped())
-            .stdout(openssh::Stdio::piped())
-            .stderr(openssh::Stdio::piped());
+        let (mut command, log) = master.exec(req.argv);
+        // The exec's log goes however the exec ends (a timeout drops this run).
+        let log = ExecLog(log);
         let mut child = command
             .spawn()
-            .await
-            .map_err(|e| ExecError::Io(error_text(&e)))?;
+            .map_err(|e| ExecError::Io(format!("cannot run the ssh client: {e}")))?;
         let mut child_stdin = child
-            .stdin()
+            .stdin
             .take()
             .ok_or_else(|| ExecError::Io("no stdin".into()))?;
         let mut child_stdout = child
-            .stdout()
+            .stdout
             .take()
             .ok_or_else(|| ExecError::Io("no stdout".into()))?;
         let mut child_stderr = child
-            .stderr()
+            .stderr
             .take()
             .ok_or_else(|| ExecError::Io("no stderr".into()))?;
         let input = req.stdin;
@@ -535,19 +543,39 @@ impl LiveSsh {
         };
         let ((), stdout, stderr_tail) = tokio::join!(feed, read_out, read_err);
         let stdout = stdout?;
-        let exit_status = match child.wait().await {
-            Ok(status) => status.code(),
-            // The mux client turns the shell's exit status 127 (command not
-            // found) into an error; it is the remote command's status, and the
-            // driver decides what it means (a wrong nodePath).
-            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(127),
-            Err(e) => return Err(ExecError::Io(error_text(&e))),
+        child
+            .wait()
+            .await
+            .map_err(|e| ExecError::Io(format!("waiting for the ssh client: {e}")))?;
+        // The master's word, not the client's exit code: 255 is a remote
+        // status like any other when the master reported it, and a transport
+        // failure when it did not.
+        let exit_status = match master.ending(&log.0).await {
+            Ending::Status(status) => Some(status),
+            // The session ended without a status while the master lives on:
+            // the remote command was ended by a signal.
+            Ending::NoStatus => None,
+            Ending::Failed(why) => {
+                return Err(ExecError::Io(format!(
+                    "{}: the ssh connection failed: {why}",
+                    req.alias
+                )));
+            }
         };
         Ok(ExecOutput {
             exit_status,
             stdout,
             stderr_tail,
         })
+    }
+}
+
+/// An exec's `-E` log, removed when the exec ends whichever way.
+struct ExecLog(PathBuf);
+
+impl Drop for ExecLog {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -572,9 +600,9 @@ impl ExecBackend for LiveSsh {
             // the helper's own deadline (below the bound, from its start) always
             // falls first, however long the connection took.
             let connect_bound = self.grant.connect_timeout + CONNECT_SLACK;
-            let session = tokio::select! {
-                r = tokio::time::timeout(connect_bound, self.session(req.alias, req.host)) => match r {
-                    Ok(session) => session?,
+            let master = tokio::select! {
+                r = tokio::time::timeout(connect_bound, self.master(req.alias, req.host)) => match r {
+                    Ok(master) => master?,
                     Err(_) => return Err(ExecError::Connect(format!(
                         "{}: no connection within {} s", req.alias, connect_bound.as_secs()
                     ))),
@@ -583,9 +611,9 @@ impl ExecBackend for LiveSsh {
             };
             let bound = req.timeout.min(self.grant.bounds.operation);
             tokio::select! {
-                // Dropping the run closes the channel: the remote side sees its
-                // session close.
-                r = tokio::time::timeout(bound, self.run(&session, req)) => r.unwrap_or(Err(ExecError::Timeout)),
+                // Dropping the run kills its mux client and the master closes
+                // the channel: the remote side sees its session close.
+                r = tokio::time::timeout(bound, self.run(&master, req)) => r.unwrap_or(Err(ExecError::Timeout)),
                 () = cancel.cancelled() => Err(ExecError::Cancelled),
             }
         })
@@ -610,19 +638,8 @@ fn backed_off(error: &ExecError, at: Instant, backoff: Duration) -> ExecError {
     }
 }
 
-pub(crate) fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-fn connect_error(alias: &str, host: &HostGrant, e: &openssh::Error) -> ExecError {
-    let text = error_text(e);
+fn connect_error(alias: &str, host: &HostGrant, e: &ConnectFailure) -> ExecError {
+    let text = &e.0;
     let at = format!("{alias} ({}@{}:{})", host.user, host.address, host.port);
     if text.contains("Host key verification failed")
         || text.contains("HOST IDENTIFICATION HAS CHANGED")

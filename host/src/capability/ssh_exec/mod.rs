@@ -8,16 +8,21 @@
 //!   opened: [`live::LiveSsh`] (the hosts), [`record::Recording`] (the hosts,
 //!   recorded) or [`record::Replay`] (a recording alone).
 //! - [`config`]: the private `ssh_config` with the fixed options.
+//! - [`client`]: the OpenSSH client the transport runs, and the check of one
+//!   an installation names; [`master`]: a control master and the mux
+//!   clients of its execs, run with it.
 //! - `host.rs`: the WIT `Host` implementation, which checks the grant right
 //!   before every effect and writes the audit records.
 //!
 //! A driver names hosts by alias and never sees an address, a key or a file.
 
 pub mod backend;
+pub mod client;
 pub mod config;
 pub mod grant;
 mod host;
 pub mod live;
+mod master;
 pub mod record;
 
 use std::path::PathBuf;
@@ -28,8 +33,10 @@ use wasmtime::component::{HasData, Linker};
 pub use backend::{
     ExecBackend, ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, OutputStream,
 };
+pub use client::SshClient;
 pub use grant::{Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshGrant};
 pub use host::{MAX_COMMAND_LINE, command_line_len, interpreter_of};
+pub use master::remote_command;
 
 use super::Scope;
 

@@ -39,7 +39,7 @@ use occ_ssh_target::layout::Settings;
 use serde_json::{Map, Value};
 
 use crate::capability::ssh_exec::{
-    Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshGrant,
+    Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshClient, SshGrant,
 };
 use crate::error::LoadError;
 use crate::installation::is_sha256_hex;
@@ -308,10 +308,28 @@ fn flag(ssh: &Map<String, Value>, key: &str) -> Result<bool, GrantError> {
     }
 }
 
+/// `ssh.command`: `ssh` from `PATH`, or the OpenSSH client at the path it
+/// names, checked here ([`SshClient::verify`]) before anything connects. The
+/// host runs what this returns; the component only ever names the target's
+/// alias, so it cannot make the host run another program.
+fn client(ssh: &Map<String, Value>) -> Result<SshClient, GrantError> {
+    let value = match ssh.get("command") {
+        None => None,
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(_) => return Err(err("command", "must be a string")),
+    };
+    match occ_ssh_target::client::parse_command(value).map_err(|why| err("command", why))? {
+        occ_ssh_target::client::Command::Default => Ok(SshClient::system()),
+        occ_ssh_target::client::Command::Path(path) => {
+            SshClient::verify(&path).map_err(|why| err("command", why))
+        }
+    }
+}
+
 /// Read the SSH grant of the sandbox world from its configuration: the target
-/// under [`TARGET_ALIAS`], the credentials, host key options, the approved
-/// scripts and the sandbox bounds. The target follows the component's rules
-/// (a test runs both over the same cases).
+/// under [`TARGET_ALIAS`], the client, the credentials, host key options, the
+/// approved scripts and the sandbox bounds. The target follows the
+/// component's rules (a test runs both over the same cases).
 pub fn sandbox_ssh_grant(
     configuration: &Value,
     approved: &BTreeMap<String, String>,
@@ -333,6 +351,7 @@ pub fn sandbox_ssh_grant(
         port,
     } = occ_ssh_target::parse(target).map_err(|why| err("target", why))?;
     Ok(SshGrant {
+        client: client(ssh)?,
         identity: credential(ssh, "identity")?,
         certificate: credential(ssh, "certificate")?,
         known_hosts: credential(ssh, "knownHosts")?,
@@ -449,6 +468,147 @@ mod tests {
                 "{ssh}: expected {expected:?}, got {e:?}"
             );
         }
+    }
+
+    /// `ssh.command` names an OpenSSH client or nothing runs: each
+    /// non-client is refused before any connection, naming the key and the
+    /// value; a copy of the system client and a link to it are accepted, and
+    /// the grant holds the resolved program.
+    #[test]
+    fn the_client_is_an_openssh_client_or_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let system = which_ssh();
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+        let script = |name: &str, text: &str, mode: u32| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            path.to_string_lossy().into_owned()
+        };
+        let not_a_client = script("not-ssh", "#!/bin/sh\necho hello\n", 0o755);
+        let fails = script(
+            "fails",
+            "#!/bin/sh\necho OpenSSH_9.2p1 >&2\nexit 1\n",
+            0o755,
+        );
+        let old = script(
+            "old",
+            "#!/bin/sh\necho 'OpenSSH_7.2p2, OpenSSL' >&2\n",
+            0o755,
+        );
+        let hangs = script("hangs", "#!/bin/sh\nsleep 60 &\nsleep 60\n", 0o755);
+        let plain = script("plain", "not a program\n", 0o644);
+        let writable = dir.path().join("writable-ssh");
+        std::fs::copy(&system, &writable).unwrap();
+        std::fs::set_permissions(&writable, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::create_dir(dir.path().join("a-directory")).unwrap();
+        let cases: Vec<(String, &str)> = vec![
+            (
+                "myssh".into(),
+                "\"myssh\": name `ssh` (from the host's PATH) or the absolute path",
+            ),
+            ("bin/ssh".into(), "\"bin/ssh\": name `ssh`"),
+            (at("missing"), "missing\": No such file or directory"),
+            (at("a-directory"), "a-directory\": is a directory"),
+            (plain.clone(), "plain\": is not executable (mode 644)"),
+            (
+                "/bin/true".into(),
+                "\"/bin/true\": is not an OpenSSH client: `/usr/bin/true -V` printed nothing",
+            ),
+            (
+                not_a_client.clone(),
+                "not-ssh\": is not an OpenSSH client: `",
+            ),
+            (fails.clone(), "fails\": is not an OpenSSH client: `"),
+            (
+                old.clone(),
+                "old\": is OpenSSH 7.2; the transport needs OpenSSH 7.3 or later",
+            ),
+            (hangs.clone(), "hangs\": `-V` did not answer within 5 s"),
+            (
+                writable.to_string_lossy().into_owned(),
+                "could be replaced by another user",
+            ),
+            ("/dev/null".into(), "\"/dev/null\": is not a regular file"),
+        ];
+        for (command, expected) in &cases {
+            let e = sandbox_ssh_grant(
+                &doc(json!({"target": "me@h", "command": command})),
+                &BTreeMap::new(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with("agents.defaults.sandbox.ssh.command: ") && e.contains(expected),
+                "{command}: expected {expected:?}, got {e:?}"
+            );
+            if !command.starts_with("bin/") && command != "myssh" {
+                assert!(e.contains(command.as_str()), "{command}: {e}");
+            }
+        }
+        // The hanging script's children went with it.
+        let left = std::process::Command::new("pgrep")
+            .args(["-f", &hangs])
+            .output()
+            .unwrap();
+        assert!(
+            left.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&left.stdout)
+        );
+        // Not a string at all.
+        let e = sandbox_ssh_grant(
+            &doc(json!({"target": "me@h", "command": ["ssh"]})),
+            &BTreeMap::new(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "agents.defaults.sandbox.ssh.command: must be a string");
+
+        // The default is `ssh` from PATH, unchecked as before.
+        for command in [None, Some(""), Some("ssh"), Some(" ssh ")] {
+            let mut ssh = json!({"target": "me@h"});
+            if let Some(c) = command {
+                ssh["command"] = json!(c);
+            }
+            let g = sandbox_ssh_grant(&doc(ssh), &BTreeMap::new()).unwrap();
+            assert_eq!(g.client, SshClient::system(), "{command:?}");
+        }
+        // A copy elsewhere runs as itself; a link runs what it points to.
+        let copy = dir.path().join("bin-ssh");
+        std::fs::copy(&system, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let link = dir.path().join("link-ssh");
+        std::os::unix::fs::symlink(&system, &link).unwrap();
+        for (given, runs) in [
+            (&copy, copy.clone()),
+            (&link, std::fs::canonicalize(&system).unwrap()),
+        ] {
+            let g = sandbox_ssh_grant(
+                &doc(json!({"target": "me@h", "command": format!(" {} ", given.display())})),
+                &BTreeMap::new(),
+            )
+            .unwrap();
+            assert_eq!(g.client.program, runs);
+            assert_eq!(g.client.configured, given.to_string_lossy());
+            assert!(
+                g.client.version.as_deref().unwrap().starts_with("OpenSSH_"),
+                "{:?}",
+                g.client
+            );
+        }
+    }
+
+    /// The system's ssh, as `PATH` finds it.
+    fn which_ssh() -> PathBuf {
+        std::env::var_os("PATH")
+            .and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|d| d.join("ssh"))
+                    .find(|p| p.is_file())
+            })
+            .expect("an ssh client on PATH")
     }
 
     #[test]

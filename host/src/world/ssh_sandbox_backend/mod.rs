@@ -316,6 +316,7 @@ impl SandboxBackend {
                     "installation": backend.installation.path,
                     "scripts": scripts.iter().map(|s| json!({"name": s.name, "sha256": s.sha256})).collect::<Vec<_>>(),
                     "target": backend.target_label(),
+                    "sshClient": backend.ssh_client(),
                 }),
             options.audit_log.as_ref(),
         )?;
@@ -349,6 +350,17 @@ impl SandboxBackend {
                 (s, ok)
             })
             .collect()
+    }
+
+    /// The OpenSSH client the transport runs, for the audit log: what the
+    /// configuration named, the program that runs, and its version.
+    pub fn ssh_client(&self) -> Value {
+        let client = &self.ssh.grant().client;
+        json!({
+            "command": client.configured,
+            "program": client.program,
+            "version": client.version,
+        })
     }
 
     /// The target as `user@host:port`.
