@@ -1319,3 +1319,111 @@ fn a_forged_report_does_not_run_the_command_again() {
     );
     s.close();
 }
+
+/// The processes on this machine whose program is `program`, with their
+/// argument vectors.
+fn processes_running(program: &Path) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read_link(entry.path().join("exe")).ok().as_deref() != Some(program) {
+            continue;
+        }
+        let args = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        found.push((pid, String::from_utf8_lossy(&args).replace('\0', " ")));
+    }
+    found
+}
+
+/// `ssh.command` naming an OpenSSH client at another path: the host runs
+/// that binary for the master (seen in /proc while it serves) and for every
+/// exec over it, through the whole lifecycle, and none of it is left once
+/// the host exits.
+#[test]
+#[ignore]
+fn a_named_openssh_client_runs_the_whole_lifecycle() {
+    let clients = tempfile::tempdir().unwrap();
+    let client = clients.path().join("occ-named-ssh");
+    let system = std::process::Command::new("sh")
+        .args(["-c", "command -v ssh"])
+        .output()
+        .unwrap();
+    let system = PathBuf::from(String::from_utf8(system.stdout).unwrap().trim());
+    std::fs::copy(&system, &client).unwrap();
+    let fx = Fixture::with(0, json!({"command": client}), json!({}));
+    let mut s = fx.serve();
+    s.call("preflight", json!({})).ok();
+    assert_eq!(
+        s.call("ensureRuntime", fx.p(json!({}))).ok()["seeding"],
+        "seeded"
+    );
+    // The master is the named client: `-M` in its arguments, its program
+    // the copy, the socket in this host's private directory.
+    let serve_pid = s.child.id();
+    let running = processes_running(&client);
+    let masters: Vec<&(u32, String)> = running
+        .iter()
+        .filter(|(_, args)| args.contains(" -M ") && args.contains(&format!("/p{serve_pid}-")))
+        .collect();
+    assert_eq!(masters.len(), 1, "{running:?}");
+    assert!(
+        masters[0].1.starts_with(client.to_str().unwrap()),
+        "{masters:?}"
+    );
+    // Nothing of this host's runs the system client.
+    let system_real = std::fs::canonicalize(&system).unwrap();
+    let others: Vec<(u32, String)> = processes_running(&system_real)
+        .into_iter()
+        .filter(|(_, args)| args.contains(&format!("/p{serve_pid}-")))
+        .collect();
+    assert_eq!(others, Vec::<(u32, String)>::new());
+    // An exec's own client is the copy too, seen while the command runs.
+    let pending = s.send("exec", fx.p(json!({"command": "sleep 2; echo slept"})));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mux = loop {
+        let mux: Vec<(u32, String)> = processes_running(&client)
+            .into_iter()
+            .filter(|(_, args)| args.contains("ControlMaster=no"))
+            .collect();
+        if !mux.is_empty() || std::time::Instant::now() > deadline {
+            break mux;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(!mux.is_empty(), "no exec ran the named client");
+    let r = s.wait(pending);
+    assert_eq!(r.stream("stdout"), "slept\n", "{}", r.stream("stderr"));
+    // The rest of the lifecycle over it.
+    let r = s.call(
+        "exec",
+        fx.p(json!({"command": "echo out; echo err >&2; exit 255"})),
+    );
+    assert_eq!(r.stream("stdout"), "out\n");
+    assert_eq!(r.ok()["exitCode"], 255, "a remote 255 is the command's");
+    s.call(
+        "writeFile",
+        fx.p(json!({"filePath": "named.txt", "text": "through the named client"})),
+    )
+    .ok();
+    let read = s
+        .call("readFile", fx.p(json!({"filePath": "named.txt"})))
+        .ok();
+    assert_eq!(
+        base64_decode(read["data"].as_str().unwrap()),
+        b"through the named client"
+    );
+    let recreated = s.call("recreateRuntime", fx.p(json!({}))).ok();
+    assert_eq!(recreated["seeding"], "seeded", "{recreated}");
+    let ws = recreated["workdir"].as_str().unwrap().to_string();
+    assert_eq!(fx.remote_tree(&ws), fx.local_tree(&fx.workspace));
+    s.call("removeRuntime", fx.p(json!({}))).ok();
+    assert!(s.close().success());
+    // The host closed its master as it exited.
+    let left: Vec<(u32, String)> = processes_running(&client)
+        .into_iter()
+        .filter(|(_, args)| args.contains(&format!("/p{serve_pid}-")))
+        .collect();
+    assert_eq!(left, Vec::<(u32, String)>::new());
+}
