@@ -529,3 +529,76 @@ fn every_field_and_operation_is_refused_before_any_connection() {
         );
     }
 }
+
+/// The hostile guest opened with `ssh.command` set to `command`.
+fn open_with_command(
+    dir: &Path,
+    command: &str,
+) -> Result<SandboxBackend, occ_driver_host::LoadError> {
+    let doc = json!({"drivers": {"sandbox": {
+        "component": component("sandbox_hostile_guest"),
+        "localWorkspaces": [dir],
+        "configuration": {"agents": {"defaults": {"sandbox": {"ssh": {
+            "target": "root@127.0.0.1:1",
+            "strictHostKeyChecking": false,
+            "command": command,
+        }}}}},
+    }}});
+    let path = dir.join("installation.yaml");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let installation = SandboxInstallation::load(&path, None).unwrap();
+    let runtime = Arc::new(Runtime::new(Limits::default()).unwrap());
+    SandboxBackend::open(
+        runtime,
+        installation,
+        &BackendOptions {
+            audit_log: Some(dir.join("audit.jsonl")),
+            ..BackendOptions::default()
+        },
+    )
+}
+
+/// The client is the host's to choose: a component that accepts any
+/// `ssh.command` (the hostile guest validates nothing) still gets a backend
+/// only when the host found an OpenSSH client there, and the program that
+/// runs is the one the host checked and audited, never one the component
+/// names (it names only the target's alias).
+#[test]
+fn the_host_alone_picks_the_ssh_client() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let _guard = tokio.enter();
+    let dir = tempfile::tempdir().unwrap();
+    for command in ["/bin/true", "/bin/sh", "/nonexistent/ssh", "sh"] {
+        let e = open_with_command(dir.path(), command)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("agents.defaults.sandbox.ssh.command: ") && e.contains(command),
+            "{command}: {e}"
+        );
+        // Refused before anything was loaded or audited.
+        assert!(!dir.path().join("audit.jsonl").exists(), "{command}");
+    }
+    let system = std::process::Command::new("sh")
+        .args(["-c", "command -v ssh"])
+        .output()
+        .unwrap();
+    let copy = dir.path().join("named-ssh");
+    std::fs::copy(String::from_utf8(system.stdout).unwrap().trim(), &copy).unwrap();
+    let backend = open_with_command(dir.path(), copy.to_str().unwrap()).unwrap();
+    assert_eq!(backend.ssh().grant().client.program, copy);
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    let load: Value = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["event"] == "load")
+        .expect("a load record");
+    let client = &load["sshClient"];
+    assert_eq!(client["command"], json!(copy));
+    assert_eq!(client["program"], json!(copy));
+    assert!(
+        client["version"].as_str().unwrap().starts_with("OpenSSH_"),
+        "{client}"
+    );
+}
