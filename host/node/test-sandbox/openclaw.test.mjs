@@ -4,15 +4,16 @@
 //   OpenClaw's own remote filesystem bridge runs over our handle;
 // - a differential run: one sequence of operations through OpenClaw's SSH
 //   backend and through ours, on the same host, for the same scope: the same
-//   results and the same remote workspaces.
+//   results and the same remote workspaces; and again with `ssh.command`
+//   naming a copy of ssh at another path, which both run.
 //
 //   OCC_RIG=/run/occ-rig-sandbox OCC_DRIVER_HOST=.../occ-driver-host \
 //     $NODE24 --test host/node/test-sandbox/openclaw.test.mjs
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import test from "node:test";
@@ -253,6 +254,54 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
   } finally {
     await ours.close();
     sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
+    local.cleanup();
+  }
+});
+
+/** The argument vectors of the processes whose program is `program`. */
+function processesRunning(program) {
+  const found = [];
+  for (const pid of readdirSync("/proc").filter((n) => /^\d+$/.test(n))) {
+    try {
+      if (readlinkSync(`/proc/${pid}/exe`) !== program) continue;
+      found.push(readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").join(" "));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return found;
+}
+
+test("differential: ssh.command naming a copy of ssh, both backends run it, the same results", async () => {
+  const local = localWorkspace();
+  const clients = mkdtempSync(join(tmpdir(), "occ-named-ssh-"));
+  const client = join(clients, "named-ssh");
+  cpSync(execFileSync("sh", ["-c", "command -v ssh"]).toString().trim(), client);
+  chmodSync(client, 0o755);
+  const theirsRoot = `/tmp/${unique("occ-diffcmd-openclaw")}`;
+  const oursRoot = `/tmp/${unique("occ-diffcmd-ours")}`;
+  const { startSandboxHost } = await import("../sandbox.mjs");
+  const ours = await startSandboxHost({
+    installation: installation({ ssh: sshBlock(host, oursRoot, { command: client }), localWorkspaces: [local.base] }),
+    hostBinary,
+  });
+  try {
+    const session = unique("agent:main");
+    const theirHandle = await sdk.getSandboxBackendFactory("ssh")(
+      params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot, { command: client }))),
+    );
+    const ourHandle = await ours.createHandle(params(local, session, null));
+    const theirs = await sequence(theirHandle, local);
+    const mine = await sequence(ourHandle, local);
+    assert.deepEqual(mine, theirs);
+    assert.equal(remoteTree(host, ourHandle.workdir), remoteTree(host, theirHandle.workdir));
+    // Ours runs its master with the named client.
+    const masters = processesRunning(client).filter((args) => args.includes(" -M "));
+    assert.equal(masters.length, 1, JSON.stringify(processesRunning(client)));
+  } finally {
+    await ours.close();
+    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
+    rmSync(clients, { recursive: true, force: true });
     local.cleanup();
   }
 });
