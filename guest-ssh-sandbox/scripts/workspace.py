@@ -169,6 +169,66 @@ def walk(fd, parts, path, create=False):
 
 MAX_LINKS = 40
 
+# OpenClaw's read-only skills directories, relative to each mount. While one
+# exists, a change whose path lies in it once its links are resolved is
+# refused, as is a recursive remove or a rename of a directory that holds one.
+# The component refuses the path as written before this script runs; links
+# are seen only here.
+PROTECTED_SKILLS = (("skills",), (".agents", "skills"), (".openclaw", "sandbox-skills", "skills"))
+
+
+class Guard(object):
+    """The protected-skills check of one changing operation: `descendants`
+    for an operation that moves or removes what lies below its path."""
+
+    def __init__(self, descendants):
+        self.descendants = descendants
+
+
+# Set by main() for an operation that changes a mount, None otherwise.
+GUARD = None
+
+
+def refuse_protected(rel, names):
+    raise Refusal("read-only", "%s: lies in %s, a read-only skills directory" % (rel, "/".join(names)), rel)
+
+
+def unguarded(fn, *args, **kwargs):
+    """`fn` with the protected-skills check off: a look that changes nothing."""
+    global GUARD
+    saved, GUARD = GUARD, None
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        GUARD = saved
+
+
+def protected_exists(root, runtime, mount, names):
+    """Whether a protected skills directory exists (as OpenClaw asks: an entry
+    of any kind, a link too). One that cannot be looked at counts as there."""
+    try:
+        fd, leaf = unguarded(resolve, root, runtime, mount, "/".join(names), follow_last=False)
+    except Refusal as r:
+        return r.code != "not-found"
+    try:
+        return leaf is None or lstat_at(fd, leaf) is not None
+    finally:
+        os.close(fd)
+
+
+def guard_leaf(root, runtime, mount, rel, dirfd, names):
+    """The check at the resolved path `names` of an operation's target (its
+    leaf in `dirfd`, or the directory itself when `dirfd` is None)."""
+    if GUARD is None:
+        return
+    target = tuple(names)
+    if target in PROTECTED_SKILLS and (dirfd is None or lstat_at(dirfd, target[-1]) is not None):
+        refuse_protected(rel, target)
+    if GUARD.descendants:
+        for skills in PROTECTED_SKILLS:
+            if len(target) < len(skills) and skills[:len(target)] == target and protected_exists(root, runtime, mount, skills):
+                refuse_protected(rel, skills)
+
 
 def beneath(mount_abs, target):
     """The components of an absolute link target below the mount, or None."""
@@ -187,9 +247,13 @@ def resolve(root, runtime, mount, rel, create=False, follow_last=True):
     target is resolved from the directory it sits in, `..` never climbs above
     the mount, and a link that leads outside is refused. With `follow_last`
     false the leaf is the entry itself, link or not. `create` makes missing
-    directories on the way."""
+    directories on the way. For a changing operation (GUARD) the path as
+    resolved is checked against the protected skills directories before any
+    directory is made or entered."""
     mount_abs = "/".join([root.rstrip("/"), runtime, mount])
     stack = [open_mount(root, runtime, mount)]
+    # The names of the directories in stack[1:], from the mount down.
+    names = []
     todo = split(rel)
     links = 0
     try:
@@ -201,9 +265,11 @@ def resolve(root, runtime, mount, rel, create=False, follow_last=True):
                 if len(stack) == 1:
                     raise Refusal("escapes-workspace", "%s: leads outside the workspace" % rel, rel)
                 os.close(stack.pop())
+                names.pop()
                 continue
             check_name(name, rel)
             if not todo and not follow_last:
+                guard_leaf(root, runtime, mount, rel, stack[-1], names + [name])
                 return stack.pop(), name
             st = lstat_at(stack[-1], name)
             if st is not None and stat.S_ISLNK(st.st_mode):
@@ -217,19 +283,25 @@ def resolve(root, runtime, mount, rel, create=False, follow_last=True):
                         raise Refusal("symlink", "%s: a symbolic link leads outside the workspace; the sandbox never follows one there" % rel, rel)
                     while len(stack) > 1:
                         os.close(stack.pop())
+                    del names[:]
                     todo = inside + todo
                 else:
                     todo = [p for p in target.split("/")] + todo
                 continue
             if not todo:
+                guard_leaf(root, runtime, mount, rel, stack[-1], names + [name])
                 return stack.pop(), name
+            if GUARD is not None and st is not None and tuple(names + [name]) in PROTECTED_SKILLS:
+                refuse_protected(rel, names + [name])
             try:
                 stack.append(open_dir(stack[-1], name, rel, create))
+                names.append(name)
             except Refusal as r:
                 if r.code != "symlink":
                     raise
                 # Swapped for a link after it was looked at: look again.
                 todo.insert(0, name)
+        guard_leaf(root, runtime, mount, rel, None, names)
         return stack.pop(), None
     finally:
         for fd in stack:
@@ -745,7 +817,7 @@ def op_write(root, runtime, mount, rel, mkdir):
         if st is not None and stat.S_ISLNK(st.st_mode):
             # The file replaces the link (as OpenClaw's write does), which never
             # changes what it points to; a link to outside is refused all the same.
-            target, _ = resolve(root, runtime, mount, rel)
+            target, _ = unguarded(resolve, root, runtime, mount, rel)
             os.close(target)
         elif st is not None:
             if stat.S_ISDIR(st.st_mode):
@@ -995,6 +1067,7 @@ def check_args(envelope, op, kinds, mutating, args):
 
 
 def main(argv):
+    global GUARD
     if len(argv) < 2:
         raise Refusal("invalid-operation", "usage: workspace <envelope> <op> [args...]")
     envelope = Envelope(argv[0])
@@ -1008,6 +1081,8 @@ def main(argv):
         raise Refusal("invalid-operation", "envelope.runtimeId: this call names no sandbox scope")
     fn, kinds, mutating = OPS[op]
     check_args(envelope, op, kinds, mutating, args)
+    if mutating:
+        GUARD = Guard(descendants=(op == "rename" or (op == "remove" and args[2] == "1")))
     result = fn(envelope.root, envelope.runtime, *args)
     if result is not None:
         sys.stdout.write(json.dumps(result) + "\n")

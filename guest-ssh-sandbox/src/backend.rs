@@ -676,6 +676,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     pub fn write_file(&mut self, file: &FileRef, data: &[u8], mkdir: bool) -> Result<(), Error> {
         let r = self.writable(file, "write files", false)?;
         self.write_at(&r, data, mkdir)
+            .map_err(|e| e.or_read_only("write files", &r.container_path))
     }
 
     fn create_at(
@@ -713,11 +714,13 @@ impl<'e, E: Effects> Backend<'e, E> {
     ) -> Result<CreateOutcome, Error> {
         let r = self.writable(file, "create files", false)?;
         self.create_at(&r, data, mkdir)
+            .map_err(|e| e.or_read_only("create files", &r.container_path))
     }
 
     pub fn mkdirp(&mut self, dir: &FileRef) -> Result<(), Error> {
         let r = self.writable(dir, "create directories", false)?;
-        self.workspace_op("mkdirp", &[r.mount.name(), &r.relative_path], &[], "mkdirp")?;
+        self.workspace_op("mkdirp", &[r.mount.name(), &r.relative_path], &[], "mkdirp")
+            .map_err(|e| e.or_read_only("create directories", &r.container_path))?;
         Ok(())
     }
 
@@ -746,6 +749,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     pub fn remove(&mut self, file: &FileRef, recursive: bool, force: bool) -> Result<(), Error> {
         let r = self.writable(file, "remove files", recursive)?;
         self.remove_at(&r, recursive, force)
+            .map_err(|e| e.or_read_only("remove files", &r.container_path))
     }
 
     pub fn rename(&mut self, from: &FileRef, to: &FileRef) -> Result<(), Error> {
@@ -764,7 +768,15 @@ impl<'e, E: Effects> Backend<'e, E> {
             ],
             &[],
             "rename",
-        )?;
+        )
+        .map_err(|e| {
+            let at = if e.path() == Some(to.relative_path.as_str()) {
+                &to.container_path
+            } else {
+                &from.container_path
+            };
+            e.or_read_only("rename files", at)
+        })?;
         Ok(())
     }
 
@@ -822,7 +834,8 @@ impl<'e, E: Effects> Backend<'e, E> {
         let r = self.writable(file, "edit files", false)?;
         let text = self.read_text(&r)?;
         let (new, replacements) = edit::apply(&text, edits, &r.container_path)?;
-        self.write_at(&r, new.as_bytes(), false)?;
+        self.write_at(&r, new.as_bytes(), false)
+            .map_err(|e| e.or_read_only("edit files", &r.container_path))?;
         Ok(EditResult {
             replacements,
             path: r.container_path,

@@ -166,6 +166,14 @@ async function sequence(handle, local) {
   await step("remove skills", () => bridge.remove({ filePath: "skills", recursive: true, force: true }));
   await step("rename out of skills", () => bridge.rename({ from: "skills/demo/SKILL.md", to: "stolen.md" }));
   await step("write beside skills", () => bridge.writeFile({ filePath: "skillset/a.md", data: "fine\n", mkdir: true }));
+  // Links a sandboxed command makes into them: the path as resolved counts.
+  await step("link into skills", () => exec(handle, "ln -s skills into-skills && ln -s .agents into-agents && echo linked"));
+  await step("write through a link into skills", () => bridge.writeFile({ filePath: "into-skills/demo/SKILL.md", data: "changed\n" }));
+  await step("create through a link into skills", () => bridge.createFileExclusive({ filePath: "into-skills/fresh.md", data: "x" }));
+  await step("mkdirp through a link into .agents/skills", () => bridge.mkdirp({ filePath: "into-agents/skills/new" }));
+  await step("rename out through a link", () => bridge.rename({ from: "into-skills/demo/SKILL.md", to: "stolen2.md" }));
+  await step("remove through a link", () => bridge.remove({ filePath: "into-skills/demo", recursive: true }));
+  await step("remove the link itself", () => bridge.remove({ filePath: "into-agents" }));
   await step("read skills", async () => (await bridge.readFile({ filePath: "skills/demo/SKILL.md" })).toString());
   await step("shell exits 3", () => handle.runShellCommand({ script: "echo out; echo err >&2; exit 3" }), { shell: true });
   await step("shell exits 3, allowed", async () => {
@@ -237,11 +245,25 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
     assert.equal(ourHandle.runtimeId, theirHandle.runtimeId, "the same runtime id for the same scope");
     const theirs = await sequence(theirHandle, local);
     const mine = await sequence(ourHandle, local);
-    assert.deepEqual(mine, theirs);
+    // Where ours differs on purpose, each side's answer is pinned here and the
+    // remote trees below still agree. OpenClaw resolves a recursive remove of
+    // `into-skills/demo` (`into-skills` a link to `skills`) by the link's
+    // parent, so it looks for `demo` beside the link, finds nothing and
+    // reports success with the skill still there; ours resolves the link and
+    // refuses, as the skills directory is read-only.
+    const onPurpose = { "remove through a link": { theirs: null, ours: "error" } };
+    for (const [name, { theirs: t, ours: o }] of Object.entries(onPurpose)) {
+      assert.deepEqual(theirs.find(([n]) => n === name)?.[1], t, `OpenClaw's backend: ${name}`);
+      assert.deepEqual(mine.find(([n]) => n === name)?.[1], o, `ours: ${name}`);
+    }
+    const agreed = (rows) => rows.filter(([name]) => !(name in onPurpose));
+    assert.deepEqual(agreed(mine), agreed(theirs));
     // The rows that carry OpenClaw's codes did carry them.
     const row = (name) => mine.find(([n]) => n === name)[1];
     assert.deepEqual(row("read missing"), { error: { code: "ENOENT" } });
     assert.equal(row("write into skills"), "error");
+    assert.equal(row("write through a link into skills"), "error");
+    assert.equal(row("remove the link itself"), null);
     assert.equal(row("read skills"), "# demo skill\n");
     assert.deepEqual(row("shell exits 3"), { error: { code: 3, stdout: "out\n", stderr: "err\n" } });
     const tree = (dir) => remoteTree(host, dir);
