@@ -683,7 +683,6 @@ def op_unpack(root, runtime, stage, mount):
     files (permission bits only) and symbolic links that stay inside. Anything
     else, an absolute or `..` name, a link leaving the tree or a name that exists
     already is refused."""
-    import tarfile
     check_stage(runtime, stage)
     if mount not in MOUNTS:
         raise Refusal("invalid-path", "unknown mount %r" % mount)
@@ -699,62 +698,110 @@ def op_unpack(root, runtime, stage, mount):
         top = os.open(mount, NOFOLLOW_DIR, dir_fd=stagefd)
     finally:
         os.close(stagefd)
-    counts = {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
-    modes = []
     try:
-        with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as archive:
-            for member in archive:
-                parts = member_parts(member.name)
-                mode = stat.S_IMODE(member.mode) & 0o777
-                if not parts:
-                    if not member.isdir():
-                        raise Refusal("invalid-path", "the archive root is not a directory")
-                    modes.append(([], mode, member.mtime))
-                    continue
-                parent = walk(os.dup(top), parts[:-1], member.name)
-                try:
-                    leaf = parts[-1]
-                    if member.isdir():
-                        os.mkdir(leaf, 0o700, dir_fd=parent)
-                        modes.append((parts, mode, member.mtime))
-                        counts["directories"] += 1
-                    elif member.isreg():
-                        fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=parent)
-                        try:
-                            src = archive.extractfile(member)
-                            while True:
-                                chunk = src.read(CHUNK)
-                                if not chunk:
-                                    break
-                                view = memoryview(chunk)
-                                while view:
-                                    view = view[os.write(fd, view):]
-                            os.fchmod(fd, mode)
-                            os.utime(fd, (member.mtime, member.mtime))
-                        finally:
-                            os.close(fd)
-                        counts["files"] += 1
-                        counts["bytes"] += member.size
-                    elif member.issym():
-                        if not link_stays_inside(parts, member.linkname):
-                            raise Refusal("symlink", "archive link %s -> %s leaves the workspace" % (member.name, member.linkname), member.name)
-                        os.symlink(member.linkname, leaf, dir_fd=parent)
-                        counts["symlinks"] += 1
-                    else:
-                        raise Refusal("invalid-path", "archive member %s is not a directory, a regular file or a symbolic link" % member.name, member.name)
-                finally:
-                    os.close(parent)
-        # Modes last, deepest first, so that a read-only directory does not stop
-        # its own extraction.
-        for parts, mode, mtime in sorted(modes, key=lambda m: -len(m[0])):
-            fd = walk(os.dup(top), parts, "/".join(parts))
-            try:
-                os.fchmod(fd, mode)
-                os.utime(fd, (mtime, mtime))
-            finally:
-                os.close(fd)
+        return extract(top)
     finally:
         os.close(top)
+
+
+def extract(top):
+    """Extract the tar stream on stdin into the empty directory `top`, as
+    op_unpack describes; the counts of what it made."""
+    import tarfile
+    counts = {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
+    modes = []
+    with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as archive:
+        for member in archive:
+            parts = member_parts(member.name)
+            mode = stat.S_IMODE(member.mode) & 0o777
+            if not parts:
+                if not member.isdir():
+                    raise Refusal("invalid-path", "the archive root is not a directory")
+                modes.append(([], mode, member.mtime))
+                continue
+            parent = walk(os.dup(top), parts[:-1], member.name)
+            try:
+                leaf = parts[-1]
+                if member.isdir():
+                    os.mkdir(leaf, 0o700, dir_fd=parent)
+                    modes.append((parts, mode, member.mtime))
+                    counts["directories"] += 1
+                elif member.isreg():
+                    fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=parent)
+                    try:
+                        src = archive.extractfile(member)
+                        while True:
+                            chunk = src.read(CHUNK)
+                            if not chunk:
+                                break
+                            view = memoryview(chunk)
+                            while view:
+                                view = view[os.write(fd, view):]
+                        os.fchmod(fd, mode)
+                        os.utime(fd, (member.mtime, member.mtime))
+                    finally:
+                        os.close(fd)
+                    counts["files"] += 1
+                    counts["bytes"] += member.size
+                elif member.issym():
+                    if not link_stays_inside(parts, member.linkname):
+                        raise Refusal("symlink", "archive link %s -> %s leaves the workspace" % (member.name, member.linkname), member.name)
+                    os.symlink(member.linkname, leaf, dir_fd=parent)
+                    counts["symlinks"] += 1
+                else:
+                    raise Refusal("invalid-path", "archive member %s is not a directory, a regular file or a symbolic link" % member.name, member.name)
+            finally:
+                os.close(parent)
+    # Modes last, deepest first, so that a read-only directory does not stop
+    # its own extraction.
+    for parts, mode, mtime in sorted(modes, key=lambda m: -len(m[0])):
+        fd = walk(os.dup(top), parts, "/".join(parts))
+        try:
+            os.fchmod(fd, mode)
+            os.utime(fd, (mtime, mtime))
+        finally:
+            os.close(fd)
+    return counts
+
+
+def op_skills(root, runtime):
+    """OpenClaw's refresh of the skills it materialized for the scope (with
+    workspaceAccess "rw"): <workspace>/.openclaw/sandbox-skills becomes the
+    archive on stdin, which the host streams from the scope's local skills
+    workspace; an empty stdin (the scope has none) leaves it empty. The new
+    tree is extracted beside the old one and renamed into place, so a fault
+    midway leaves the old skills, never half of the new ones. Whatever a
+    sandboxed command put at that name (a link too) is replaced, never
+    followed; `.openclaw` itself must be a directory, not a link."""
+    wsfd = open_mount(root, runtime, "workspace")
+    try:
+        dotfd = open_dir(wsfd, ".openclaw", ".openclaw", create=True)
+    finally:
+        os.close(wsfd)
+    name = "sandbox-skills"
+    fresh = ".occ-skills-" + token()
+    try:
+        os.mkdir(fresh, 0o755, dir_fd=dotfd)
+        try:
+            top = os.open(fresh, NOFOLLOW_DIR, dir_fd=dotfd)
+            try:
+                counts = extract(top) if sys.stdin.buffer.peek(1) else {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
+            finally:
+                os.close(top)
+            old = lstat_at(dotfd, name)
+            if old is not None:
+                stale = ".occ-skills-old-" + token()
+                os.rename(name, stale, src_dir_fd=dotfd, dst_dir_fd=dotfd)
+            os.rename(fresh, name, src_dir_fd=dotfd, dst_dir_fd=dotfd)
+        except BaseException:
+            if lstat_at(dotfd, fresh) is not None:
+                remove_tree(dotfd, fresh)
+            raise
+        if old is not None:
+            remove_tree(dotfd, stale)
+        os.fsync(dotfd)
+    finally:
+        os.close(dotfd)
     return counts
 
 
@@ -992,6 +1039,7 @@ OPS = {
     "publish": (op_publish, "S", False),
     "discard": (op_discard, "S", False),
     "remove-runtime": (op_remove_runtime, "", False),
+    "skills": (op_skills, "", False),
     "read": (op_read, "MPN", False),
     "write": (op_write, "MPF", True),
     "create": (op_create, "MPF", True),
@@ -1081,6 +1129,8 @@ def main(argv):
         raise Refusal("invalid-operation", "envelope.runtimeId: this call names no sandbox scope")
     fn, kinds, mutating = OPS[op]
     check_args(envelope, op, kinds, mutating, args)
+    if op == "skills" and not envelope.mounts.get("workspace"):
+        raise Refusal("read-only", "skills: the workspace mount is not writable in this sandbox", "workspace")
     if mutating:
         GUARD = Guard(descendants=(op == "rename" or (op == "remove" and args[2] == "1")))
     result = fn(envelope.root, envelope.runtime, *args)

@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use crate::config::Config;
+use crate::config::{Access, Config};
 use crate::edit;
 use crate::error::{Code, Error, ExecError};
 use crate::layout::Layout;
@@ -24,6 +24,7 @@ use crate::model::{
 use crate::patch::{self, Hunk};
 use crate::paths::{exec_workdir, resolve, resolve_writable};
 use crate::scripts::{self, EXEC, Failure, PREFLIGHT, Script, WORKSPACE};
+use occ_ssh_target::envelope::SKILLS;
 
 /// What the backend may do besides computing: the host's imports.
 pub trait Effects {
@@ -121,6 +122,9 @@ pub fn preflight<E: Effects>(
 pub struct Backend<'e, E: Effects> {
     pub config: Config,
     pub layout: Layout,
+    /// Whether the scope's materialized skills are refreshed before each
+    /// operation (workspaceAccess `rw` and a skills workspace named).
+    skills: bool,
     effects: &'e mut E,
 }
 
@@ -132,11 +136,52 @@ impl<'e, E: Effects> Backend<'e, E> {
     ) -> Result<Self, Error> {
         let config = Config::parse(configuration)?;
         let layout = Layout::new(&config, scope)?;
+        let skills =
+            config.workspace_access == Access::ReadWrite && scope.skills_workspace_dir.is_some();
         Ok(Backend {
             config,
             layout,
+            skills,
             effects,
         })
+    }
+
+    /// OpenClaw's refresh of the scope's materialized skills, as its SSH
+    /// backend runs it before a command, a shell script and each filesystem
+    /// operation (with workspaceAccess `rw`): the remote
+    /// `<workspace>/.openclaw/sandbox-skills` becomes a copy of the local
+    /// skills workspace, or empty while there is none. The workspace is
+    /// seeded first if it does not exist.
+    pub fn refresh_skills(&mut self) -> Result<(), Error> {
+        if !self.skills {
+            return Ok(());
+        }
+        let target = self.target().to_string();
+        let summary = self
+            .effects
+            .summary(Root::Skills)
+            .map_err(|e| exec_error(e, "refresh skills", &target))?;
+        let argv = WORKSPACE.argv(&self.workspace_args(SKILLS, &[]));
+        for attempt in 0..2 {
+            let out = if summary.directories == 0 {
+                self.effects.exec(&argv, &[], FS_TIMEOUT_MS)
+            } else {
+                self.effects.upload(Root::Skills, &argv, SEED_TIMEOUT_MS)
+            }
+            .map_err(|e| exec_error(e, "refresh skills", &target))?;
+            match scripts::outcome(out, WORKSPACE.interpreter(), "refresh skills", &target) {
+                Ok(_) => return Ok(()),
+                Err(Failure::NoRuntime) if attempt == 0 => {
+                    self.ensure()?;
+                }
+                Err(Failure::NoRuntime) => break,
+                Err(Failure::Error(e)) => return Err(e),
+            }
+        }
+        Err(Error::new(
+            Code::Remote,
+            "refresh skills: the runtime root disappeared right after it was ensured",
+        ))
     }
 
     fn target(&self) -> &str {
@@ -379,6 +424,15 @@ impl<'e, E: Effects> Backend<'e, E> {
             }
             Err(e) => return Err(e),
         };
+        // OpenClaw refreshes the skills before validating a directory in them.
+        if resolved.mount == Mount::Workspace
+            && (resolved.relative_path == SKILLS_DIR
+                || resolved
+                    .relative_path
+                    .starts_with(&format!("{SKILLS_DIR}/")))
+        {
+            self.refresh_skills()?;
+        }
         match self.workspace_op(
             "workdir",
             &[resolved.mount.name(), &resolved.relative_path],
@@ -1015,6 +1069,10 @@ impl<'e, E: Effects> Backend<'e, E> {
 }
 
 /// `out` without the last line of its stderr tail (the exec script's report).
+/// Where OpenClaw's SSH backend puts a scope's materialized skills, relative
+/// to the workspace mount.
+const SKILLS_DIR: &str = ".openclaw/sandbox-skills";
+
 /// OpenClaw's read-only skills directories, relative to each mount.
 const PROTECTED_SKILLS: [&str; 3] = [
     "skills",

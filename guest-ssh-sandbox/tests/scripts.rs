@@ -676,3 +676,116 @@ fn a_change_through_a_link_into_a_skills_directory_is_refused() {
         "n\n"
     );
 }
+
+/// `dir` as the tar stream the host sends (`./` and the entries below it).
+fn tar_of(dir: &Path) -> Vec<u8> {
+    let out = Command::new("tar")
+        .arg("-C")
+        .arg(dir)
+        .args(["-cf", "-", "."])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+#[test]
+fn the_skills_refresh_replaces_the_remote_copy_whole_or_not_at_all() {
+    let t = Target::new();
+    let ws = t.dir.path().join("root").join(RUNTIME).join("workspace");
+    let remote = ws.join(".openclaw/sandbox-skills");
+    let local = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(local.path().join("skills/demo")).unwrap();
+    std::fs::write(local.path().join("skills/demo/SKILL.md"), "# demo\n").unwrap();
+    let exec = t.envelope("exec", true).to_json();
+    let listing = |dir: &Path| {
+        let out = Command::new("find")
+            .arg(dir)
+            .args(["-mindepth", "1", "-printf", "%P %y\n"])
+            .output()
+            .unwrap();
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    // The first refresh makes .openclaw and the copy.
+    let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
+    assert_eq!(status, Some(0), "{line}");
+    assert_eq!(listing(&remote), listing(local.path()));
+    // What a sandboxed command left there goes; a changed skill arrives.
+    std::fs::write(remote.join("skills/planted.md"), "planted\n").unwrap();
+    std::fs::write(
+        local.path().join("skills/demo/SKILL.md"),
+        "# demo, changed\n",
+    )
+    .unwrap();
+    let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
+    assert_eq!(status, Some(0), "{line}");
+    assert_eq!(listing(&remote), listing(local.path()));
+    assert_eq!(
+        std::fs::read_to_string(remote.join("skills/demo/SKILL.md")).unwrap(),
+        "# demo, changed\n"
+    );
+    // A link a sandboxed command put in its place is replaced, never followed.
+    let victim = t.dir.path().join("victim");
+    std::fs::remove_dir_all(&remote).unwrap();
+    std::os::unix::fs::symlink(&victim, &remote).unwrap();
+    let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
+    assert_eq!(status, Some(0), "{line}");
+    assert!(!remote.symlink_metadata().unwrap().file_type().is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(victim.join("keep")).unwrap(),
+        "keep\n"
+    );
+    assert_eq!(listing(&victim), vec!["keep f".to_string()]);
+    // An archive that fails midway (a member leaving the tree) leaves the old
+    // copy as it was, and no half-extracted one beside it.
+    let before = t.tree();
+    let bad = {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("skills/new")).unwrap();
+        std::fs::write(dir.path().join("skills/new/SKILL.md"), "# new\n").unwrap();
+        std::os::unix::fs::symlink("../../../../victim", dir.path().join("skills/out")).unwrap();
+        tar_of(dir.path())
+    };
+    let (status, line) = workspace(&exec, &["skills"], &bad);
+    assert_eq!(status, Some(1), "{line}");
+    assert_eq!(code_of(&line), "symlink", "{line}");
+    assert_eq!(t.tree(), before, "a failed refresh changed the tree");
+    // No local skills: the copy is emptied.
+    let (status, line) = workspace(&exec, &["skills"], b"");
+    assert_eq!(status, Some(0), "{line}");
+    assert!(remote.is_dir());
+    assert_eq!(listing(&remote), Vec::<String>::new());
+    // Refused, changing nothing: a read-only workspace, a method that does not
+    // refresh, and `.openclaw` made a link to outside.
+    let before = t.tree();
+    let read_only = t.envelope("exec", false).to_json();
+    let (status, line) = workspace(&read_only, &["skills"], &tar_of(local.path()));
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "read-only".to_string()),
+        "{line}"
+    );
+    let describe = t.envelope("describeRuntime", true).to_json();
+    let (status, line) = workspace(&describe, &["skills"], &tar_of(local.path()));
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "invalid-operation".to_string()),
+        "{line}"
+    );
+    assert_eq!(t.tree(), before);
+    std::fs::remove_dir_all(ws.join(".openclaw")).unwrap();
+    std::os::unix::fs::symlink(&victim, ws.join(".openclaw")).unwrap();
+    let before = t.tree();
+    let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "symlink".to_string()),
+        "{line}"
+    );
+    assert_eq!(t.tree(), before);
+}

@@ -205,7 +205,8 @@ export class SandboxHost {
 
   /**
    * OpenClaw's backend factory: a handle for the scope of `params`
-   * (`scopeKey`, `sessionKey`, `workspaceDir`, `agentWorkspaceDir`). Nothing
+   * (`scopeKey`, `sessionKey`, `workspaceDir`, `agentWorkspaceDir`,
+   * `skillsWorkspaceDir`). Nothing
    * happens on the target until the first operation, which seeds the
    * workspace if it does not exist.
    */
@@ -216,6 +217,9 @@ export class SandboxHost {
       ...(params.sessionKey ? { sessionKey: params.sessionKey } : {}),
       ...(params.agentId ? { agentId: params.agentId } : {}),
       ...(params.agentWorkspaceDir ? { agentWorkspaceDir: params.agentWorkspaceDir } : {}),
+      // OpenClaw's materialized skills (workspaceAccess "rw"): refreshed on
+      // the target before each operation, as its own SSH backend does.
+      ...(params.skillsWorkspaceDir ? { skillsWorkspaceDir: params.skillsWorkspaceDir } : {}),
     };
     const info = await this.call("describeRuntime", { scope });
     return createHandle(this, scope, info, params);

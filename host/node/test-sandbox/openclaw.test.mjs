@@ -278,3 +278,62 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
     local.cleanup();
   }
 });
+
+test("differential: the skills OpenClaw materialized for a scope are refreshed before each operation", async () => {
+  const local = localWorkspace();
+  // Where OpenClaw materializes a scope's skills with workspaceAccess "rw".
+  const skills = join(local.base, "skills-workspaces", "scope", ".openclaw", "sandbox-skills");
+  mkdirSync(join(skills, "skills/demo"), { recursive: true });
+  writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo\n");
+  const theirsRoot = `/tmp/${unique("occ-skills-openclaw")}`;
+  const oursRoot = `/tmp/${unique("occ-skills-ours")}`;
+  const { startSandboxHost } = await import("../sandbox.mjs");
+  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
+  try {
+    const session = unique("agent:main");
+    const withSkills = (cfg) => ({ ...params(local, session, cfg), skillsWorkspaceDir: skills });
+    const theirHandle = await sdk.getSandboxBackendFactory("ssh")(withSkills(openclawCfg("ssh", sshBlock(host, theirsRoot))));
+    const ourHandle = await ours.createHandle(withSkills(null));
+    const listing = "cd .openclaw/sandbox-skills 2>/dev/null && find . | LC_ALL=C sort && cat skills/demo/SKILL.md 2>/dev/null; true";
+    const run = async (handle) => {
+      const bridge = handle.createFsBridge({ sandbox: bridgeContext(local, handle) });
+      const out = [];
+      const step = async (name, f) => {
+        try {
+          out.push([name, await f()]);
+        } catch (e) {
+          out.push([name, typeof e.code === "string" && /^E[A-Z]+$/.test(e.code) ? { error: e.code } : "error"]);
+        }
+      };
+      writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo\n");
+      await step("exec sees the skills", () => exec(handle, listing));
+      // A sandboxed command's change to the copy is undone by the next refresh.
+      await step("a command plants a file", () => exec(handle, "echo planted > .openclaw/sandbox-skills/skills/planted.md && echo ok"));
+      writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo, changed\n");
+      await step("the next exec sees the change, not the plant", () => exec(handle, listing));
+      writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo, changed again\n");
+      await step("a shell script sees the change", async () => (await handle.runShellCommand({ script: 'cat "$1"', args: [`${handle.workdir}/.openclaw/sandbox-skills/skills/demo/SKILL.md`] })).stdout.toString());
+      writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo, read through the bridge\n");
+      await step("the bridge reads the change", async () => (await bridge.readFile({ filePath: ".openclaw/sandbox-skills/skills/demo/SKILL.md" })).toString());
+      await step("the bridge may not write there", () => bridge.writeFile({ filePath: ".openclaw/sandbox-skills/skills/demo/SKILL.md", data: "x" }));
+      rmSync(join(local.base, "skills-workspaces"), { recursive: true, force: true });
+      await step("no local skills: the copy is emptied", () => exec(handle, listing));
+      mkdirSync(join(skills, "skills/demo"), { recursive: true });
+      return out;
+    };
+    const theirs = await run(theirHandle);
+    const mine = await run(ourHandle);
+    assert.deepEqual(mine, theirs);
+    const row = (name) => mine.find(([n]) => n === name)[1];
+    assert.match(row("exec sees the skills").stdout, /\.\/skills\/demo\/SKILL\.md\n# demo\n$/);
+    assert.doesNotMatch(row("the next exec sees the change, not the plant").stdout, /planted/);
+    assert.equal(row("the bridge reads the change"), "# demo, read through the bridge\n");
+    assert.equal(row("the bridge may not write there"), "error");
+    assert.equal(row("no local skills: the copy is emptied").stdout, ".\n");
+    assert.equal(remoteTree(host, ourHandle.workdir), remoteTree(host, theirHandle.workdir));
+  } finally {
+    await ours.close();
+    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
+    local.cleanup();
+  }
+});

@@ -18,7 +18,9 @@
 //!   nothing else (command, environment, arguments; the command's stdin
 //!   after it), the command runs in the caller's workdir, and its time limit
 //!   is within the caller's;
-//! - a local workspace streams into `unpack` and nothing else.
+//! - a local workspace streams into `unpack` or `skills` and nothing else;
+//!   `unpack` takes no archive but the stream, `skills` the stream or
+//!   nothing (a scope without skills), and only into a writable workspace.
 //!
 //! What runs is then `[<interpreter>, "-c", <script>, <name>, <envelope>,
 //! <args...>]`: the host's envelope (the installation's workspace root, the
@@ -152,13 +154,17 @@ impl CallAdmission {
             ));
         }
         let is_unpack = name == "workspace" && op == "unpack";
-        if streamed && !is_unpack {
+        let is_skills = name == "workspace" && op == envelope::SKILLS;
+        if streamed && !is_unpack && !is_skills {
             return Err(format!(
-                "a local workspace streams into workspace unpack only, not {name} {op}"
+                "a local workspace streams into workspace unpack or skills only, not {name} {op}"
             ));
         }
         if is_unpack && !streamed {
             return Err("workspace unpack takes its archive from the local workspace the host streams, not from the component".into());
+        }
+        if is_skills && !streamed && !stdin.is_empty() {
+            return Err("workspace skills takes its archive from the local skills workspace the host streams, or nothing, not from the component".into());
         }
         if name != "preflight" {
             let layout = facts
@@ -169,6 +175,9 @@ impl CallAdmission {
             if name == "workspace" {
                 let spec = workspace_op(op).expect("a workspace operation");
                 check_args(layout, &format!("workspace {op}"), spec, rest)?;
+                if is_skills && !layout.mount(Mount::Workspace).is_some_and(|m| m.writable) {
+                    return Err("workspace skills would change the workspace mount, which workspaceAccess makes read-only".into());
+                }
             } else {
                 self.check_exec(layout, op, rest, stdin)?;
             }
@@ -563,7 +572,7 @@ mod tests {
                 Access::ReadWrite,
                 vec!["workspace", "describe"],
                 true,
-                "streams into workspace unpack only",
+                "streams into workspace unpack or skills only",
             ),
             (
                 Method::EnsureRuntime,
@@ -587,6 +596,28 @@ mod tests {
                 .unwrap_err();
             assert!(err.contains(expected), "{method} {args:?}: {err}");
         }
+        // The skills refresh: its archive is the host's stream or nothing,
+        // only into a writable workspace, only where OpenClaw refreshes.
+        let skills = argv("workspace", &["skills"]);
+        let rw = admission(Method::ReadFile, Access::ReadWrite, None);
+        assert!(rw.admit(&skills, &[], true).is_ok());
+        assert!(rw.admit(&skills, &[], false).is_ok());
+        let forged = rw.admit(&skills, b"a tar of the component's", false);
+        assert!(
+            forged
+                .as_ref()
+                .unwrap_err()
+                .contains("takes its archive from the local skills workspace"),
+            "{forged:?}"
+        );
+        let ro = admission(Method::ReadFile, Access::ReadOnly, None);
+        let err = ro.admit(&skills, &[], true).unwrap_err();
+        assert!(err.contains("workspaceAccess makes read-only"), "{err}");
+        let describe = admission(Method::DescribeRuntime, Access::ReadWrite, None);
+        let err = describe.admit(&skills, &[], true).unwrap_err();
+        assert!(err.contains("may not run workspace skills"), "{err}");
+        let extra = rw.admit(&argv("workspace", &["skills", "/etc"]), &[], true);
+        assert!(extra.unwrap_err().contains("takes 0 arguments"));
         // What the method may run gets through.
         let a = admission(Method::EnsureRuntime, Access::ReadOnly, None);
         assert!(
