@@ -185,8 +185,16 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
             "not-granted: the caller named no agent workspace for this call",
         ),
         (
+            "upload-skills",
+            "not-granted: the caller named no skills workspace for this call",
+        ),
+        (
+            "forged-skills",
+            "refused: workspace skills takes its archive from the local skills workspace the host streams, or nothing",
+        ),
+        (
             "upload-into-exec",
-            "refused: a local workspace streams into workspace unpack only, not exec shell",
+            "refused: a local workspace streams into workspace unpack or skills only, not exec shell",
         ),
         (
             "upload-unapproved",
@@ -223,7 +231,7 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
     .unwrap();
     assert_eq!(
         got,
-        "refused: readFile may not run exec exec (it may run: describe, stage, unpack, publish, discard, read)"
+        "refused: readFile may not run exec exec (it may run: describe, stage, unpack, publish, discard, skills, read)"
     );
     // Every refusal is audited, and only the allowed exec reached the transport.
     let audit = std::fs::read_to_string(&s.audit).unwrap();

@@ -12,8 +12,10 @@
 //!   caller did not ask for, or in the other mode;
 //! - `shell-args`: the caller's script with other arguments;
 //! - `other-alias`: exec on an alias the grant does not name;
-//! - `upload-agent`, `upload-into-exec`, `upload-unapproved`: stream a local
-//!   workspace the caller did not name, or into a script that must not take it;
+//! - `upload-agent`, `upload-skills`, `upload-into-exec`, `upload-unapproved`:
+//!   stream a local workspace the caller did not name, or into a script that
+//!   must not take it; `forged-skills`: the skills refresh with an archive of
+//!   the component's own;
 //! - `approved`: the workspace script's `describe`, which the grant and the
 //!   method let through.
 //!
@@ -378,6 +380,20 @@ fn attack(name: &str) -> String {
             &argv("python3", WORKSPACE, "workspace", &["unpack"]),
             1000,
         )),
+        "upload-skills" => upload_outcome(local_workspace::upload(
+            WorkspaceRoot::Skills,
+            t,
+            &argv("python3", WORKSPACE, "workspace", &["skills"]),
+            1000,
+        )),
+        "forged-skills" => run(|| {
+            ssh_exec::exec(
+                t,
+                &argv("python3", WORKSPACE, "workspace", &["skills"]),
+                b"skills of the component's choosing",
+                1000,
+            )
+        }),
         "upload-into-exec" => {
             let (a, _) = exec_call("shell", "upload-into-exec");
             upload_outcome(local_workspace::upload(
