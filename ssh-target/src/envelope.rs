@@ -7,7 +7,7 @@
 //! writes:
 //!
 //! ```json
-//! {"version":1,"method":"readFile","ops":["describe","stage","unpack","publish","discard","read"],
+//! {"version":1,"method":"readFile","ops":["describe","stage","unpack","publish","discard","skills","read"],
 //!  "workspaceRoot":"/tmp/openclaw-sandboxes","runtimeId":"openclaw-ssh-workspace-…",
 //!  "mounts":[{"name":"workspace","writable":true}]}
 //! ```
@@ -385,7 +385,7 @@ mod tests {
         let e = Envelope::new("stat", "/r", Some(&layout)).unwrap();
         assert_eq!(
             e.to_json(),
-            "{\"version\":1,\"method\":\"stat\",\"ops\":[\"describe\",\"stage\",\"unpack\",\"publish\",\"discard\",\"stat\"],\
+            "{\"version\":1,\"method\":\"stat\",\"ops\":[\"describe\",\"stage\",\"unpack\",\"publish\",\"discard\",\"skills\",\"stat\"],\
              \"workspaceRoot\":\"/r\",\"runtimeId\":\"openclaw-ssh-shared-8198076c\",\
              \"mounts\":[{\"name\":\"workspace\",\"writable\":false},{\"name\":\"agent\",\"writable\":false}]}"
         );
