@@ -90,7 +90,7 @@ test("exec as OpenClaw runs it: streamed output, exit code, env; a kill ends the
   const f = await fixture();
   try {
     const spec = await f.handle.buildExecSpec({ command: 'echo "$GREETING"; echo oops >&2; pwd; exit 3', workdir: "src", env: { GREETING: "it's ok" } });
-    assert.equal(spec.stdinMode, "pipe-closed");
+    assert.equal(spec.stdinMode, "pipe-open");
     const { code, stdout, stderr } = await run(spec).done;
     assert.equal(code, 3);
     assert.equal(stdout, `it's ok\n${f.handle.workdir}/src\n`);
@@ -103,6 +103,31 @@ test("exec as OpenClaw runs it: streamed output, exit code, env; a kill ends the
     assert.equal(ended.signal, "SIGTERM");
     const pattern = `[${marker[0]}]${marker.slice(1)}`;
     sh(host, `timeout 20 sh -c 'while pgrep -f "${pattern}" >/dev/null; do sleep 0.05; done'`);
+  } finally {
+    await f.close();
+  }
+});
+
+test("a relay's stdin reaches its own command, in its own scope, and no other", async () => {
+  const f = await fixture();
+  try {
+    // A second scope on the same serving host.
+    const other = await f.sandboxHost.createHandle({ sessionKey: unique("agent:other"), workspaceDir: f.local.workspace });
+    assert.notEqual(other.runtimeId, f.handle.runtimeId);
+    const reader = 'read -r line; echo "got:$line in $(pwd)"';
+    const mine = run(await f.handle.buildExecSpec({ command: reader }));
+    const theirs = run(await other.buildExecSpec({ command: reader }));
+    mine.child.stdin.write("for my command only\n");
+    const a = await mine.done;
+    // The other command's input ends with nothing in it.
+    theirs.child.stdin.end();
+    const b = await theirs.done;
+    assert.equal(a.stdout, `got:for my command only in ${f.handle.workdir}\n`);
+    assert.equal(b.stdout, `got: in ${other.workdir}\n`);
+    // Closing the relay's stdin closes the command's: `cat` ends.
+    const cat = run(await f.handle.buildExecSpec({ command: "cat; echo end" }));
+    cat.child.stdin.end("last\n");
+    assert.deepEqual(await cat.done, { code: 0, signal: null, stdout: "last\nend\n", stderr: "" });
   } finally {
     await f.close();
   }

@@ -18,7 +18,8 @@ pub enum Method {
     RecreateRuntime,
     /// `{scope, workdir}`.
     ValidateWorkdir,
-    /// `{scope, command, workdir?, env?, stdin?, timeoutMs?}`; output streams.
+    /// `{scope, command, workdir?, env?, stdin?, timeoutMs?, pty?}`; output
+    /// streams, and `$/input` reaches the command's stdin.
     Exec,
     /// `{scope, script, args?, stdin?, allowFailure?, timeoutMs?}`.
     RunShellCommand,
