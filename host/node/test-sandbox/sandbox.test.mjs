@@ -133,6 +133,29 @@ test("a relay's stdin reaches its own command, in its own scope, and no other", 
   }
 });
 
+test("drivers.sandbox.maxRunSeconds ends a command that runs longer, and its processes", async () => {
+  const local = localWorkspace();
+  const workspaceRoot = `/tmp/${unique("occ-sbx-bound")}`;
+  const doc = installation({ ssh: sshBlock(host, workspaceRoot), localWorkspaces: [local.base] });
+  doc.drivers.sandbox.maxRunSeconds = 3;
+  const sandboxHost = await startSandboxHost({ installation: doc, hostBinary });
+  try {
+    const handle = await sandboxHost.createHandle({ sessionKey: unique("agent:main"), workspaceDir: local.workspace });
+    const marker = unique("occ-node-bound");
+    const started = Date.now();
+    const r = await run(await handle.buildExecSpec({ command: `echo started; sh -c 'sleep 600; : ${marker}'; echo late` })).done;
+    // The host's bound, not the command, ended it: the relay's 124.
+    assert.deepEqual([r.code, r.stdout], [124, "started\n"]);
+    assert.ok(Date.now() - started < 60_000);
+    const pattern = `[${marker[0]}]${marker.slice(1)}`;
+    sh(host, `timeout 20 sh -c 'while pgrep -f "${pattern}" >/dev/null; do sleep 0.05; done'`);
+  } finally {
+    await sandboxHost.close();
+    sh(host, `rm -rf ${workspaceRoot}`);
+    local.cleanup();
+  }
+});
+
 test("runShellCommand with stdin, failures and an abort signal", async () => {
   const f = await fixture();
   try {

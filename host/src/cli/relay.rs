@@ -37,12 +37,16 @@ pub(crate) struct RelayArgs {
 }
 
 pub(crate) fn run(args: RelayArgs) -> Result<ExitCode> {
-    let params: Value = serde_json::from_slice(
+    let mut params: Value = serde_json::from_slice(
         &STANDARD
             .decode(args.params.as_bytes())
             .context("--params is not base64")?,
     )
     .context("--params is not JSON")?;
+    // This process's stdin stays the command's until it ends.
+    if let Some(p) = params.as_object_mut() {
+        p.insert("openStdin".into(), Value::Bool(true));
+    }
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -188,10 +188,10 @@ impl SandboxInstallation {
         let max_run = match sandbox.get("maxRunSeconds") {
             None => Duration::from_secs(DEFAULT_MAX_RUN_SECONDS),
             Some(v) => match v.as_u64() {
-                Some(n) if (60..=MAX_RUN_SECONDS).contains(&n) => Duration::from_secs(n),
+                Some(n) if (1..=MAX_RUN_SECONDS).contains(&n) => Duration::from_secs(n),
                 _ => {
                     return Err(err(format!(
-                        "drivers.sandbox.maxRunSeconds: must be a whole number of seconds from 60 to {MAX_RUN_SECONDS}, not {v}"
+                        "drivers.sandbox.maxRunSeconds: must be a whole number of seconds from 1 to {MAX_RUN_SECONDS}, not {v}"
                     )));
                 }
             },
@@ -509,7 +509,7 @@ mod tests {
             ),
             (
                 "drivers: {sandbox: {component: c, configuration: {}, maxRunSeconds: 4294968}}",
-                "drivers.sandbox.maxRunSeconds: must be a whole number of seconds from 60 to 4294967, not 4294968",
+                "drivers.sandbox.maxRunSeconds: must be a whole number of seconds from 1 to 4294967, not 4294968",
             ),
             (
                 "drivers: {sandbox: {component: c, configuration: {}, maxRunSeconds: \"1h\"}}",

@@ -518,6 +518,12 @@ impl SandboxBackend {
             )
         })?;
         let p = params::Params::new(method, params)?;
+        // An open stdin only for a caller that asks for one (the relay,
+        // `openStdin`); otherwise the request's `stdin` is written and closed.
+        let mut options = options;
+        if method != Method::Exec || !p.flag("openStdin", false)? {
+            options.input = None;
+        }
         let scope = self.scope(method.name(), &options);
         let configuration = self.configuration.clone();
         if !method.scoped() {
