@@ -53,8 +53,10 @@ pub trait Effects {
 pub const FS_TIMEOUT_MS: u32 = 120_000;
 /// Seeding may move a large workspace; the host's operation bound caps it.
 pub const SEED_TIMEOUT_MS: u32 = 3_600_000;
-/// An exec without a time limit of its own gets OpenClaw's default, 30 minutes.
-pub const DEFAULT_EXEC_TIMEOUT_MS: u32 = 1_800_000;
+/// The exec script's time limit for a command that has none of its own: none.
+/// OpenClaw enforces its exec timeout by killing what it spawned (the relay),
+/// which ends the remote command; the host's bound of one run backs it up.
+pub const NO_TIME_LIMIT: u32 = 0;
 /// The host's bound of an exec is the exec's own limit plus this: the exec
 /// script enforces the limit itself and reports it, the host only backs it up.
 pub const EXEC_SLACK_MS: u32 = 15_000;
@@ -514,16 +516,19 @@ impl<'e, E: Effects> Backend<'e, E> {
                 &timeout_ms.to_string(),
                 &header.len().to_string(),
             ]);
-            let out =
-                match self
-                    .effects
-                    .exec(&argv, &input, timeout_ms.saturating_add(EXEC_SLACK_MS))
-                {
-                    Ok(out) => out,
-                    // The host's backstop: the script did not report in time either.
-                    Err(ExecError::Timeout) => return Ok(None),
-                    Err(e) => return Err(exec_error(e, mode, &target)),
-                };
+            // Without a limit of its own, the run lasts as long as the host's
+            // bound of one run (the host caps every exec at it).
+            let bound = if timeout_ms == NO_TIME_LIMIT {
+                u32::MAX
+            } else {
+                timeout_ms.saturating_add(EXEC_SLACK_MS)
+            };
+            let out = match self.effects.exec(&argv, &input, bound) {
+                Ok(out) => out,
+                // The host's backstop: the script did not report in time either.
+                Err(ExecError::Timeout) => return Ok(None),
+                Err(e) => return Err(exec_error(e, mode, &target)),
+            };
             if scripts::missing_program(&out, "python3") {
                 return Err(scripts::missing_python(mode, &target));
             }
@@ -561,10 +566,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     pub fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult, Error> {
         let workdir = exec_workdir(&self.layout, req.workdir.as_deref())?;
         let env = Self::check_env(&req.env)?;
-        let timeout = req
-            .timeout_ms
-            .filter(|t| *t > 0)
-            .unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
+        let timeout = req.timeout_ms.filter(|t| *t > 0).unwrap_or(NO_TIME_LIMIT);
         let stdin = req.stdin.as_deref().unwrap_or_default();
         match self.run_command("exec", &req.command, &workdir, env, &[], stdin, timeout)? {
             None => Ok(ExecResult {

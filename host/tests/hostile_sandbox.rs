@@ -449,7 +449,7 @@ fn every_field_and_operation_is_refused_before_any_connection() {
             "exec",
             &echo,
             "exec-timeout",
-            "the exec script's time limit \"4294967295\" ms is not within the caller's 7200000 ms",
+            "the exec script's time limit \"4294967295\" ms is not within the host's bound of 86400000 ms",
         ),
         (
             "rw",
@@ -457,6 +457,13 @@ fn every_field_and_operation_is_refused_before_any_connection() {
             &echo,
             "exec-nonce",
             "the exec header's nonce must be 32 lowercase hex digits",
+        ),
+        (
+            "rw",
+            "exec",
+            &echo,
+            "exec-tty",
+            "the exec header carries \"tty\", which the caller did not ask for",
         ),
     ];
     for access in ["rw", "ro"] {

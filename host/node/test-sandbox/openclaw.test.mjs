@@ -32,7 +32,7 @@ const sdk = await import(pathToFileURL(join(openclawDir, "dist/plugin-sdk/sandbo
 async function loadPlugin() {
   const here = dirname(fileURLToPath(import.meta.url));
   const dir = mkdtempSync(join(tmpdir(), "occ-plugin-"));
-  for (const f of ["sandbox.mjs", "openclaw-plugin"]) cpSync(join(here, "..", f), join(dir, f), { recursive: true });
+  for (const f of ["sandbox.mjs", "exec-command.mjs", "openclaw-plugin"]) cpSync(join(here, "..", f), join(dir, f), { recursive: true });
   mkdirSync(join(dir, "node_modules"));
   symlinkSync(openclawDir, join(dir, "node_modules/openclaw"));
   const plugin = (await import(pathToFileURL(join(dir, "openclaw-plugin/index.mjs")).href)).default;
@@ -96,6 +96,46 @@ async function exec(handle, command) {
   const code = await new Promise((resolve) => child.on("exit", resolve));
   await handle.finalizeExec?.({ status: code === 0 ? "completed" : "failed", exitCode: code, timedOut: false, token: spec.finalizeToken });
   return { code, stdout, stderr };
+}
+
+/**
+ * Spawn what buildExecSpec returns, as OpenClaw's supervisor does: stdin open
+ * or closed as the spec says. `drive(child, output)` talks to it; `output()`
+ * resolves once stdout holds a text.
+ */
+async function spawnExec(handle, command, { usePty = false, killAfterMs, drive } = {}) {
+  const spec = await handle.buildExecSpec({ command, env: {}, usePty });
+  const child = spawn(spec.argv[0], spec.argv.slice(1), { env: spec.env, cwd: spec.cwd, stdio: ["pipe", "pipe", "pipe"] });
+  if (spec.stdinMode === "pipe-closed") child.stdin.end();
+  child.stdin.on("error", () => {});
+  let stdout = "";
+  let stderr = "";
+  const waiters = [];
+  child.stdout.on("data", (d) => {
+    stdout += d;
+    for (const w of waiters.filter((w) => stdout.includes(w.text))) w.resolve();
+  });
+  child.stderr.on("data", (d) => (stderr += d));
+  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const seen = (text) => (stdout.includes(text) ? Promise.resolve() : new Promise((resolve) => waiters.push({ text, resolve })));
+  // OpenClaw's exec timeout: it kills the process tree it spawned.
+  const timer = killAfterMs && setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+  if (drive) await drive(child, seen);
+  const { code, signal } = await exited;
+  clearTimeout(timer);
+  await handle.finalizeExec?.({ status: code === 0 ? "completed" : "failed", exitCode: code, timedOut: Boolean(signal), token: spec.finalizeToken });
+  return { stdinMode: spec.stdinMode, code, signal, stdout, stderr };
+}
+
+/** The first line of what buildExecSpec threw for `command`, or what it returned. */
+async function refusal(handle, command) {
+  try {
+    const spec = await handle.buildExecSpec({ command, env: {}, usePty: false });
+    await handle.finalizeExec?.({ status: "completed", exitCode: 0, timedOut: false, token: spec.finalizeToken });
+    return "accepted";
+  } catch (e) {
+    return String(e.message).split("\n")[0];
+  }
 }
 
 /** One sequence of operations; what each returned (errors as "error"). */
@@ -175,6 +215,33 @@ async function sequence(handle, local) {
   await step("remove through a link", () => bridge.remove({ filePath: "into-skills/demo", recursive: true }));
   await step("remove the link itself", () => bridge.remove({ filePath: "into-agents" }));
   await step("read skills", async () => (await bridge.readFile({ filePath: "skills/demo/SKILL.md" })).toString());
+  // Exec as OpenClaw's exec tool runs it: the time limit is OpenClaw's (it
+  // kills what it spawned); stdin stays open for `process write`.
+  await step("exec killed at OpenClaw's timeout", async () => {
+    const r = await spawnExec(handle, "echo started; sleep 30; echo late", { killAfterMs: 1500 });
+    return [r.code, r.signal, r.stdout];
+  });
+  await step("process write to a running command", async () => {
+    const r = await spawnExec(handle, 'read line; echo "got $line"; cat; echo "stdin closed"', {
+      drive: async (child, seen) => {
+        child.stdin.write("hello\n");
+        await seen("got hello");
+        child.stdin.write("more\n");
+        await seen("more");
+        child.stdin.end();
+      },
+    });
+    return [r.stdinMode, r.code, r.stdout];
+  });
+  await step("a command on a terminal", async () => {
+    const r = await spawnExec(handle, 'test -t 0 && echo tty; echo "$TERM"; exit 4', { usePty: true });
+    // OpenClaw's `ssh -tt` adds its client's own "Connection to <host>
+    // closed." to stderr; that line is ssh's, not the command's.
+    return [r.code, r.stdout];
+  });
+  for (const command of ["echo 'unclosed", 'echo "$(date', "cat <<EOF\nno end", "echo trailing \\", "cat <input-file>", "echo `date", "echo $((1 + 2)", "echo fine # 'comment"]) {
+    await step(`malformed? ${JSON.stringify(command)}`, () => refusal(handle, command));
+  }
   await step("shell exits 3", () => handle.runShellCommand({ script: "echo out; echo err >&2; exit 3" }), { shell: true });
   await step("shell exits 3, allowed", async () => {
     const r = await handle.runShellCommand({ script: "echo out; exit 3", allowFailure: true });
@@ -258,6 +325,24 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
     }
     const agreed = (rows) => rows.filter(([name]) => !(name in onPurpose));
     assert.deepEqual(agreed(mine), agreed(theirs));
+    // Closing a terminal command's stdin ends its input: ours sends the
+    // terminal's end-of-file character. (OpenClaw's own `ssh -tt` sends an
+    // SSH end of input, which sshd does not pass to a terminal: its command
+    // waits on.)
+    const eof = await spawnExec(ourHandle, 'read line; echo "got $line"; cat; echo "stdin closed"', {
+      usePty: true,
+      drive: async (child, seen) => {
+        child.stdin.write("hello\n");
+        await seen("got hello");
+        child.stdin.end();
+      },
+    });
+    assert.equal(eof.code, 0);
+    assert.match(eof.stdout, /got hello\r\n[\s\S]*stdin closed\r\n$/);
+    // Ours killed the remote command with the relay (whatever OpenClaw's own
+    // left running is in its root, not ours).
+    const left = sh(host, `for p in $(pgrep -f 'sleep 3[0]; echo late'); do readlink /proc/$p/cwd; done; true`);
+    assert.ok(!left.includes(oursRoot), `left running in ${oursRoot}: ${left}`);
     // The rows that carry OpenClaw's codes did carry them.
     const row = (name) => mine.find(([n]) => n === name)[1];
     assert.deepEqual(row("read missing"), { error: { code: "ENOENT" } });
@@ -266,6 +351,11 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
     assert.equal(row("remove the link itself"), null);
     assert.equal(row("read skills"), "# demo skill\n");
     assert.deepEqual(row("shell exits 3"), { error: { code: 3, stdout: "out\n", stderr: "err\n" } });
+    assert.deepEqual(row("exec killed at OpenClaw's timeout"), [null, "SIGKILL", "started\n"]);
+    assert.deepEqual(row("process write to a running command"), ["pipe-open", 0, "got hello\nmore\nstdin closed\n"]);
+    assert.equal(row(`malformed? ${JSON.stringify("echo 'unclosed")}`), "Malformed SSH/OpenShell exec command: unclosed single quote.");
+    assert.equal(row(`malformed? ${JSON.stringify("echo fine # 'comment")}`), "accepted");
+    assert.deepEqual(row("a command on a terminal"), [4, "tty\r\nxterm-256color\r\n"]);
     const tree = (dir) => remoteTree(host, dir);
     assert.equal(tree(ourHandle.workdir), tree(theirHandle.workdir));
     assert.equal(

@@ -50,6 +50,9 @@ pub(super) struct Asked {
     pub workdir: Option<String>,
     /// The caller's time limit, when it gave one.
     pub timeout_ms: Option<u32>,
+    /// The caller asked for a pseudo-terminal (mode `exec` only). The host
+    /// says so in the envelope (`tty`), never the component.
+    pub tty: bool,
 }
 
 /// What the host knows of one call.
@@ -88,8 +91,20 @@ impl CallAdmission {
                 .map_err(|why| format!("the call's scope has no sandbox: {why}"))?;
             let envelope = Envelope::new(method.name(), &settings.workspace_root, layout.as_ref())
                 .ok_or_else(|| format!("{method} has no row in the table of script operations"))?;
+            let mut json = envelope.to_json();
+            if asked
+                .as_ref()
+                .is_some_and(|a| a.tty && a.mode == envelope::EXEC)
+            {
+                // The caller's terminal, which the exec script gives the
+                // command: a value of the call, so the host writes it.
+                let mut v: serde_json::Map<String, Value> =
+                    serde_json::from_str(&json).expect("the envelope is a JSON object");
+                v.insert("tty".into(), Value::Bool(true));
+                json = Value::Object(v).to_string();
+            }
             Ok(Facts {
-                json: envelope.to_json(),
+                json,
                 envelope,
                 layout,
             })
@@ -222,15 +237,22 @@ impl CallAdmission {
                 shown(relative)
             ));
         }
-        let limit = asked
-            .timeout_ms
-            .filter(|t| *t > 0)
-            .map_or(self.operation_ms, u64::from);
+        // A caller's own limit binds the script; without one, the script may
+        // run with none of its own ("0"), and the host's bound of one run
+        // (the grant's, which the transport applies to every exec) ends it.
+        let callers = asked.timeout_ms.filter(|t| *t > 0).map(u64::from);
+        let limit = callers.unwrap_or(self.operation_ms);
         match timeout.parse::<u64>() {
+            Ok(0) if callers.is_none() => {}
             Ok(t) if (1..=limit).contains(&t) => {}
             _ => {
+                let whose = if callers.is_some() {
+                    "the caller's"
+                } else {
+                    "the host's bound of"
+                };
                 return Err(format!(
-                    "{method}: the exec script's time limit {} ms is not within the caller's {limit} ms",
+                    "{method}: the exec script's time limit {} ms is not within {whose} {limit} ms",
                     shown(timeout)
                 ));
             }
@@ -746,7 +768,7 @@ mod tests {
                 honest.clone(),
                 b"in",
                 ["workspace", "src", "0"],
-                "not within",
+                "not within the caller's 5000 ms",
             ),
         ];
         for (header, rest, args, expected) in cases {
@@ -791,6 +813,38 @@ mod tests {
     }
 
     #[test]
+    fn a_terminal_is_the_callers_and_the_host_writes_it() {
+        let asked = |tty: bool, mode: &'static str| Asked {
+            mode,
+            command: "x".into(),
+            tty,
+            ..Asked::default()
+        };
+        let header =
+            serde_json::json!({"command": "x", "env": {}, "args": [], "nonce": "a".repeat(32)});
+        let envelope_of = |method: Method, a: Asked| {
+            let adm = admission(method, Access::ReadWrite, Some(a));
+            let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "0"]);
+            let run = adm.admit(&run, &stdin, false).unwrap();
+            serde_json::from_str::<Value>(&run[4]).unwrap()
+        };
+        assert_eq!(envelope_of(Method::Exec, asked(true, "exec"))["tty"], true);
+        assert!(
+            envelope_of(Method::Exec, asked(false, "exec"))
+                .get("tty")
+                .is_none()
+        );
+        // A component that asks for one in the header is refused: the header
+        // is the caller's request, and a terminal is not part of it.
+        let adm = admission(Method::Exec, Access::ReadWrite, Some(asked(false, "exec")));
+        let mut forged = header.clone();
+        forged["tty"] = Value::Bool(true);
+        let (run, stdin) = exec_run(forged, b"", ["workspace", "", "0"]);
+        let err = adm.admit(&run, &stdin, false).unwrap_err();
+        assert!(err.contains("carries \"tty\""), "{err}");
+    }
+
+    #[test]
     fn without_a_limit_of_its_own_an_exec_is_bounded_by_the_grant() {
         let asked = Asked {
             mode: "exec",
@@ -802,7 +856,13 @@ mod tests {
             serde_json::json!({"command": "x", "env": {}, "args": [], "nonce": "a".repeat(32)});
         let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "7200000"]);
         assert!(a.admit(&run, &stdin, false).is_ok());
+        let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "0"]);
+        assert!(a.admit(&run, &stdin, false).is_ok(), "no limit of its own");
         let (run, stdin) = exec_run(header, b"", ["workspace", "", "7200001"]);
-        assert!(a.admit(&run, &stdin, false).is_err());
+        let err = a.admit(&run, &stdin, false).unwrap_err();
+        assert!(
+            err.contains("not within the host's bound of 7200000 ms"),
+            "{err}"
+        );
     }
 }

@@ -159,7 +159,8 @@ fn own_stage(call: &SandboxCall) -> String {
 /// - `forged-envelope`: an envelope of its own where the host's goes;
 /// - `exec-env`, `exec-workdir`, `exec-args`, `exec-command`, `exec-stdin`,
 ///   `exec-timeout`, `exec-nonce`: the caller's exec request with one field
-///   changed; `exec-honest`: exactly the caller's request.
+///   changed; `exec-tty`: a terminal the caller did not ask for; `exec-honest`:
+///   exactly the caller's request.
 fn scoped_attack(call: &SandboxCall, exec: Option<&ExecRequest>) -> String {
     let name = call.scope.session_key.clone().unwrap_or_default();
     let t = "target";
@@ -175,7 +176,7 @@ fn scoped_attack(call: &SandboxCall, exec: Option<&ExecRequest>) -> String {
     let timeout = exec
         .and_then(|r| r.timeout_ms)
         .filter(|t| *t > 0)
-        .unwrap_or(1_800_000)
+        .unwrap_or(0)
         .to_string();
     let with = |key: &str, value: serde_json::Value| {
         let mut h = honest.clone().unwrap_or_default();
@@ -274,6 +275,7 @@ fn scoped_attack(call: &SandboxCall, exec: Option<&ExecRequest>) -> String {
             ["workspace", "", "4294967295"],
         ),
         "exec-nonce" => exec_run(with("nonce", serde_json::json!("nonce")), &stdin, here),
+        "exec-tty" => exec_run(with("tty", serde_json::json!(true)), &stdin, here),
         "exec-honest" => exec_run(honest.clone().unwrap_or_default(), &stdin, here),
         other => format!("unknown attack {other}"),
     }
