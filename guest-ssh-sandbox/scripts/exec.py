@@ -24,8 +24,15 @@
 # caller as they are written, and end when the command ends (a process it left
 # in the background keeps running, but no longer holds the caller's streams).
 #
+# With envelope.tty (the caller asked for a terminal, mode exec only), the
+# command runs on a pseudo-terminal of its own with TERM=xterm-256color unless
+# the caller set TERM, as OpenClaw's own backend runs it with `ssh -tt`: one
+# output stream, the terminal's; stdin passed to the terminal as it arrives,
+# its end sent as the terminal's end-of-file character.
+#
 # It ends when the command ends (exit status passed on; 128+n for signal n), or:
-# - the time limit passes: the command's process group, and any process that
+# - the time limit passes (<timeout-ms> 0: the command has none of its own):
+#   the command's process group, and any process that
 #   carries this run's marker in its environment, get SIGTERM, then SIGKILL;
 #   the report line below says so and the exit status is 124;
 # - the SSH channel closes (the caller cancelled, the host timed out): stdout
@@ -124,7 +131,10 @@ def read_envelope(text, mode, mount):
         raise SetupError("invalid-operation", "envelope.workspaceRoot and envelope.runtimeId: this call names no sandbox")
     if not isinstance(mounts, list) or not any(isinstance(m, dict) and m.get("name") == mount for m in mounts):
         raise SetupError("invalid-operation", "%r is not a mount of this sandbox (envelope.mounts)" % mount[:64])
-    return root, runtime
+    tty = v.get("tty", False)
+    if not isinstance(tty, bool) or (tty and mode != "exec"):
+        raise SetupError("invalid-operation", "envelope.tty: a terminal is for mode exec only, and true or false")
+    return root, runtime, tty
 
 
 def env_for(extra, marker):
@@ -280,7 +290,7 @@ def main(argv):
     if not isinstance(nonce, str) or not re.match(r"[0-9a-f]{32}\Z", nonce):
         report("-", {"error": "invalid-command", "message": "the header carries no nonce of 32 hex digits"}, 125)
     try:
-        root, runtime = read_envelope(envelope, mode, mount)
+        root, runtime, tty = read_envelope(envelope, mode, mount)
         command, extra, args = header["command"], header.get("env", {}), header.get("args", [])
         if "\0" in command:
             raise SetupError("invalid-command", "the command holds NUL")
@@ -292,9 +302,11 @@ def main(argv):
             raise SetupError("invalid-command", "mode exec takes no arguments")
         if mode == "shell" and extra:
             raise SetupError("invalid-command", "mode shell takes no environment")
-        if not re.match(r"[0-9]{1,10}\Z", timeout_ms) or int(timeout_ms) == 0:
-            raise SetupError("invalid-operation", "the time limit must be a positive count of milliseconds")
-        timeout = int(timeout_ms) / 1000.0
+        if not re.match(r"[0-9]{1,10}\Z", timeout_ms):
+            raise SetupError("invalid-operation", "the time limit must be a count of milliseconds (0: none)")
+        # 0: no limit of this script's own; the caller ends the run by closing
+        # the channel (OpenClaw kills the relay), the host at its bound.
+        timeout = int(timeout_ms) / 1000.0 if int(timeout_ms) > 0 else None
         fd = open_workdir(root, runtime, mount, rel)
         try:
             os.fchdir(fd)
@@ -302,12 +314,17 @@ def main(argv):
             os.close(fd)
         marker = os.urandom(16).hex()
         env = env_for(extra, marker)
+        if tty and "TERM" not in extra:
+            # As OpenClaw's own backend sets it for a terminal.
+            env["TERM"] = "xterm-256color"
     except SetupError as e:
         report(nonce, {"error": e.code, "message": e.message}, 125)
     except (OSError, ValueError) as e:
         report(nonce, {"error": "remote", "message": str(e)}, 125)
 
     argv = ["/bin/sh", "-c", command] if mode == "exec" else ["/bin/sh", "-c", command, "occ-sandbox-shell"] + args
+    if tty:
+        run_in_terminal(argv, env, marker, nonce, timeout, int(timeout_ms))
     # The command writes into pipes of this script, which passes the bytes on:
     # when the command ends, its output ends with it, even if something it
     # left in the background still holds the pipes.
@@ -332,18 +349,58 @@ def main(argv):
     run(child, marker, nonce, timeout, int(timeout_ms), {out_r: 1, err_r: 2})
 
 
+def run_in_terminal(argv, env, marker, nonce, timeout, timeout_ms):
+    """The command on a pseudo-terminal of its own (envelope.tty), as `ssh -tt`
+    gives one: its stdin, stdout and stderr are the terminal, whose output
+    (one stream, with the terminal's line endings) passes to this script's
+    stdout; this script's stdin passes to the terminal as it arrives, and its
+    end reaches the command as the terminal's end-of-file character."""
+    try:
+        master, slave = os.openpty()
+    except OSError as e:
+        report(nonce, {"error": "remote", "message": "openpty: %s" % e}, 125)
+    try:
+        child = os.fork()
+    except OSError as e:
+        report(nonce, {"error": "remote", "message": "fork: %s" % e}, 125)
+    if child == 0:
+        try:
+            os.setsid()
+            import fcntl
+            import termios
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+            for fd in (0, 1, 2):
+                os.dup2(slave, fd)
+            os.close(slave)
+            os.close(master)
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    try:
+        import termios
+        eof = termios.tcgetattr(slave)[6][termios.VEOF]
+        eof = eof if isinstance(eof, bytes) else bytes([eof])
+    except Exception:
+        eof = b"\x04"
+    os.close(slave)
+    run(child, marker, nonce, timeout, timeout_ms, {master: 1}, terminal=(master, eof))
+
+
 def write_all(fd, data):
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
 
 
-def run(child, marker, nonce, timeout, timeout_ms, pipes):
+def run(child, marker, nonce, timeout, timeout_ms, pipes, terminal=None):
     """Pass the command's output on until it ends, its time passes or nobody
-    listens any more."""
+    listens any more; with a `terminal` (its master and end-of-file
+    character), pass this script's stdin to it too."""
     watch = select.poll()
     for fd in pipes:
         watch.register(fd, select.POLLIN)
+    if terminal is not None:
+        watch.register(0, select.POLLIN)
     # Registered with no events: poll still reports an error or hang-up on
     # them, which is how a closed SSH channel shows.
     watch.register(1, 0)
@@ -366,6 +423,11 @@ def run(child, marker, nonce, timeout, timeout_ms, pipes):
             data = os.read(fd, 1 << 16)
         except BlockingIOError:
             return False
+        except OSError as e:
+            # A terminal's master reads EIO once no process holds the terminal.
+            if e.errno != errno.EIO:
+                raise
+            data = b""
         if not data:
             watch.unregister(fd)
             del pipes[fd]
@@ -376,7 +438,7 @@ def run(child, marker, nonce, timeout, timeout_ms, pipes):
             gone()
         return True
 
-    deadline = time.monotonic() + timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         status = reap(child)
         if status is not None:
@@ -392,7 +454,7 @@ def run(child, marker, nonce, timeout, timeout_ms, pipes):
                 # is the command's, in the last line, after all it wrote.
                 report(nonce, {"exitCode": code}, code)
             os._exit(code)
-        left = deadline - time.monotonic()
+        left = 3600.0 if deadline is None else deadline - time.monotonic()
         if left <= 0:
             kill_run(child, marker)
             report(nonce, {"timedOut": True, "timeoutMs": timeout_ms}, 124)
@@ -400,8 +462,27 @@ def run(child, marker, nonce, timeout, timeout_ms, pipes):
         for fd, events in watch.poll(wait_ms):
             if fd in (1, 2) and events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
                 gone()
-            if fd in pipes and events & (select.POLLIN | select.POLLHUP):
+            if fd in pipes and events & (select.POLLIN | select.POLLHUP | select.POLLERR):
                 drain(fd, True)
+            if fd == 0 and terminal is not None:
+                data = b""
+                if events & select.POLLIN:
+                    try:
+                        data = os.read(0, 1 << 16)
+                    except OSError:
+                        data = b""
+                if not data:
+                    # The caller's end of input: the terminal's end-of-file.
+                    watch.unregister(0)
+                    try:
+                        write_all(terminal[0], terminal[1])
+                    except OSError:
+                        pass
+                else:
+                    try:
+                        write_all(terminal[0], data)
+                    except OSError:
+                        pass
 
 
 if __name__ == "__main__":

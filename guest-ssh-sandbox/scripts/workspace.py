@@ -169,6 +169,66 @@ def walk(fd, parts, path, create=False):
 
 MAX_LINKS = 40
 
+# OpenClaw's read-only skills directories, relative to each mount. While one
+# exists, a change whose path lies in it once its links are resolved is
+# refused, as is a recursive remove or a rename of a directory that holds one.
+# The component refuses the path as written before this script runs; links
+# are seen only here.
+PROTECTED_SKILLS = (("skills",), (".agents", "skills"), (".openclaw", "sandbox-skills", "skills"))
+
+
+class Guard(object):
+    """The protected-skills check of one changing operation: `descendants`
+    for an operation that moves or removes what lies below its path."""
+
+    def __init__(self, descendants):
+        self.descendants = descendants
+
+
+# Set by main() for an operation that changes a mount, None otherwise.
+GUARD = None
+
+
+def refuse_protected(rel, names):
+    raise Refusal("read-only", "%s: lies in %s, a read-only skills directory" % (rel, "/".join(names)), rel)
+
+
+def unguarded(fn, *args, **kwargs):
+    """`fn` with the protected-skills check off: a look that changes nothing."""
+    global GUARD
+    saved, GUARD = GUARD, None
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        GUARD = saved
+
+
+def protected_exists(root, runtime, mount, names):
+    """Whether a protected skills directory exists (as OpenClaw asks: an entry
+    of any kind, a link too). One that cannot be looked at counts as there."""
+    try:
+        fd, leaf = unguarded(resolve, root, runtime, mount, "/".join(names), follow_last=False)
+    except Refusal as r:
+        return r.code != "not-found"
+    try:
+        return leaf is None or lstat_at(fd, leaf) is not None
+    finally:
+        os.close(fd)
+
+
+def guard_leaf(root, runtime, mount, rel, dirfd, names):
+    """The check at the resolved path `names` of an operation's target (its
+    leaf in `dirfd`, or the directory itself when `dirfd` is None)."""
+    if GUARD is None:
+        return
+    target = tuple(names)
+    if target in PROTECTED_SKILLS and (dirfd is None or lstat_at(dirfd, target[-1]) is not None):
+        refuse_protected(rel, target)
+    if GUARD.descendants:
+        for skills in PROTECTED_SKILLS:
+            if len(target) < len(skills) and skills[:len(target)] == target and protected_exists(root, runtime, mount, skills):
+                refuse_protected(rel, skills)
+
 
 def beneath(mount_abs, target):
     """The components of an absolute link target below the mount, or None."""
@@ -187,9 +247,13 @@ def resolve(root, runtime, mount, rel, create=False, follow_last=True):
     target is resolved from the directory it sits in, `..` never climbs above
     the mount, and a link that leads outside is refused. With `follow_last`
     false the leaf is the entry itself, link or not. `create` makes missing
-    directories on the way."""
+    directories on the way. For a changing operation (GUARD) the path as
+    resolved is checked against the protected skills directories before any
+    directory is made or entered."""
     mount_abs = "/".join([root.rstrip("/"), runtime, mount])
     stack = [open_mount(root, runtime, mount)]
+    # The names of the directories in stack[1:], from the mount down.
+    names = []
     todo = split(rel)
     links = 0
     try:
@@ -201,9 +265,11 @@ def resolve(root, runtime, mount, rel, create=False, follow_last=True):
                 if len(stack) == 1:
                     raise Refusal("escapes-workspace", "%s: leads outside the workspace" % rel, rel)
                 os.close(stack.pop())
+                names.pop()
                 continue
             check_name(name, rel)
             if not todo and not follow_last:
+                guard_leaf(root, runtime, mount, rel, stack[-1], names + [name])
                 return stack.pop(), name
             st = lstat_at(stack[-1], name)
             if st is not None and stat.S_ISLNK(st.st_mode):
@@ -217,19 +283,25 @@ def resolve(root, runtime, mount, rel, create=False, follow_last=True):
                         raise Refusal("symlink", "%s: a symbolic link leads outside the workspace; the sandbox never follows one there" % rel, rel)
                     while len(stack) > 1:
                         os.close(stack.pop())
+                    del names[:]
                     todo = inside + todo
                 else:
                     todo = [p for p in target.split("/")] + todo
                 continue
             if not todo:
+                guard_leaf(root, runtime, mount, rel, stack[-1], names + [name])
                 return stack.pop(), name
+            if GUARD is not None and st is not None and tuple(names + [name]) in PROTECTED_SKILLS:
+                refuse_protected(rel, names + [name])
             try:
                 stack.append(open_dir(stack[-1], name, rel, create))
+                names.append(name)
             except Refusal as r:
                 if r.code != "symlink":
                     raise
                 # Swapped for a link after it was looked at: look again.
                 todo.insert(0, name)
+        guard_leaf(root, runtime, mount, rel, None, names)
         return stack.pop(), None
     finally:
         for fd in stack:
@@ -611,7 +683,6 @@ def op_unpack(root, runtime, stage, mount):
     files (permission bits only) and symbolic links that stay inside. Anything
     else, an absolute or `..` name, a link leaving the tree or a name that exists
     already is refused."""
-    import tarfile
     check_stage(runtime, stage)
     if mount not in MOUNTS:
         raise Refusal("invalid-path", "unknown mount %r" % mount)
@@ -627,62 +698,110 @@ def op_unpack(root, runtime, stage, mount):
         top = os.open(mount, NOFOLLOW_DIR, dir_fd=stagefd)
     finally:
         os.close(stagefd)
-    counts = {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
-    modes = []
     try:
-        with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as archive:
-            for member in archive:
-                parts = member_parts(member.name)
-                mode = stat.S_IMODE(member.mode) & 0o777
-                if not parts:
-                    if not member.isdir():
-                        raise Refusal("invalid-path", "the archive root is not a directory")
-                    modes.append(([], mode, member.mtime))
-                    continue
-                parent = walk(os.dup(top), parts[:-1], member.name)
-                try:
-                    leaf = parts[-1]
-                    if member.isdir():
-                        os.mkdir(leaf, 0o700, dir_fd=parent)
-                        modes.append((parts, mode, member.mtime))
-                        counts["directories"] += 1
-                    elif member.isreg():
-                        fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=parent)
-                        try:
-                            src = archive.extractfile(member)
-                            while True:
-                                chunk = src.read(CHUNK)
-                                if not chunk:
-                                    break
-                                view = memoryview(chunk)
-                                while view:
-                                    view = view[os.write(fd, view):]
-                            os.fchmod(fd, mode)
-                            os.utime(fd, (member.mtime, member.mtime))
-                        finally:
-                            os.close(fd)
-                        counts["files"] += 1
-                        counts["bytes"] += member.size
-                    elif member.issym():
-                        if not link_stays_inside(parts, member.linkname):
-                            raise Refusal("symlink", "archive link %s -> %s leaves the workspace" % (member.name, member.linkname), member.name)
-                        os.symlink(member.linkname, leaf, dir_fd=parent)
-                        counts["symlinks"] += 1
-                    else:
-                        raise Refusal("invalid-path", "archive member %s is not a directory, a regular file or a symbolic link" % member.name, member.name)
-                finally:
-                    os.close(parent)
-        # Modes last, deepest first, so that a read-only directory does not stop
-        # its own extraction.
-        for parts, mode, mtime in sorted(modes, key=lambda m: -len(m[0])):
-            fd = walk(os.dup(top), parts, "/".join(parts))
-            try:
-                os.fchmod(fd, mode)
-                os.utime(fd, (mtime, mtime))
-            finally:
-                os.close(fd)
+        return extract(top)
     finally:
         os.close(top)
+
+
+def extract(top):
+    """Extract the tar stream on stdin into the empty directory `top`, as
+    op_unpack describes; the counts of what it made."""
+    import tarfile
+    counts = {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
+    modes = []
+    with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as archive:
+        for member in archive:
+            parts = member_parts(member.name)
+            mode = stat.S_IMODE(member.mode) & 0o777
+            if not parts:
+                if not member.isdir():
+                    raise Refusal("invalid-path", "the archive root is not a directory")
+                modes.append(([], mode, member.mtime))
+                continue
+            parent = walk(os.dup(top), parts[:-1], member.name)
+            try:
+                leaf = parts[-1]
+                if member.isdir():
+                    os.mkdir(leaf, 0o700, dir_fd=parent)
+                    modes.append((parts, mode, member.mtime))
+                    counts["directories"] += 1
+                elif member.isreg():
+                    fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=parent)
+                    try:
+                        src = archive.extractfile(member)
+                        while True:
+                            chunk = src.read(CHUNK)
+                            if not chunk:
+                                break
+                            view = memoryview(chunk)
+                            while view:
+                                view = view[os.write(fd, view):]
+                        os.fchmod(fd, mode)
+                        os.utime(fd, (member.mtime, member.mtime))
+                    finally:
+                        os.close(fd)
+                    counts["files"] += 1
+                    counts["bytes"] += member.size
+                elif member.issym():
+                    if not link_stays_inside(parts, member.linkname):
+                        raise Refusal("symlink", "archive link %s -> %s leaves the workspace" % (member.name, member.linkname), member.name)
+                    os.symlink(member.linkname, leaf, dir_fd=parent)
+                    counts["symlinks"] += 1
+                else:
+                    raise Refusal("invalid-path", "archive member %s is not a directory, a regular file or a symbolic link" % member.name, member.name)
+            finally:
+                os.close(parent)
+    # Modes last, deepest first, so that a read-only directory does not stop
+    # its own extraction.
+    for parts, mode, mtime in sorted(modes, key=lambda m: -len(m[0])):
+        fd = walk(os.dup(top), parts, "/".join(parts))
+        try:
+            os.fchmod(fd, mode)
+            os.utime(fd, (mtime, mtime))
+        finally:
+            os.close(fd)
+    return counts
+
+
+def op_skills(root, runtime):
+    """OpenClaw's refresh of the skills it materialized for the scope (with
+    workspaceAccess "rw"): <workspace>/.openclaw/sandbox-skills becomes the
+    archive on stdin, which the host streams from the scope's local skills
+    workspace; an empty stdin (the scope has none) leaves it empty. The new
+    tree is extracted beside the old one and renamed into place, so a fault
+    midway leaves the old skills, never half of the new ones. Whatever a
+    sandboxed command put at that name (a link too) is replaced, never
+    followed; `.openclaw` itself must be a directory, not a link."""
+    wsfd = open_mount(root, runtime, "workspace")
+    try:
+        dotfd = open_dir(wsfd, ".openclaw", ".openclaw", create=True)
+    finally:
+        os.close(wsfd)
+    name = "sandbox-skills"
+    fresh = ".occ-skills-" + token()
+    try:
+        os.mkdir(fresh, 0o755, dir_fd=dotfd)
+        try:
+            top = os.open(fresh, NOFOLLOW_DIR, dir_fd=dotfd)
+            try:
+                counts = extract(top) if sys.stdin.buffer.peek(1) else {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
+            finally:
+                os.close(top)
+            old = lstat_at(dotfd, name)
+            if old is not None:
+                stale = ".occ-skills-old-" + token()
+                os.rename(name, stale, src_dir_fd=dotfd, dst_dir_fd=dotfd)
+            os.rename(fresh, name, src_dir_fd=dotfd, dst_dir_fd=dotfd)
+        except BaseException:
+            if lstat_at(dotfd, fresh) is not None:
+                remove_tree(dotfd, fresh)
+            raise
+        if old is not None:
+            remove_tree(dotfd, stale)
+        os.fsync(dotfd)
+    finally:
+        os.close(dotfd)
     return counts
 
 
@@ -745,7 +864,7 @@ def op_write(root, runtime, mount, rel, mkdir):
         if st is not None and stat.S_ISLNK(st.st_mode):
             # The file replaces the link (as OpenClaw's write does), which never
             # changes what it points to; a link to outside is refused all the same.
-            target, _ = resolve(root, runtime, mount, rel)
+            target, _ = unguarded(resolve, root, runtime, mount, rel)
             os.close(target)
         elif st is not None:
             if stat.S_ISDIR(st.st_mode):
@@ -920,6 +1039,7 @@ OPS = {
     "publish": (op_publish, "S", False),
     "discard": (op_discard, "S", False),
     "remove-runtime": (op_remove_runtime, "", False),
+    "skills": (op_skills, "", False),
     "read": (op_read, "MPN", False),
     "write": (op_write, "MPF", True),
     "create": (op_create, "MPF", True),
@@ -995,6 +1115,7 @@ def check_args(envelope, op, kinds, mutating, args):
 
 
 def main(argv):
+    global GUARD
     if len(argv) < 2:
         raise Refusal("invalid-operation", "usage: workspace <envelope> <op> [args...]")
     envelope = Envelope(argv[0])
@@ -1008,6 +1129,10 @@ def main(argv):
         raise Refusal("invalid-operation", "envelope.runtimeId: this call names no sandbox scope")
     fn, kinds, mutating = OPS[op]
     check_args(envelope, op, kinds, mutating, args)
+    if op == "skills" and not envelope.mounts.get("workspace"):
+        raise Refusal("read-only", "skills: the workspace mount is not writable in this sandbox", "workspace")
+    if mutating:
+        GUARD = Guard(descendants=(op == "rename" or (op == "remove" and args[2] == "1")))
     result = fn(envelope.root, envelope.runtime, *args)
     if result is not None:
         sys.stdout.write(json.dumps(result) + "\n")

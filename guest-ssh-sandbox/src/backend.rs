@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use crate::config::Config;
+use crate::config::{Access, Config};
 use crate::edit;
 use crate::error::{Code, Error, ExecError};
 use crate::layout::Layout;
@@ -24,6 +24,7 @@ use crate::model::{
 use crate::patch::{self, Hunk};
 use crate::paths::{exec_workdir, resolve, resolve_writable};
 use crate::scripts::{self, EXEC, Failure, PREFLIGHT, Script, WORKSPACE};
+use occ_ssh_target::envelope::SKILLS;
 
 /// What the backend may do besides computing: the host's imports.
 pub trait Effects {
@@ -52,8 +53,10 @@ pub trait Effects {
 pub const FS_TIMEOUT_MS: u32 = 120_000;
 /// Seeding may move a large workspace; the host's operation bound caps it.
 pub const SEED_TIMEOUT_MS: u32 = 3_600_000;
-/// An exec without a time limit of its own gets OpenClaw's default, 30 minutes.
-pub const DEFAULT_EXEC_TIMEOUT_MS: u32 = 1_800_000;
+/// The exec script's time limit for a command that has none of its own: none.
+/// OpenClaw enforces its exec timeout by killing what it spawned (the relay),
+/// which ends the remote command; the host's bound of one run backs it up.
+pub const NO_TIME_LIMIT: u32 = 0;
 /// The host's bound of an exec is the exec's own limit plus this: the exec
 /// script enforces the limit itself and reports it, the host only backs it up.
 pub const EXEC_SLACK_MS: u32 = 15_000;
@@ -121,6 +124,9 @@ pub fn preflight<E: Effects>(
 pub struct Backend<'e, E: Effects> {
     pub config: Config,
     pub layout: Layout,
+    /// Whether the scope's materialized skills are refreshed before each
+    /// operation (workspaceAccess `rw` and a skills workspace named).
+    skills: bool,
     effects: &'e mut E,
 }
 
@@ -132,11 +138,52 @@ impl<'e, E: Effects> Backend<'e, E> {
     ) -> Result<Self, Error> {
         let config = Config::parse(configuration)?;
         let layout = Layout::new(&config, scope)?;
+        let skills =
+            config.workspace_access == Access::ReadWrite && scope.skills_workspace_dir.is_some();
         Ok(Backend {
             config,
             layout,
+            skills,
             effects,
         })
+    }
+
+    /// OpenClaw's refresh of the scope's materialized skills, as its SSH
+    /// backend runs it before a command, a shell script and each filesystem
+    /// operation (with workspaceAccess `rw`): the remote
+    /// `<workspace>/.openclaw/sandbox-skills` becomes a copy of the local
+    /// skills workspace, or empty while there is none. The workspace is
+    /// seeded first if it does not exist.
+    pub fn refresh_skills(&mut self) -> Result<(), Error> {
+        if !self.skills {
+            return Ok(());
+        }
+        let target = self.target().to_string();
+        let summary = self
+            .effects
+            .summary(Root::Skills)
+            .map_err(|e| exec_error(e, "refresh skills", &target))?;
+        let argv = WORKSPACE.argv(&self.workspace_args(SKILLS, &[]));
+        for attempt in 0..2 {
+            let out = if summary.directories == 0 {
+                self.effects.exec(&argv, &[], FS_TIMEOUT_MS)
+            } else {
+                self.effects.upload(Root::Skills, &argv, SEED_TIMEOUT_MS)
+            }
+            .map_err(|e| exec_error(e, "refresh skills", &target))?;
+            match scripts::outcome(out, WORKSPACE.interpreter(), "refresh skills", &target) {
+                Ok(_) => return Ok(()),
+                Err(Failure::NoRuntime) if attempt == 0 => {
+                    self.ensure()?;
+                }
+                Err(Failure::NoRuntime) => break,
+                Err(Failure::Error(e)) => return Err(e),
+            }
+        }
+        Err(Error::new(
+            Code::Remote,
+            "refresh skills: the runtime root disappeared right after it was ensured",
+        ))
     }
 
     fn target(&self) -> &str {
@@ -379,6 +426,15 @@ impl<'e, E: Effects> Backend<'e, E> {
             }
             Err(e) => return Err(e),
         };
+        // OpenClaw refreshes the skills before validating a directory in them.
+        if resolved.mount == Mount::Workspace
+            && (resolved.relative_path == SKILLS_DIR
+                || resolved
+                    .relative_path
+                    .starts_with(&format!("{SKILLS_DIR}/")))
+        {
+            self.refresh_skills()?;
+        }
         match self.workspace_op(
             "workdir",
             &[resolved.mount.name(), &resolved.relative_path],
@@ -460,16 +516,19 @@ impl<'e, E: Effects> Backend<'e, E> {
                 &timeout_ms.to_string(),
                 &header.len().to_string(),
             ]);
-            let out =
-                match self
-                    .effects
-                    .exec(&argv, &input, timeout_ms.saturating_add(EXEC_SLACK_MS))
-                {
-                    Ok(out) => out,
-                    // The host's backstop: the script did not report in time either.
-                    Err(ExecError::Timeout) => return Ok(None),
-                    Err(e) => return Err(exec_error(e, mode, &target)),
-                };
+            // Without a limit of its own, the run lasts as long as the host's
+            // bound of one run (the host caps every exec at it).
+            let bound = if timeout_ms == NO_TIME_LIMIT {
+                u32::MAX
+            } else {
+                timeout_ms.saturating_add(EXEC_SLACK_MS)
+            };
+            let out = match self.effects.exec(&argv, &input, bound) {
+                Ok(out) => out,
+                // The host's backstop: the script did not report in time either.
+                Err(ExecError::Timeout) => return Ok(None),
+                Err(e) => return Err(exec_error(e, mode, &target)),
+            };
             if scripts::missing_program(&out, "python3") {
                 return Err(scripts::missing_python(mode, &target));
             }
@@ -507,10 +566,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     pub fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult, Error> {
         let workdir = exec_workdir(&self.layout, req.workdir.as_deref())?;
         let env = Self::check_env(&req.env)?;
-        let timeout = req
-            .timeout_ms
-            .filter(|t| *t > 0)
-            .unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
+        let timeout = req.timeout_ms.filter(|t| *t > 0).unwrap_or(NO_TIME_LIMIT);
         let stdin = req.stdin.as_deref().unwrap_or_default();
         match self.run_command("exec", &req.command, &workdir, env, &[], stdin, timeout)? {
             None => Ok(ExecResult {
@@ -676,6 +732,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     pub fn write_file(&mut self, file: &FileRef, data: &[u8], mkdir: bool) -> Result<(), Error> {
         let r = self.writable(file, "write files", false)?;
         self.write_at(&r, data, mkdir)
+            .map_err(|e| e.or_read_only("write files", &r.container_path))
     }
 
     fn create_at(
@@ -713,11 +770,13 @@ impl<'e, E: Effects> Backend<'e, E> {
     ) -> Result<CreateOutcome, Error> {
         let r = self.writable(file, "create files", false)?;
         self.create_at(&r, data, mkdir)
+            .map_err(|e| e.or_read_only("create files", &r.container_path))
     }
 
     pub fn mkdirp(&mut self, dir: &FileRef) -> Result<(), Error> {
         let r = self.writable(dir, "create directories", false)?;
-        self.workspace_op("mkdirp", &[r.mount.name(), &r.relative_path], &[], "mkdirp")?;
+        self.workspace_op("mkdirp", &[r.mount.name(), &r.relative_path], &[], "mkdirp")
+            .map_err(|e| e.or_read_only("create directories", &r.container_path))?;
         Ok(())
     }
 
@@ -746,6 +805,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     pub fn remove(&mut self, file: &FileRef, recursive: bool, force: bool) -> Result<(), Error> {
         let r = self.writable(file, "remove files", recursive)?;
         self.remove_at(&r, recursive, force)
+            .map_err(|e| e.or_read_only("remove files", &r.container_path))
     }
 
     pub fn rename(&mut self, from: &FileRef, to: &FileRef) -> Result<(), Error> {
@@ -764,7 +824,15 @@ impl<'e, E: Effects> Backend<'e, E> {
             ],
             &[],
             "rename",
-        )?;
+        )
+        .map_err(|e| {
+            let at = if e.path() == Some(to.relative_path.as_str()) {
+                &to.container_path
+            } else {
+                &from.container_path
+            };
+            e.or_read_only("rename files", at)
+        })?;
         Ok(())
     }
 
@@ -822,7 +890,8 @@ impl<'e, E: Effects> Backend<'e, E> {
         let r = self.writable(file, "edit files", false)?;
         let text = self.read_text(&r)?;
         let (new, replacements) = edit::apply(&text, edits, &r.container_path)?;
-        self.write_at(&r, new.as_bytes(), false)?;
+        self.write_at(&r, new.as_bytes(), false)
+            .map_err(|e| e.or_read_only("edit files", &r.container_path))?;
         Ok(EditResult {
             replacements,
             path: r.container_path,
@@ -1002,6 +1071,10 @@ impl<'e, E: Effects> Backend<'e, E> {
 }
 
 /// `out` without the last line of its stderr tail (the exec script's report).
+/// Where OpenClaw's SSH backend puts a scope's materialized skills, relative
+/// to the workspace mount.
+const SKILLS_DIR: &str = ".openclaw/sandbox-skills";
+
 /// OpenClaw's read-only skills directories, relative to each mount.
 const PROTECTED_SKILLS: [&str; 3] = [
     "skills",

@@ -80,6 +80,7 @@ fn root(r: model::Root) -> local_workspace::WorkspaceRoot {
     match r {
         model::Root::Workspace => local_workspace::WorkspaceRoot::Workspace,
         model::Root::Agent => local_workspace::WorkspaceRoot::Agent,
+        model::Root::Skills => local_workspace::WorkspaceRoot::Skills,
     }
 }
 
@@ -174,6 +175,7 @@ fn scope(s: wit::SandboxScope) -> model::SandboxScope {
         agent_id: s.agent_id,
         workspace_dir: s.workspace_dir,
         agent_workspace_dir: s.agent_workspace_dir,
+        skills_workspace_dir: s.skills_workspace_dir,
     }
 }
 
@@ -195,6 +197,23 @@ fn with_backend<T, R>(
         .and_then(|mut b| f(&mut b))
         .map(map)
         .map_err(error_to_wit)
+}
+
+/// [`with_backend`] for an operation that acts in the workspace: the scope's
+/// skills are refreshed first, as OpenClaw's own backend does.
+fn in_workspace<T, R>(
+    call: wit::SandboxCall,
+    f: impl FnOnce(&mut Backend<'_, Host>) -> Result<T, Error>,
+    map: impl FnOnce(T) -> R,
+) -> Result<R, wit::SandboxError> {
+    with_backend(
+        call,
+        |b| {
+            b.refresh_skills()?;
+            f(b)
+        },
+        map,
+    )
 }
 
 fn info(r: model::RuntimeInfo) -> wit::RuntimeInfo {
@@ -278,7 +297,7 @@ impl wit::Guest for Component {
             stdin: request.stdin,
             timeout_ms: request.timeout_ms,
         };
-        with_backend(
+        in_workspace(
             call,
             |b| b.exec(&request),
             |r| wit::ExecResult {
@@ -301,7 +320,7 @@ impl wit::Guest for Component {
             allow_failure: request.allow_failure,
             timeout_ms: request.timeout_ms,
         };
-        with_backend(
+        in_workspace(
             call,
             |b| b.run_shell(&request),
             |r| wit::ShellResult {
@@ -339,7 +358,7 @@ impl wit::Guest for Component {
         max_bytes: Option<u64>,
     ) -> Result<Vec<u8>, wit::SandboxError> {
         let f = file(f);
-        with_backend(call, |b| b.read_file(&f, max_bytes), |r| r)
+        in_workspace(call, |b| b.read_file(&f, max_bytes), |r| r)
     }
 
     fn write_file(
@@ -349,7 +368,7 @@ impl wit::Guest for Component {
         mkdir: bool,
     ) -> Result<(), wit::SandboxError> {
         let f = file(f);
-        with_backend(call, |b| b.write_file(&f, &data, mkdir), |r| r)
+        in_workspace(call, |b| b.write_file(&f, &data, mkdir), |r| r)
     }
 
     fn create_file_exclusive(
@@ -359,7 +378,7 @@ impl wit::Guest for Component {
         mkdir: bool,
     ) -> Result<wit::CreateOutcome, wit::SandboxError> {
         let f = file(f);
-        with_backend(
+        in_workspace(
             call,
             |b| b.create_file_exclusive(&f, &data, mkdir),
             |r| match r {
@@ -371,7 +390,7 @@ impl wit::Guest for Component {
 
     fn mkdirp(call: wit::SandboxCall, dir: wit::FileRef) -> Result<(), wit::SandboxError> {
         let dir = file(dir);
-        with_backend(call, |b| b.mkdirp(&dir), |r| r)
+        in_workspace(call, |b| b.mkdirp(&dir), |r| r)
     }
 
     fn remove(
@@ -381,7 +400,7 @@ impl wit::Guest for Component {
         force: bool,
     ) -> Result<(), wit::SandboxError> {
         let f = file(f);
-        with_backend(call, |b| b.remove(&f, recursive, force), |r| r)
+        in_workspace(call, |b| b.remove(&f, recursive, force), |r| r)
     }
 
     fn rename(
@@ -390,7 +409,7 @@ impl wit::Guest for Component {
         to: wit::FileRef,
     ) -> Result<(), wit::SandboxError> {
         let (from, to) = (file(from), file(to));
-        with_backend(call, |b| b.rename(&from, &to), |r| r)
+        in_workspace(call, |b| b.rename(&from, &to), |r| r)
     }
 
     fn stat(
@@ -398,7 +417,7 @@ impl wit::Guest for Component {
         f: wit::FileRef,
     ) -> Result<Option<wit::FileStat>, wit::SandboxError> {
         let f = file(f);
-        with_backend(
+        in_workspace(
             call,
             |b| b.stat(&f),
             |r| {
@@ -417,7 +436,7 @@ impl wit::Guest for Component {
         dir: wit::FileRef,
     ) -> Result<Vec<wit::DirEntry>, wit::SandboxError> {
         let dir = file(dir);
-        with_backend(
+        in_workspace(
             call,
             |b| b.read_directory(&dir),
             |r| {
@@ -445,7 +464,7 @@ impl wit::Guest for Component {
                 replace_all: e.replace_all,
             })
             .collect();
-        with_backend(
+        in_workspace(
             call,
             |b| b.edit(&f, &edits),
             |r| wit::EditResult {
@@ -460,7 +479,7 @@ impl wit::Guest for Component {
         patch: String,
         cwd: Option<String>,
     ) -> Result<wit::PatchResult, wit::SandboxError> {
-        with_backend(
+        in_workspace(
             call,
             |b| b.apply_patch(&patch, cwd.as_deref()),
             |r| wit::PatchResult {
@@ -477,7 +496,7 @@ impl wit::Guest for Component {
         max_bytes: Option<u64>,
     ) -> Result<wit::Media, wit::SandboxError> {
         let f = file(f);
-        with_backend(
+        in_workspace(
             call,
             |b| b.read_media(&f, max_bytes),
             |m| wit::Media {

@@ -187,6 +187,17 @@ impl Error {
         .at(path)
     }
 
+    /// A `read-only` refusal the workspace script made (a path that lies in
+    /// a protected skills directory once its links are resolved), in
+    /// OpenClaw's wording for `action` on `path`; any other error as it is.
+    pub fn or_read_only(self, action: &str, path: &str) -> Error {
+        if self.code == Code::ReadOnly {
+            Error::read_only(action, path)
+        } else {
+            self
+        }
+    }
+
     pub fn kind(&self) -> FailureKind {
         self.code.kind()
     }

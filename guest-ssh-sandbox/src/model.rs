@@ -26,6 +26,7 @@ pub struct SandboxScope {
     pub agent_id: Option<String>,
     pub workspace_dir: String,
     pub agent_workspace_dir: Option<String>,
+    pub skills_workspace_dir: Option<String>,
 }
 
 /// What a finished remote script produced (WIT `ssh-exec.exec-output`).
@@ -41,6 +42,7 @@ pub struct ExecOutput {
 pub enum Root {
     Workspace,
     Agent,
+    Skills,
 }
 
 /// What a local root holds (WIT `workspace-summary`).

@@ -31,6 +31,7 @@ fn root_key(root: Root) -> &'static str {
     match root {
         Root::Workspace => "workspace",
         Root::Agent => "agent",
+        Root::Skills => "skills",
     }
 }
 

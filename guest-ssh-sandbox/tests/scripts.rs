@@ -480,3 +480,312 @@ fn read_refuses_a_fifo_and_a_device_without_opening_them() {
         assert!(started.elapsed() < std::time::Duration::from_secs(20));
     }
 }
+
+/// Run the workspace script with `envelope` and `args` (stdin `data`): its
+/// exit status and the last line of its stderr.
+fn workspace(envelope: &str, args: &[&str], data: &[u8]) -> (Option<i32>, String) {
+    use std::io::Write;
+    let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(text)
+        .arg("workspace")
+        .arg(envelope)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (
+        out.status.code(),
+        stderr.lines().last().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn a_change_through_a_link_into_a_skills_directory_is_refused() {
+    let t = Target::new();
+    let ws = t.dir.path().join("root").join(RUNTIME).join("workspace");
+    for skills in [
+        "skills",
+        ".agents/skills",
+        ".openclaw/sandbox-skills/skills",
+    ] {
+        std::fs::create_dir_all(ws.join(skills).join("tool")).unwrap();
+        std::fs::write(ws.join(skills).join("tool/SKILL.md"), "# tool\n").unwrap();
+    }
+    std::fs::create_dir_all(ws.join("notes")).unwrap();
+    std::fs::write(ws.join("notes/a.md"), "a\n").unwrap();
+    let link =
+        |name: &str, target: &str| std::os::unix::fs::symlink(target, ws.join(name)).unwrap();
+    // Each way a link can lead into a protected directory from inside the mount.
+    link("into", "skills");
+    link("nested", ".openclaw/sandbox-skills");
+    link("absolute", &ws.join(".agents").to_string_lossy());
+    link("climb", "notes/../skills/tool");
+    link("agents", ".agents");
+    let before = t.tree();
+    let env = |method: &str| t.envelope(method, true).to_json();
+    let cases: &[(&str, &str, Vec<&str>)] = &[
+        (
+            "write through a link to skills/",
+            "writeFile",
+            vec!["write", "workspace", "into/new.md", "0"],
+        ),
+        (
+            "write replacing a skill's file",
+            "writeFile",
+            vec!["write", "workspace", "into/tool/SKILL.md", "0"],
+        ),
+        (
+            "write under the sandbox skills",
+            "writeFile",
+            vec!["write", "workspace", "nested/skills/x", "1"],
+        ),
+        (
+            "write through an absolute link",
+            "writeFile",
+            vec!["write", "workspace", "absolute/skills/x", "0"],
+        ),
+        (
+            "write through a link that climbs",
+            "writeFile",
+            vec!["write", "workspace", "climb/x", "0"],
+        ),
+        (
+            "create",
+            "createFileExclusive",
+            vec!["create", "workspace", "into/fresh.md", "0"],
+        ),
+        (
+            "mkdirp below",
+            "mkdirp",
+            vec!["mkdirp", "workspace", "into/a/b/c"],
+        ),
+        (
+            "mkdirp of the directory itself",
+            "mkdirp",
+            vec!["mkdirp", "workspace", "agents/skills"],
+        ),
+        (
+            "remove a skill's file",
+            "remove",
+            vec!["remove", "workspace", "into/tool/SKILL.md", "0", "0"],
+        ),
+        (
+            "remove a directory holding skills",
+            "remove",
+            vec!["remove", "workspace", ".agents", "1", "0"],
+        ),
+        (
+            "remove the skills through a link",
+            "remove",
+            vec!["remove", "workspace", "nested/skills", "1", "0"],
+        ),
+        (
+            "rename out of skills",
+            "rename",
+            vec![
+                "rename",
+                "workspace",
+                "climb/SKILL.md",
+                "workspace",
+                "stolen.md",
+            ],
+        ),
+        (
+            "rename into skills",
+            "rename",
+            vec![
+                "rename",
+                "workspace",
+                "notes/a.md",
+                "workspace",
+                "into/a.md",
+            ],
+        ),
+        (
+            "rename a directory holding skills",
+            "rename",
+            vec!["rename", "workspace", ".openclaw", "workspace", "moved"],
+        ),
+        (
+            "rename the skills through a link",
+            "rename",
+            vec!["rename", "workspace", "nested/skills", "workspace", "moved"],
+        ),
+    ];
+    for (what, method, args) in cases {
+        let (status, line) = workspace(&env(method), args, b"planted\n");
+        assert_eq!(status, Some(1), "{what}: {line}");
+        assert_eq!(code_of(&line), "read-only", "{what}: {line}");
+        assert!(
+            line.contains("read-only skills directory"),
+            "{what}: {line}"
+        );
+        assert_eq!(t.tree(), before, "{what}: the tree changed");
+    }
+    // A link elsewhere in the workspace is followed as before, and a link
+    // into a protected directory may itself go: removing or renaming a link
+    // never touches what it points to.
+    link("to-notes", "notes");
+    let (status, line) = workspace(
+        &env("writeFile"),
+        &["write", "workspace", "to-notes/b.md", "0"],
+        b"b\n",
+    );
+    assert_eq!(status, Some(0), "{line}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes/b.md")).unwrap(),
+        "b\n"
+    );
+    let (status, line) = workspace(
+        &env("rename"),
+        &["rename", "workspace", "nested", "workspace", "moved"],
+        b"",
+    );
+    assert_eq!(status, Some(0), "{line}");
+    let (status, line) = workspace(
+        &env("remove"),
+        &["remove", "workspace", "agents", "1", "0"],
+        b"",
+    );
+    assert_eq!(status, Some(0), "{line}");
+    assert!(ws.join(".agents/skills/tool/SKILL.md").exists());
+    // While a protected directory does not exist, the path is an ordinary one.
+    std::fs::remove_dir_all(ws.join("skills")).unwrap();
+    let (status, line) = workspace(
+        &env("writeFile"),
+        &["write", "workspace", "into/new.md", "0"],
+        b"n\n",
+    );
+    assert_eq!(status, Some(1), "{line}");
+    assert_eq!(code_of(&line), "not-found", "{line}");
+    let (status, line) = workspace(
+        &env("writeFile"),
+        &["write", "workspace", "into/new.md", "1"],
+        b"n\n",
+    );
+    assert_eq!(status, Some(0), "{line}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("skills/new.md")).unwrap(),
+        "n\n"
+    );
+}
+
+/// `dir` as the tar stream the host sends (`./` and the entries below it).
+fn tar_of(dir: &Path) -> Vec<u8> {
+    let out = Command::new("tar")
+        .arg("-C")
+        .arg(dir)
+        .args(["-cf", "-", "."])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+#[test]
+fn the_skills_refresh_replaces_the_remote_copy_whole_or_not_at_all() {
+    let t = Target::new();
+    let ws = t.dir.path().join("root").join(RUNTIME).join("workspace");
+    let remote = ws.join(".openclaw/sandbox-skills");
+    let local = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(local.path().join("skills/demo")).unwrap();
+    std::fs::write(local.path().join("skills/demo/SKILL.md"), "# demo\n").unwrap();
+    let exec = t.envelope("exec", true).to_json();
+    let listing = |dir: &Path| {
+        let out = Command::new("find")
+            .arg(dir)
+            .args(["-mindepth", "1", "-printf", "%P %y\n"])
+            .output()
+            .unwrap();
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    // The first refresh makes .openclaw and the copy.
+    let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
+    assert_eq!(status, Some(0), "{line}");
+    assert_eq!(listing(&remote), listing(local.path()));
+    // What a sandboxed command left there goes; a changed skill arrives.
+    std::fs::write(remote.join("skills/planted.md"), "planted\n").unwrap();
+    std::fs::write(
+        local.path().join("skills/demo/SKILL.md"),
+        "# demo, changed\n",
+    )
+    .unwrap();
+    let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
+    assert_eq!(status, Some(0), "{line}");
+    assert_eq!(listing(&remote), listing(local.path()));
+    assert_eq!(
+        std::fs::read_to_string(remote.join("skills/demo/SKILL.md")).unwrap(),
+        "# demo, changed\n"
+    );
+    // A link a sandboxed command put in its place is replaced, never followed.
+    let victim = t.dir.path().join("victim");
+    std::fs::remove_dir_all(&remote).unwrap();
+    std::os::unix::fs::symlink(&victim, &remote).unwrap();
+    let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
+    assert_eq!(status, Some(0), "{line}");
+    assert!(!remote.symlink_metadata().unwrap().file_type().is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(victim.join("keep")).unwrap(),
+        "keep\n"
+    );
+    assert_eq!(listing(&victim), vec!["keep f".to_string()]);
+    // An archive that fails midway (a member leaving the tree) leaves the old
+    // copy as it was, and no half-extracted one beside it.
+    let before = t.tree();
+    let bad = {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("skills/new")).unwrap();
+        std::fs::write(dir.path().join("skills/new/SKILL.md"), "# new\n").unwrap();
+        std::os::unix::fs::symlink("../../../../victim", dir.path().join("skills/out")).unwrap();
+        tar_of(dir.path())
+    };
+    let (status, line) = workspace(&exec, &["skills"], &bad);
+    assert_eq!(status, Some(1), "{line}");
+    assert_eq!(code_of(&line), "symlink", "{line}");
+    assert_eq!(t.tree(), before, "a failed refresh changed the tree");
+    // No local skills: the copy is emptied.
+    let (status, line) = workspace(&exec, &["skills"], b"");
+    assert_eq!(status, Some(0), "{line}");
+    assert!(remote.is_dir());
+    assert_eq!(listing(&remote), Vec::<String>::new());
+    // Refused, changing nothing: a read-only workspace, a method that does not
+    // refresh, and `.openclaw` made a link to outside.
+    let before = t.tree();
+    let read_only = t.envelope("exec", false).to_json();
+    let (status, line) = workspace(&read_only, &["skills"], &tar_of(local.path()));
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "read-only".to_string()),
+        "{line}"
+    );
+    let describe = t.envelope("describeRuntime", true).to_json();
+    let (status, line) = workspace(&describe, &["skills"], &tar_of(local.path()));
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "invalid-operation".to_string()),
+        "{line}"
+    );
+    assert_eq!(t.tree(), before);
+    std::fs::remove_dir_all(ws.join(".openclaw")).unwrap();
+    std::os::unix::fs::symlink(&victim, ws.join(".openclaw")).unwrap();
+    let before = t.tree();
+    let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "symlink".to_string()),
+        "{line}"
+    );
+    assert_eq!(t.tree(), before);
+}

@@ -18,6 +18,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 
+import { assertValidExecCommand } from "./exec-command.mjs";
+
 /** A failed sandbox call: the backend's verdict, or the host's. */
 export class SandboxError extends Error {
   constructor(message, { failure, code, rpcCode } = {}) {
@@ -205,7 +207,8 @@ export class SandboxHost {
 
   /**
    * OpenClaw's backend factory: a handle for the scope of `params`
-   * (`scopeKey`, `sessionKey`, `workspaceDir`, `agentWorkspaceDir`). Nothing
+   * (`scopeKey`, `sessionKey`, `workspaceDir`, `agentWorkspaceDir`,
+   * `skillsWorkspaceDir`). Nothing
    * happens on the target until the first operation, which seeds the
    * workspace if it does not exist.
    */
@@ -216,6 +219,9 @@ export class SandboxHost {
       ...(params.sessionKey ? { sessionKey: params.sessionKey } : {}),
       ...(params.agentId ? { agentId: params.agentId } : {}),
       ...(params.agentWorkspaceDir ? { agentWorkspaceDir: params.agentWorkspaceDir } : {}),
+      // OpenClaw's materialized skills (workspaceAccess "rw"): refreshed on
+      // the target before each operation, as its own SSH backend does.
+      ...(params.skillsWorkspaceDir ? { skillsWorkspaceDir: params.skillsWorkspaceDir } : {}),
     };
     const info = await this.call("describeRuntime", { scope });
     return createHandle(this, scope, info, params);
@@ -288,17 +294,26 @@ function createHandle(host, scope, info, params) {
     /**
      * What OpenClaw spawns for a command: `occ-driver-host relay`, which asks
      * the serving host to run it and passes its output through as it arrives,
-     * exiting with its status. Killing it (a timeout, an abort) closes its
-     * connection, and the host kills the remote command. Standard input is
-     * closed: commands do not read it later.
+     * exiting with its status. Its stdin stays open, as with OpenClaw's own
+     * backend: what OpenClaw writes to it (`process write`) reaches the
+     * command as it arrives, and closing it closes the command's. The run has
+     * no time limit of its own: OpenClaw's exec timeout kills the relay,
+     * which closes its connection, and the host kills the remote command. A
+     * malformed command is refused here, with OpenClaw's message, before
+     * anything runs; the workspace is seeded first, as OpenClaw's backend
+     * does, so that what OpenClaw writes reaches the command and not a seed.
      */
-    async buildExecSpec({ command, workdir, env }) {
-      const request = { scope, command, ...(workdir ? { workdir } : {}), env: env ?? {} };
+    async buildExecSpec({ command, workdir, env, usePty }) {
+      assertValidExecCommand(command);
+      await call("ensureRuntime", {});
+      // usePty: the command gets a terminal on the target (TERM=xterm-256color
+      // unless env sets TERM), as OpenClaw's backend gives one with `ssh -tt`.
+      const request = { scope, command, ...(workdir ? { workdir } : {}), env: env ?? {}, ...(usePty ? { pty: true } : {}) };
       return {
         argv: [host.binary, "relay", "--socket", host.socketPath],
         // The command and its environment stay out of the process list.
         env: { ...process.env, OCC_RELAY_PARAMS: Buffer.from(JSON.stringify(request)).toString("base64") },
-        stdinMode: "pipe-closed",
+        stdinMode: "pipe-open",
       };
     },
     async finalizeExec() {},

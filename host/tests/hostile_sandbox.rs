@@ -185,8 +185,16 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
             "not-granted: the caller named no agent workspace for this call",
         ),
         (
+            "upload-skills",
+            "not-granted: the caller named no skills workspace for this call",
+        ),
+        (
+            "forged-skills",
+            "refused: workspace skills takes its archive from the local skills workspace the host streams, or nothing",
+        ),
+        (
             "upload-into-exec",
-            "refused: a local workspace streams into workspace unpack only, not exec shell",
+            "refused: a local workspace streams into workspace unpack or skills only, not exec shell",
         ),
         (
             "upload-unapproved",
@@ -223,7 +231,7 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
     .unwrap();
     assert_eq!(
         got,
-        "refused: readFile may not run exec exec (it may run: describe, stage, unpack, publish, discard, read)"
+        "refused: readFile may not run exec exec (it may run: describe, stage, unpack, publish, discard, skills, read)"
     );
     // Every refusal is audited, and only the allowed exec reached the transport.
     let audit = std::fs::read_to_string(&s.audit).unwrap();
@@ -441,7 +449,7 @@ fn every_field_and_operation_is_refused_before_any_connection() {
             "exec",
             &echo,
             "exec-timeout",
-            "the exec script's time limit \"4294967295\" ms is not within the caller's 7200000 ms",
+            "the exec script's time limit \"4294967295\" ms is not within the host's bound of 86400000 ms",
         ),
         (
             "rw",
@@ -449,6 +457,13 @@ fn every_field_and_operation_is_refused_before_any_connection() {
             &echo,
             "exec-nonce",
             "the exec header's nonce must be 32 lowercase hex digits",
+        ),
+        (
+            "rw",
+            "exec",
+            &echo,
+            "exec-tty",
+            "the exec header carries \"tty\", which the caller did not ask for",
         ),
     ];
     for access in ["rw", "ro"] {

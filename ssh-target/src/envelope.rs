@@ -7,7 +7,7 @@
 //! writes:
 //!
 //! ```json
-//! {"version":1,"method":"readFile","ops":["describe","stage","unpack","publish","discard","read"],
+//! {"version":1,"method":"readFile","ops":["describe","stage","unpack","publish","discard","skills","read"],
 //!  "workspaceRoot":"/tmp/openclaw-sandboxes","runtimeId":"openclaw-ssh-workspace-…",
 //!  "mounts":[{"name":"workspace","writable":true}]}
 //! ```
@@ -39,6 +39,9 @@ const UNPACK: &str = "unpack";
 const PUBLISH: &str = "publish";
 const DISCARD: &str = "discard";
 const REMOVE_RUNTIME: &str = "remove-runtime";
+/// OpenClaw's refresh of a scope's materialized skills: the host streams them
+/// into `<workspace>/.openclaw/sandbox-skills` (see the admission).
+pub const SKILLS: &str = "skills";
 const READ: &str = "read";
 const WRITE: &str = "write";
 const CREATE: &str = "create";
@@ -88,6 +91,7 @@ pub const WORKSPACE_OPS: &[WorkspaceOp] = &[
     op(PUBLISH, &[S], false),
     op(DISCARD, &[S], false),
     op(REMOVE_RUNTIME, &[], false),
+    op(SKILLS, &[], false),
     op(READ, &[M, P, Count], false),
     op(WRITE, &[M, P, Flag], true),
     op(CREATE, &[M, P, Flag], true),
@@ -130,7 +134,10 @@ pub fn script_of(op: &str) -> Option<&'static str> {
 /// (`describe`, then `stage`, `unpack`, `publish` and `discard`) belongs to
 /// the methods that seed a missing workspace on first use; `remove-runtime`
 /// to the two that delete it; the exec script to the two that run a command,
-/// each in its own mode; a read gets no operation that changes a mount.
+/// each in its own mode; a read gets no operation that changes a mount. The
+/// skills refresh belongs where OpenClaw's SSH backend refreshes: before a
+/// command, a shell script, a working directory's validation and each
+/// operation of its filesystem bridge (which runs through its shell scripts).
 pub const METHOD_OPS: &[(&str, &[&str])] = &[
     ("validateConfiguration", &[]),
     ("preflight", &[PREFLIGHT]),
@@ -146,60 +153,78 @@ pub const METHOD_OPS: &[(&str, &[&str])] = &[
     ),
     (
         "validateWorkdir",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, WORKDIR],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, WORKDIR],
     ),
-    ("exec", &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, EXEC]),
+    (
+        "exec",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, EXEC],
+    ),
     (
         "runShellCommand",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SHELL],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, SHELL],
     ),
     // Resolving a path is lexical: nothing runs.
     ("resolvePath", &[]),
     (
         "readFile",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, READ],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, READ],
     ),
     (
         "readMedia",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, READ],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, READ],
     ),
     (
         "writeFile",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, WRITE],
+        &[
+            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, WRITE,
+        ],
     ),
     (
         "createFileExclusive",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, CREATE],
+        &[
+            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, CREATE,
+        ],
     ),
     (
         "mkdirp",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, MKDIRP],
+        &[
+            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, MKDIRP,
+        ],
     ),
     (
         "remove",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, REMOVE],
+        &[
+            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, REMOVE,
+        ],
     ),
     (
         "rename",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, RENAME],
+        &[
+            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, RENAME,
+        ],
     ),
-    ("stat", &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT]),
+    (
+        "stat",
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT],
+    ),
     (
         "readDirectory",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, READDIR],
+        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, READDIR],
     ),
     // A change asks `stat` whether a protected skills directory it would
     // touch exists (OpenClaw's read-only skills mounts).
     // An edit reads the file and writes it whole.
     (
         "edit",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, READ, WRITE],
+        &[
+            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, READ, WRITE,
+        ],
     ),
     // A patch is planned against the files, then applied.
     (
         "applyPatch",
         &[
-            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, STAT, READ, CREATE, WRITE, REMOVE,
+            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, READ, CREATE, WRITE, REMOVE,
         ],
     ),
 ];
@@ -360,7 +385,7 @@ mod tests {
         let e = Envelope::new("stat", "/r", Some(&layout)).unwrap();
         assert_eq!(
             e.to_json(),
-            "{\"version\":1,\"method\":\"stat\",\"ops\":[\"describe\",\"stage\",\"unpack\",\"publish\",\"discard\",\"stat\"],\
+            "{\"version\":1,\"method\":\"stat\",\"ops\":[\"describe\",\"stage\",\"unpack\",\"publish\",\"discard\",\"skills\",\"stat\"],\
              \"workspaceRoot\":\"/r\",\"runtimeId\":\"openclaw-ssh-shared-8198076c\",\
              \"mounts\":[{\"name\":\"workspace\",\"writable\":false},{\"name\":\"agent\",\"writable\":false}]}"
         );

@@ -43,6 +43,7 @@ export function installationFor(cfg, pluginConfig) {
         component: pluginConfig.component,
         approvedScripts: pluginConfig.approvedScripts ?? {},
         localWorkspaces: localWorkspaces(pluginConfig),
+        ...(pluginConfig.maxRunSeconds !== undefined ? { maxRunSeconds: pluginConfig.maxRunSeconds } : {}),
         configuration: { agents: { defaults: { sandbox: block } } },
       },
     },

@@ -32,7 +32,10 @@ function scriptedModel(steps) {
     req.on("end", () => {
       const request = body ? JSON.parse(body) : {};
       requests.push(request);
-      const step = steps[Math.min(requests.length - 1, steps.length - 1)];
+      // A step may be a function of the tool results so far (a session id
+      // the exec tool answered with).
+      const at = steps[Math.min(requests.length - 1, steps.length - 1)];
+      const step = typeof at === "function" ? at(toolResults(requests)) : at;
       const id = `call_${requests.length}`;
       const delta = step.tool
         ? { role: "assistant", tool_calls: [{ index: 0, id, type: "function", function: { name: step.tool, arguments: JSON.stringify(step.args) } }] }
@@ -119,4 +122,100 @@ test("an OpenClaw agent turn runs its tools in the component's sandbox", { timeo
     sh(host, `rm -rf ${workspaceRoot}`);
     rmSync(base, { recursive: true, force: true });
   }
+});
+
+/**
+ * One turn of `script` (model steps) with `backend` as the sandbox backend on
+ * a rig host; the tool results the model saw, and where the workspace root was.
+ */
+async function turn(backend, steps, { execTimeoutSeconds } = {}) {
+  const base = mkdtempSync(join(tmpdir(), "occ-agent-"));
+  const workspaceRoot = `/tmp/${unique(`occ-sbx-agent-${backend}`)}`;
+  const model = await scriptedModel(steps);
+  try {
+    for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
+    writeFileSync(join(base, "workspace/seed.txt"), "seeded\n");
+    const config = {
+      plugins: {
+        load: { paths: [plugin] },
+        entries: { "occ-sandbox-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base] } } },
+      },
+      models: {
+        mode: "merge",
+        providers: {
+          scripted: {
+            baseUrl: `http://127.0.0.1:${model.port}/v1`,
+            apiKey: "scripted",
+            api: "openai-completions",
+            models: [{ id: "steps", name: "Scripted steps", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }],
+          },
+        },
+      },
+      tools: { profile: "coding", ...(execTimeoutSeconds ? { exec: { timeoutSeconds: execTimeoutSeconds } } : {}) },
+      agents: {
+        defaults: {
+          workspace: join(base, "workspace"),
+          model: { primary: "scripted/steps" },
+          sandbox: {
+            mode: "all",
+            backend,
+            scope: "session",
+            workspaceAccess: "rw",
+            ssh: { target: `root@${host.address}:22`, workspaceRoot, identityFile: rig.identity, knownHostsFile: rig.knownHosts, updateHostKeys: false },
+          },
+        },
+      },
+    };
+    writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
+    const env = { ...process.env, HOME: join(base, "home"), OPENCLAW_STATE_DIR: join(base, "state"), OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json") };
+    const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", "talk to a process", "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    agent.stderr.on("data", (d) => (stderr += d));
+    agent.stdout.resume();
+    const code = await new Promise((resolve) => agent.on("exit", resolve));
+    assert.equal(code, 0, stderr);
+    return { results: toolResults(model.requests), workspaceRoot };
+  } finally {
+    model.server.close();
+    sh(host, `rm -rf ${workspaceRoot}`);
+    rmSync(base, { recursive: true, force: true });
+  }
+}
+
+test("an agent turn writes to a running command's stdin and outlives no exec timeout, as with OpenClaw's own backend", { timeout: 600_000 }, async () => {
+  const session = (results) => /session ([A-Za-z0-9_-]+)/.exec(results[0] ?? "")?.[1] ?? "none";
+  const steps = [
+    { tool: "exec", args: { command: 'read line; echo "got $line"; read again; echo "then $again"', background: true } },
+    (r) => ({ tool: "process", args: { action: "write", sessionId: session(r), data: "hello\n" } }),
+    (r) => ({ tool: "process", args: { action: "write", sessionId: session(r), data: "world\n", eof: true } }),
+    (r) => ({ tool: "process", args: { action: "poll", sessionId: session(r), timeout: 20000 } }),
+    (r) => ({ tool: "process", args: { action: "log", sessionId: session(r) } }),
+    // Longer than the exec timeout the configuration sets (3 s).
+    { tool: "exec", args: { command: "echo before; sleep 60; echo late-output" } },
+    { text: "done" },
+  ];
+  const ours = await turn("occ-ssh", steps, { execTimeoutSeconds: 3 });
+  // Our timed-out command is gone from the target (checked before OpenClaw's
+  // own backend runs the same one).
+  assert.equal(sh(host, "pgrep -f 'sleep 6[0]; echo late-output' || echo none"), "none");
+  const theirs = await turn("ssh", steps, { execTimeoutSeconds: 3 });
+  assert.equal(ours.results.length, 6, JSON.stringify(ours.results));
+  // Session ids, process ids and timings differ between runs; the rest is
+  // what the Agent sees, and is the same.
+  const shaped = (results) =>
+    results.map((r) =>
+      r
+        .replace(/session [A-Za-z0-9_-]+/g, "session S")
+        .replace(/"sessionId":"[^"]*"/g, '"sessionId":"S"')
+        .replace(/pid [0-9]+/g, "pid P")
+        .replace(/[0-9.]+ ?m?s\b/g, "T"),
+    );
+  assert.match(ours.results[1], /Wrote 6 bytes/);
+  assert.match(ours.results[2], /Wrote 6 bytes .*\(stdin closed\)/);
+  assert.match(ours.results[4], /got hello\nthen world/);
+  assert.match(ours.results[5], /before/);
+  assert.match(ours.results[5], /timed out/i);
+  assert.doesNotMatch(ours.results[5], /late-output/);
+  assert.deepEqual(shaped([ours.results[4], ours.results[5]]), shaped([theirs.results[4], theirs.results[5]]));
+  assert.deepEqual(shaped(ours.results.slice(1, 3)), shaped(theirs.results.slice(1, 3)));
 });

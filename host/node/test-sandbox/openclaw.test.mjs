@@ -33,7 +33,7 @@ const sdk = await import(pathToFileURL(join(openclawDir, "dist/plugin-sdk/sandbo
 async function loadPlugin() {
   const here = dirname(fileURLToPath(import.meta.url));
   const dir = mkdtempSync(join(tmpdir(), "occ-plugin-"));
-  for (const f of ["sandbox.mjs", "openclaw-plugin"]) cpSync(join(here, "..", f), join(dir, f), { recursive: true });
+  for (const f of ["sandbox.mjs", "exec-command.mjs", "openclaw-plugin"]) cpSync(join(here, "..", f), join(dir, f), { recursive: true });
   mkdirSync(join(dir, "node_modules"));
   symlinkSync(openclawDir, join(dir, "node_modules/openclaw"));
   const plugin = (await import(pathToFileURL(join(dir, "openclaw-plugin/index.mjs")).href)).default;
@@ -97,6 +97,46 @@ async function exec(handle, command) {
   const code = await new Promise((resolve) => child.on("exit", resolve));
   await handle.finalizeExec?.({ status: code === 0 ? "completed" : "failed", exitCode: code, timedOut: false, token: spec.finalizeToken });
   return { code, stdout, stderr };
+}
+
+/**
+ * Spawn what buildExecSpec returns, as OpenClaw's supervisor does: stdin open
+ * or closed as the spec says. `drive(child, output)` talks to it; `output()`
+ * resolves once stdout holds a text.
+ */
+async function spawnExec(handle, command, { usePty = false, killAfterMs, drive } = {}) {
+  const spec = await handle.buildExecSpec({ command, env: {}, usePty });
+  const child = spawn(spec.argv[0], spec.argv.slice(1), { env: spec.env, cwd: spec.cwd, stdio: ["pipe", "pipe", "pipe"] });
+  if (spec.stdinMode === "pipe-closed") child.stdin.end();
+  child.stdin.on("error", () => {});
+  let stdout = "";
+  let stderr = "";
+  const waiters = [];
+  child.stdout.on("data", (d) => {
+    stdout += d;
+    for (const w of waiters.filter((w) => stdout.includes(w.text))) w.resolve();
+  });
+  child.stderr.on("data", (d) => (stderr += d));
+  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const seen = (text) => (stdout.includes(text) ? Promise.resolve() : new Promise((resolve) => waiters.push({ text, resolve })));
+  // OpenClaw's exec timeout: it kills the process tree it spawned.
+  const timer = killAfterMs && setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+  if (drive) await drive(child, seen);
+  const { code, signal } = await exited;
+  clearTimeout(timer);
+  await handle.finalizeExec?.({ status: code === 0 ? "completed" : "failed", exitCode: code, timedOut: Boolean(signal), token: spec.finalizeToken });
+  return { stdinMode: spec.stdinMode, code, signal, stdout, stderr };
+}
+
+/** The first line of what buildExecSpec threw for `command`, or what it returned. */
+async function refusal(handle, command) {
+  try {
+    const spec = await handle.buildExecSpec({ command, env: {}, usePty: false });
+    await handle.finalizeExec?.({ status: "completed", exitCode: 0, timedOut: false, token: spec.finalizeToken });
+    return "accepted";
+  } catch (e) {
+    return String(e.message).split("\n")[0];
+  }
 }
 
 /** One sequence of operations; what each returned (errors as "error"). */
@@ -167,7 +207,42 @@ async function sequence(handle, local) {
   await step("remove skills", () => bridge.remove({ filePath: "skills", recursive: true, force: true }));
   await step("rename out of skills", () => bridge.rename({ from: "skills/demo/SKILL.md", to: "stolen.md" }));
   await step("write beside skills", () => bridge.writeFile({ filePath: "skillset/a.md", data: "fine\n", mkdir: true }));
+  // Links a sandboxed command makes into them: the path as resolved counts.
+  await step("link into skills", () => exec(handle, "ln -s skills into-skills && ln -s .agents into-agents && echo linked"));
+  await step("write through a link into skills", () => bridge.writeFile({ filePath: "into-skills/demo/SKILL.md", data: "changed\n" }));
+  await step("create through a link into skills", () => bridge.createFileExclusive({ filePath: "into-skills/fresh.md", data: "x" }));
+  await step("mkdirp through a link into .agents/skills", () => bridge.mkdirp({ filePath: "into-agents/skills/new" }));
+  await step("rename out through a link", () => bridge.rename({ from: "into-skills/demo/SKILL.md", to: "stolen2.md" }));
+  await step("remove through a link", () => bridge.remove({ filePath: "into-skills/demo", recursive: true }));
+  await step("remove the link itself", () => bridge.remove({ filePath: "into-agents" }));
   await step("read skills", async () => (await bridge.readFile({ filePath: "skills/demo/SKILL.md" })).toString());
+  // Exec as OpenClaw's exec tool runs it: the time limit is OpenClaw's (it
+  // kills what it spawned); stdin stays open for `process write`.
+  await step("exec killed at OpenClaw's timeout", async () => {
+    const r = await spawnExec(handle, "echo started; sleep 30; echo late", { killAfterMs: 1500 });
+    return [r.code, r.signal, r.stdout];
+  });
+  await step("process write to a running command", async () => {
+    const r = await spawnExec(handle, 'read line; echo "got $line"; cat; echo "stdin closed"', {
+      drive: async (child, seen) => {
+        child.stdin.write("hello\n");
+        await seen("got hello");
+        child.stdin.write("more\n");
+        await seen("more");
+        child.stdin.end();
+      },
+    });
+    return [r.stdinMode, r.code, r.stdout];
+  });
+  await step("a command on a terminal", async () => {
+    const r = await spawnExec(handle, 'test -t 0 && echo tty; echo "$TERM"; exit 4', { usePty: true });
+    // OpenClaw's `ssh -tt` adds its client's own "Connection to <host>
+    // closed." to stderr; that line is ssh's, not the command's.
+    return [r.code, r.stdout];
+  });
+  for (const command of ["echo 'unclosed", 'echo "$(date', "cat <<EOF\nno end", "echo trailing \\", "cat <input-file>", "echo `date", "echo $((1 + 2)", "echo fine # 'comment"]) {
+    await step(`malformed? ${JSON.stringify(command)}`, () => refusal(handle, command));
+  }
   await step("shell exits 3", () => handle.runShellCommand({ script: "echo out; echo err >&2; exit 3" }), { shell: true });
   await step("shell exits 3, allowed", async () => {
     const r = await handle.runShellCommand({ script: "echo out; exit 3", allowFailure: true });
@@ -238,13 +313,50 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
     assert.equal(ourHandle.runtimeId, theirHandle.runtimeId, "the same runtime id for the same scope");
     const theirs = await sequence(theirHandle, local);
     const mine = await sequence(ourHandle, local);
-    assert.deepEqual(mine, theirs);
+    // Where ours differs on purpose, each side's answer is pinned here and the
+    // remote trees below still agree. OpenClaw resolves a recursive remove of
+    // `into-skills/demo` (`into-skills` a link to `skills`) by the link's
+    // parent, so it looks for `demo` beside the link, finds nothing and
+    // reports success with the skill still there; ours resolves the link and
+    // refuses, as the skills directory is read-only.
+    const onPurpose = { "remove through a link": { theirs: null, ours: "error" } };
+    for (const [name, { theirs: t, ours: o }] of Object.entries(onPurpose)) {
+      assert.deepEqual(theirs.find(([n]) => n === name)?.[1], t, `OpenClaw's backend: ${name}`);
+      assert.deepEqual(mine.find(([n]) => n === name)?.[1], o, `ours: ${name}`);
+    }
+    const agreed = (rows) => rows.filter(([name]) => !(name in onPurpose));
+    assert.deepEqual(agreed(mine), agreed(theirs));
+    // Closing a terminal command's stdin ends its input: ours sends the
+    // terminal's end-of-file character. (OpenClaw's own `ssh -tt` sends an
+    // SSH end of input, which sshd does not pass to a terminal: its command
+    // waits on.)
+    const eof = await spawnExec(ourHandle, 'read line; echo "got $line"; cat; echo "stdin closed"', {
+      usePty: true,
+      drive: async (child, seen) => {
+        child.stdin.write("hello\n");
+        await seen("got hello");
+        child.stdin.end();
+      },
+    });
+    assert.equal(eof.code, 0);
+    assert.match(eof.stdout, /got hello\r\n[\s\S]*stdin closed\r\n$/);
+    // Ours killed the remote command with the relay (whatever OpenClaw's own
+    // left running is in its root, not ours).
+    const left = sh(host, `for p in $(pgrep -f 'sleep 3[0]; echo late'); do readlink /proc/$p/cwd; done; true`);
+    assert.ok(!left.includes(oursRoot), `left running in ${oursRoot}: ${left}`);
     // The rows that carry OpenClaw's codes did carry them.
     const row = (name) => mine.find(([n]) => n === name)[1];
     assert.deepEqual(row("read missing"), { error: { code: "ENOENT" } });
     assert.equal(row("write into skills"), "error");
+    assert.equal(row("write through a link into skills"), "error");
+    assert.equal(row("remove the link itself"), null);
     assert.equal(row("read skills"), "# demo skill\n");
     assert.deepEqual(row("shell exits 3"), { error: { code: 3, stdout: "out\n", stderr: "err\n" } });
+    assert.deepEqual(row("exec killed at OpenClaw's timeout"), [null, "SIGKILL", "started\n"]);
+    assert.deepEqual(row("process write to a running command"), ["pipe-open", 0, "got hello\nmore\nstdin closed\n"]);
+    assert.equal(row(`malformed? ${JSON.stringify("echo 'unclosed")}`), "Malformed SSH/OpenShell exec command: unclosed single quote.");
+    assert.equal(row(`malformed? ${JSON.stringify("echo fine # 'comment")}`), "accepted");
+    assert.deepEqual(row("a command on a terminal"), [4, "tty\r\nxterm-256color\r\n"]);
     const tree = (dir) => remoteTree(host, dir);
     assert.equal(tree(ourHandle.workdir), tree(theirHandle.workdir));
     assert.equal(
@@ -302,6 +414,65 @@ test("differential: ssh.command naming a copy of ssh, both backends run it, the 
     await ours.close();
     sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
     rmSync(clients, { recursive: true, force: true });
+    local.cleanup();
+  }
+});
+
+test("differential: the skills OpenClaw materialized for a scope are refreshed before each operation", async () => {
+  const local = localWorkspace();
+  // Where OpenClaw materializes a scope's skills with workspaceAccess "rw".
+  const skills = join(local.base, "skills-workspaces", "scope", ".openclaw", "sandbox-skills");
+  mkdirSync(join(skills, "skills/demo"), { recursive: true });
+  writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo\n");
+  const theirsRoot = `/tmp/${unique("occ-skills-openclaw")}`;
+  const oursRoot = `/tmp/${unique("occ-skills-ours")}`;
+  const { startSandboxHost } = await import("../sandbox.mjs");
+  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
+  try {
+    const session = unique("agent:main");
+    const withSkills = (cfg) => ({ ...params(local, session, cfg), skillsWorkspaceDir: skills });
+    const theirHandle = await sdk.getSandboxBackendFactory("ssh")(withSkills(openclawCfg("ssh", sshBlock(host, theirsRoot))));
+    const ourHandle = await ours.createHandle(withSkills(null));
+    const listing = "cd .openclaw/sandbox-skills 2>/dev/null && find . | LC_ALL=C sort && cat skills/demo/SKILL.md 2>/dev/null; true";
+    const run = async (handle) => {
+      const bridge = handle.createFsBridge({ sandbox: bridgeContext(local, handle) });
+      const out = [];
+      const step = async (name, f) => {
+        try {
+          out.push([name, await f()]);
+        } catch (e) {
+          out.push([name, typeof e.code === "string" && /^E[A-Z]+$/.test(e.code) ? { error: e.code } : "error"]);
+        }
+      };
+      writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo\n");
+      await step("exec sees the skills", () => exec(handle, listing));
+      // A sandboxed command's change to the copy is undone by the next refresh.
+      await step("a command plants a file", () => exec(handle, "echo planted > .openclaw/sandbox-skills/skills/planted.md && echo ok"));
+      writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo, changed\n");
+      await step("the next exec sees the change, not the plant", () => exec(handle, listing));
+      writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo, changed again\n");
+      await step("a shell script sees the change", async () => (await handle.runShellCommand({ script: 'cat "$1"', args: [`${handle.workdir}/.openclaw/sandbox-skills/skills/demo/SKILL.md`] })).stdout.toString());
+      writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo, read through the bridge\n");
+      await step("the bridge reads the change", async () => (await bridge.readFile({ filePath: ".openclaw/sandbox-skills/skills/demo/SKILL.md" })).toString());
+      await step("the bridge may not write there", () => bridge.writeFile({ filePath: ".openclaw/sandbox-skills/skills/demo/SKILL.md", data: "x" }));
+      rmSync(join(local.base, "skills-workspaces"), { recursive: true, force: true });
+      await step("no local skills: the copy is emptied", () => exec(handle, listing));
+      mkdirSync(join(skills, "skills/demo"), { recursive: true });
+      return out;
+    };
+    const theirs = await run(theirHandle);
+    const mine = await run(ourHandle);
+    assert.deepEqual(mine, theirs);
+    const row = (name) => mine.find(([n]) => n === name)[1];
+    assert.match(row("exec sees the skills").stdout, /\.\/skills\/demo\/SKILL\.md\n# demo\n$/);
+    assert.doesNotMatch(row("the next exec sees the change, not the plant").stdout, /planted/);
+    assert.equal(row("the bridge reads the change"), "# demo, read through the bridge\n");
+    assert.equal(row("the bridge may not write there"), "error");
+    assert.equal(row("no local skills: the copy is emptied").stdout, ".\n");
+    assert.equal(remoteTree(host, ourHandle.workdir), remoteTree(host, theirHandle.workdir));
+  } finally {
+    await ours.close();
+    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
     local.cleanup();
   }
 });

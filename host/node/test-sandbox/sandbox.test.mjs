@@ -90,7 +90,7 @@ test("exec as OpenClaw runs it: streamed output, exit code, env; a kill ends the
   const f = await fixture();
   try {
     const spec = await f.handle.buildExecSpec({ command: 'echo "$GREETING"; echo oops >&2; pwd; exit 3', workdir: "src", env: { GREETING: "it's ok" } });
-    assert.equal(spec.stdinMode, "pipe-closed");
+    assert.equal(spec.stdinMode, "pipe-open");
     const { code, stdout, stderr } = await run(spec).done;
     assert.equal(code, 3);
     assert.equal(stdout, `it's ok\n${f.handle.workdir}/src\n`);
@@ -105,6 +105,54 @@ test("exec as OpenClaw runs it: streamed output, exit code, env; a kill ends the
     sh(host, `timeout 20 sh -c 'while pgrep -f "${pattern}" >/dev/null; do sleep 0.05; done'`);
   } finally {
     await f.close();
+  }
+});
+
+test("a relay's stdin reaches its own command, in its own scope, and no other", async () => {
+  const f = await fixture();
+  try {
+    // A second scope on the same serving host.
+    const other = await f.sandboxHost.createHandle({ sessionKey: unique("agent:other"), workspaceDir: f.local.workspace });
+    assert.notEqual(other.runtimeId, f.handle.runtimeId);
+    const reader = 'read -r line; echo "got:$line in $(pwd)"';
+    const mine = run(await f.handle.buildExecSpec({ command: reader }));
+    const theirs = run(await other.buildExecSpec({ command: reader }));
+    mine.child.stdin.write("for my command only\n");
+    const a = await mine.done;
+    // The other command's input ends with nothing in it.
+    theirs.child.stdin.end();
+    const b = await theirs.done;
+    assert.equal(a.stdout, `got:for my command only in ${f.handle.workdir}\n`);
+    assert.equal(b.stdout, `got: in ${other.workdir}\n`);
+    // Closing the relay's stdin closes the command's: `cat` ends.
+    const cat = run(await f.handle.buildExecSpec({ command: "cat; echo end" }));
+    cat.child.stdin.end("last\n");
+    assert.deepEqual(await cat.done, { code: 0, signal: null, stdout: "last\nend\n", stderr: "" });
+  } finally {
+    await f.close();
+  }
+});
+
+test("drivers.sandbox.maxRunSeconds ends a command that runs longer, and its processes", async () => {
+  const local = localWorkspace();
+  const workspaceRoot = `/tmp/${unique("occ-sbx-bound")}`;
+  const doc = installation({ ssh: sshBlock(host, workspaceRoot), localWorkspaces: [local.base] });
+  doc.drivers.sandbox.maxRunSeconds = 3;
+  const sandboxHost = await startSandboxHost({ installation: doc, hostBinary });
+  try {
+    const handle = await sandboxHost.createHandle({ sessionKey: unique("agent:main"), workspaceDir: local.workspace });
+    const marker = unique("occ-node-bound");
+    const started = Date.now();
+    const r = await run(await handle.buildExecSpec({ command: `echo started; sh -c 'sleep 600; : ${marker}'; echo late` })).done;
+    // The host's bound, not the command, ended it: the relay's 124.
+    assert.deepEqual([r.code, r.stdout], [124, "started\n"]);
+    assert.ok(Date.now() - started < 60_000);
+    const pattern = `[${marker[0]}]${marker.slice(1)}`;
+    sh(host, `timeout 20 sh -c 'while pgrep -f "${pattern}" >/dev/null; do sleep 0.05; done'`);
+  } finally {
+    await sandboxHost.close();
+    sh(host, `rm -rf ${workspaceRoot}`);
+    local.cleanup();
   }
 });
 

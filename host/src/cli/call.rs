@@ -140,6 +140,7 @@ pub(crate) fn run(setup: &Setup, args: CallArgs) -> Result<ExitCode> {
                 id: None,
                 cancel,
                 output: Some(passthrough()),
+                input: None,
             };
             tokio.block_on(backend.call_json(&args.method, &params, options))
         }

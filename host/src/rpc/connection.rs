@@ -11,6 +11,9 @@
 //! - a request whose id is already running is refused;
 //! - a command's output (`$/output`) waits for room rather than being dropped:
 //!   a controller that stops reading slows the remote command down;
+//! - what a controller writes to a running command (`$/input`) never makes the
+//!   connection wait: it queues, up to [`crate::world::ssh_sandbox_backend::stdin::MAX_QUEUED`]
+//!   unread bytes per command, past which the command's stdin is closed;
 //! - finished calls are reaped as the connection goes, and a hook request the
 //!   host stopped waiting for (timeout, cancellation) is forgotten.
 
@@ -33,6 +36,7 @@ use crate::capability::hooks::{HookAnswer, HookFuture, HookRefusal, HookRequest,
 use crate::capability::ssh_exec::{OutputSink, OutputStream};
 use crate::error::{CallError, FailureKind};
 use crate::world::Progress;
+use crate::world::ssh_sandbox_backend::stdin::CommandInput;
 
 /// Messages waiting to be written to the peer.
 pub const OUTBOUND_QUEUE: usize = 1024;
@@ -76,6 +80,8 @@ struct Connection {
     service: Arc<dyn Service>,
     out: mpsc::Sender<String>,
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// The open stdin of each running request (`$/input`).
+    inputs: Mutex<HashMap<String, CommandInput>>,
     pending: Mutex<HashMap<String, Waiter>>,
     next_request: AtomicU64,
 }
@@ -179,6 +185,7 @@ where
         service,
         out: tx,
         running: Mutex::new(HashMap::new()),
+        inputs: Mutex::new(HashMap::new()),
         pending: Mutex::new(HashMap::new()),
         next_request: AtomicU64::new(1),
     });
@@ -249,6 +256,11 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
                     token.cancel();
                 }
             }
+            if method == "$/input"
+                && let Some(target) = params.get("id")
+            {
+                input(conn, target, &params);
+            }
             // Other notifications carry nothing the host acts on.
             return;
         }
@@ -260,12 +272,14 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
         return;
     }
     let token = CancellationToken::new();
+    let stdin = CommandInput::new();
     let duplicate = {
         let mut running = lock(&conn.running);
         let key = id_key(&id);
         let duplicate = running.contains_key(&key);
         if !duplicate {
-            running.insert(key, token.clone());
+            running.insert(key.clone(), token.clone());
+            lock(&conn.inputs).insert(key, stdin.clone());
         }
         duplicate
     };
@@ -324,9 +338,11 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
                 ));
             }),
             output,
+            input: stdin,
         };
         let result = conn.service.call(request).await;
         lock(&conn.running).remove(&id_key(&id));
+        lock(&conn.inputs).remove(&id_key(&id));
         match result {
             Ok(v) => conn.send(envelope::result(&id, v)).await,
             Err(e) => {
@@ -340,6 +356,29 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
             }
         }
     });
+}
+
+/// `$/input {id, data?, end?}`: base64 `data` for the running request's
+/// command, `end: true` closes its stdin. Input for no running request, or
+/// not base64, is dropped: the command sees only what arrived whole.
+fn input(conn: &Connection, target: &Value, params: &Value) {
+    use base64::Engine;
+    let Some(stdin) = lock(&conn.inputs).get(&id_key(target)).cloned() else {
+        return;
+    };
+    if let Some(data) = params.get("data").and_then(Value::as_str) {
+        match base64::engine::general_purpose::STANDARD.decode(data) {
+            Ok(bytes) => {
+                if !stdin.write(bytes) {
+                    tracing::warn!(id = %target, "a command left its stdin unread past the bound; its stdin is closed");
+                }
+            }
+            Err(_) => tracing::debug!(id = %target, "$/input data is not base64"),
+        }
+    }
+    if params.get("end") == Some(&Value::Bool(true)) {
+        stdin.close();
+    }
 }
 
 fn error_data(e: &CallError) -> Value {

@@ -15,6 +15,7 @@ use crate::capability::ssh_exec::OutputSink;
 use crate::error::CallError;
 use crate::world::ProgressSink;
 use crate::world::ssh_compute_driver::{CallOptions, Driver, Method, present};
+use crate::world::ssh_sandbox_backend::stdin::CommandInput;
 use crate::world::ssh_sandbox_backend::{self, SandboxBackend, SandboxCallOptions};
 
 /// One request as a service receives it.
@@ -33,6 +34,9 @@ pub struct Request {
     pub progress: ProgressSink,
     /// Receives a command's output as it arrives.
     pub output: OutputSink,
+    /// What the controller writes to the request's command while it runs
+    /// (`$/input`).
+    pub input: CommandInput,
 }
 
 /// A boxed answer.
@@ -113,6 +117,7 @@ impl Service for SandboxBackend {
                 id: Some(request.id),
                 cancel: request.cancel,
                 output: Some(request.output),
+                input: Some(request.input),
             };
             self.call_json(&request.method, &request.params, options)
                 .await

@@ -26,6 +26,7 @@ impl LocalWorkspaceState {
         let (name, named) = match root {
             wit::WorkspaceRoot::Workspace => ("workspace", &self.roots.workspace),
             wit::WorkspaceRoot::Agent => ("agent workspace", &self.roots.agent),
+            wit::WorkspaceRoot::Skills => ("skills workspace", &self.roots.skills),
         };
         let path = named.as_ref().ok_or_else(|| {
             wit::UploadError::NotGranted(format!("the caller named no {name} for this call"))
@@ -49,6 +50,18 @@ impl wit::Host for LocalWorkspaceState {
         &mut self,
         root: wit::WorkspaceRoot,
     ) -> Result<wit::WorkspaceSummary, wit::UploadError> {
+        // OpenClaw materializes a scope's skills only when it has some: a
+        // skills workspace that does not exist yet is an empty tree.
+        if let (wit::WorkspaceRoot::Skills, Some(path)) = (root, &self.roots.skills)
+            && self.grant.covers_missing(path)
+        {
+            return Ok(wit::WorkspaceSummary {
+                files: 0,
+                directories: 0,
+                symlinks: 0,
+                bytes: 0,
+            });
+        }
         let dir = match self.admit(root) {
             Ok(d) => d,
             Err(e) => {

@@ -72,6 +72,13 @@ impl LocalWorkspaceGrant {
         })
     }
 
+    /// Whether `path`, which does not exist, would lie in the grant: a
+    /// missing directory there is an empty tree, anywhere else not granted.
+    pub fn covers_missing(&self, path: &Path) -> bool {
+        matches!(path.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+            && self.allowed.iter().any(|a| path.starts_with(a))
+    }
+
     /// The canonical directory of `path` if the grant covers it.
     pub fn admit(&self, path: &Path) -> Result<PathBuf, String> {
         let canonical = path
@@ -106,6 +113,8 @@ pub struct CallRoots {
     pub workspace: Option<PathBuf>,
     /// The Agent's workspace.
     pub agent: Option<PathBuf>,
+    /// The skills OpenClaw materialized for the scope (workspaceAccess rw).
+    pub skills: Option<PathBuf>,
 }
 
 /// The capability's state for one call.

@@ -2,9 +2,16 @@
 //! effect (the alias, then what may run there), and the effect bracketed by
 //! audit records. A refused exec starts nothing and is audited as refused.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink};
 use super::bindings::occ::compute::ssh_exec as wit;
@@ -226,6 +233,23 @@ impl SshExecState {
         };
         let argv = argv.as_slice();
         let sink = self.output.as_ref().and_then(|select| select(argv, stdin));
+        // An open stdin only where the output streams: it ends with that
+        // output, since the transport finishes an exec once its input has
+        // ended too.
+        let (stream, sink) = match (stream, sink, &self.input) {
+            (None, Some(sink), Some(select)) => match select(argv, stdin) {
+                Some(open) => {
+                    let ended = CancellationToken::new();
+                    let stream: InputStream<'_> = Box::pin(Until {
+                        input: open,
+                        ended: Box::pin(ended.clone().cancelled_owned()),
+                    });
+                    (Some(stream), Some(ending(sink, ended)))
+                }
+                None => (None, Some(sink)),
+            },
+            (stream, sink, _) => (stream, sink),
+        };
         let mut fields = json!({
             "host": alias,
             "backend": self.exec.backend_kind(),
@@ -287,6 +311,36 @@ impl SshExecState {
             })
             .await
     }
+}
+
+/// An open stdin that ends when its command's output has.
+struct Until {
+    input: InputStream<'static>,
+    ended: Pin<Box<WaitForCancellationFutureOwned>>,
+}
+
+impl AsyncRead for Until {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.ended.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(()));
+        }
+        self.input.as_mut().poll_read(cx, buf)
+    }
+}
+
+/// `sink`, cancelling `ended` once both of its streams have ended.
+fn ending(sink: OutputSink, ended: CancellationToken) -> OutputSink {
+    let ends = Arc::new(AtomicU8::new(0));
+    Arc::new(move |stream, chunk| {
+        if chunk.is_empty() && ends.fetch_add(1, Ordering::SeqCst) == 1 {
+            ended.cancel();
+        }
+        sink(stream, chunk)
+    })
 }
 
 /// Linux refuses a single argument longer than this (`MAX_ARG_STRLEN`, 32

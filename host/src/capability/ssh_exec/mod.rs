@@ -123,6 +123,14 @@ pub type LineSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 /// the others (they collect theirs).
 pub type OutputSelector = Arc<dyn Fn(&[String], &[u8]) -> Option<OutputSink> + Send + Sync>;
 
+/// Chooses, per exec (the argument vector that runs, and its stdin), an open
+/// standard input that follows `stdin`: what a caller writes while the command
+/// runs. It is given only to an exec whose output streams (see
+/// [`OutputSelector`]), and it ends when that output has ended: nobody reads
+/// a finished command's input.
+pub type InputSelector =
+    Arc<dyn Fn(&[String], &[u8]) -> Option<InputStream<'static>> + Send + Sync>;
+
 /// One exec the grant allowed, as a world's [`Admission`] sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct ExecAsk<'a> {
@@ -157,6 +165,7 @@ pub struct SshExecState {
     admission: Option<Admission>,
     describe: Option<Describe>,
     output: Option<OutputSelector>,
+    input: Option<InputSelector>,
 }
 
 impl SshExecState {
@@ -169,6 +178,7 @@ impl SshExecState {
             admission: None,
             describe: None,
             output: None,
+            input: None,
         }
     }
 
@@ -190,6 +200,12 @@ impl SshExecState {
     /// [`ExecRequest::output`]); the others collect theirs.
     pub fn with_output(mut self, select: OutputSelector) -> SshExecState {
         self.output = Some(select);
+        self
+    }
+
+    /// Give the execs `select` chooses an open stdin (see [`InputSelector`]).
+    pub fn with_input(mut self, select: InputSelector) -> SshExecState {
+        self.input = Some(select);
         self
     }
 }

@@ -18,7 +18,9 @@
 //!   nothing else (command, environment, arguments; the command's stdin
 //!   after it), the command runs in the caller's workdir, and its time limit
 //!   is within the caller's;
-//! - a local workspace streams into `unpack` and nothing else.
+//! - a local workspace streams into `unpack` or `skills` and nothing else;
+//!   `unpack` takes no archive but the stream, `skills` the stream or
+//!   nothing (a scope without skills), and only into a writable workspace.
 //!
 //! What runs is then `[<interpreter>, "-c", <script>, <name>, <envelope>,
 //! <args...>]`: the host's envelope (the installation's workspace root, the
@@ -48,6 +50,9 @@ pub(super) struct Asked {
     pub workdir: Option<String>,
     /// The caller's time limit, when it gave one.
     pub timeout_ms: Option<u32>,
+    /// The caller asked for a pseudo-terminal (mode `exec` only). The host
+    /// says so in the envelope (`tty`), never the component.
+    pub tty: bool,
 }
 
 /// What the host knows of one call.
@@ -86,8 +91,20 @@ impl CallAdmission {
                 .map_err(|why| format!("the call's scope has no sandbox: {why}"))?;
             let envelope = Envelope::new(method.name(), &settings.workspace_root, layout.as_ref())
                 .ok_or_else(|| format!("{method} has no row in the table of script operations"))?;
+            let mut json = envelope.to_json();
+            if asked
+                .as_ref()
+                .is_some_and(|a| a.tty && a.mode == envelope::EXEC)
+            {
+                // The caller's terminal, which the exec script gives the
+                // command: a value of the call, so the host writes it.
+                let mut v: serde_json::Map<String, Value> =
+                    serde_json::from_str(&json).expect("the envelope is a JSON object");
+                v.insert("tty".into(), Value::Bool(true));
+                json = Value::Object(v).to_string();
+            }
             Ok(Facts {
-                json: envelope.to_json(),
+                json,
                 envelope,
                 layout,
             })
@@ -152,13 +169,17 @@ impl CallAdmission {
             ));
         }
         let is_unpack = name == "workspace" && op == "unpack";
-        if streamed && !is_unpack {
+        let is_skills = name == "workspace" && op == envelope::SKILLS;
+        if streamed && !is_unpack && !is_skills {
             return Err(format!(
-                "a local workspace streams into workspace unpack only, not {name} {op}"
+                "a local workspace streams into workspace unpack or skills only, not {name} {op}"
             ));
         }
         if is_unpack && !streamed {
             return Err("workspace unpack takes its archive from the local workspace the host streams, not from the component".into());
+        }
+        if is_skills && !streamed && !stdin.is_empty() {
+            return Err("workspace skills takes its archive from the local skills workspace the host streams, or nothing, not from the component".into());
         }
         if name != "preflight" {
             let layout = facts
@@ -169,6 +190,9 @@ impl CallAdmission {
             if name == "workspace" {
                 let spec = workspace_op(op).expect("a workspace operation");
                 check_args(layout, &format!("workspace {op}"), spec, rest)?;
+                if is_skills && !layout.mount(Mount::Workspace).is_some_and(|m| m.writable) {
+                    return Err("workspace skills would change the workspace mount, which workspaceAccess makes read-only".into());
+                }
             } else {
                 self.check_exec(layout, op, rest, stdin)?;
             }
@@ -213,15 +237,22 @@ impl CallAdmission {
                 shown(relative)
             ));
         }
-        let limit = asked
-            .timeout_ms
-            .filter(|t| *t > 0)
-            .map_or(self.operation_ms, u64::from);
+        // A caller's own limit binds the script; without one, the script may
+        // run with none of its own ("0"), and the host's bound of one run
+        // (the grant's, which the transport applies to every exec) ends it.
+        let callers = asked.timeout_ms.filter(|t| *t > 0).map(u64::from);
+        let limit = callers.unwrap_or(self.operation_ms);
         match timeout.parse::<u64>() {
+            Ok(0) if callers.is_none() => {}
             Ok(t) if (1..=limit).contains(&t) => {}
             _ => {
+                let whose = if callers.is_some() {
+                    "the caller's"
+                } else {
+                    "the host's bound of"
+                };
                 return Err(format!(
-                    "{method}: the exec script's time limit {} ms is not within the caller's {limit} ms",
+                    "{method}: the exec script's time limit {} ms is not within {whose} {limit} ms",
                     shown(timeout)
                 ));
             }
@@ -563,7 +594,7 @@ mod tests {
                 Access::ReadWrite,
                 vec!["workspace", "describe"],
                 true,
-                "streams into workspace unpack only",
+                "streams into workspace unpack or skills only",
             ),
             (
                 Method::EnsureRuntime,
@@ -587,6 +618,28 @@ mod tests {
                 .unwrap_err();
             assert!(err.contains(expected), "{method} {args:?}: {err}");
         }
+        // The skills refresh: its archive is the host's stream or nothing,
+        // only into a writable workspace, only where OpenClaw refreshes.
+        let skills = argv("workspace", &["skills"]);
+        let rw = admission(Method::ReadFile, Access::ReadWrite, None);
+        assert!(rw.admit(&skills, &[], true).is_ok());
+        assert!(rw.admit(&skills, &[], false).is_ok());
+        let forged = rw.admit(&skills, b"a tar of the component's", false);
+        assert!(
+            forged
+                .as_ref()
+                .unwrap_err()
+                .contains("takes its archive from the local skills workspace"),
+            "{forged:?}"
+        );
+        let ro = admission(Method::ReadFile, Access::ReadOnly, None);
+        let err = ro.admit(&skills, &[], true).unwrap_err();
+        assert!(err.contains("workspaceAccess makes read-only"), "{err}");
+        let describe = admission(Method::DescribeRuntime, Access::ReadWrite, None);
+        let err = describe.admit(&skills, &[], true).unwrap_err();
+        assert!(err.contains("may not run workspace skills"), "{err}");
+        let extra = rw.admit(&argv("workspace", &["skills", "/etc"]), &[], true);
+        assert!(extra.unwrap_err().contains("takes 0 arguments"));
         // What the method may run gets through.
         let a = admission(Method::EnsureRuntime, Access::ReadOnly, None);
         assert!(
@@ -715,7 +768,7 @@ mod tests {
                 honest.clone(),
                 b"in",
                 ["workspace", "src", "0"],
-                "not within",
+                "not within the caller's 5000 ms",
             ),
         ];
         for (header, rest, args, expected) in cases {
@@ -760,6 +813,38 @@ mod tests {
     }
 
     #[test]
+    fn a_terminal_is_the_callers_and_the_host_writes_it() {
+        let asked = |tty: bool, mode: &'static str| Asked {
+            mode,
+            command: "x".into(),
+            tty,
+            ..Asked::default()
+        };
+        let header =
+            serde_json::json!({"command": "x", "env": {}, "args": [], "nonce": "a".repeat(32)});
+        let envelope_of = |method: Method, a: Asked| {
+            let adm = admission(method, Access::ReadWrite, Some(a));
+            let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "0"]);
+            let run = adm.admit(&run, &stdin, false).unwrap();
+            serde_json::from_str::<Value>(&run[4]).unwrap()
+        };
+        assert_eq!(envelope_of(Method::Exec, asked(true, "exec"))["tty"], true);
+        assert!(
+            envelope_of(Method::Exec, asked(false, "exec"))
+                .get("tty")
+                .is_none()
+        );
+        // A component that asks for one in the header is refused: the header
+        // is the caller's request, and a terminal is not part of it.
+        let adm = admission(Method::Exec, Access::ReadWrite, Some(asked(false, "exec")));
+        let mut forged = header.clone();
+        forged["tty"] = Value::Bool(true);
+        let (run, stdin) = exec_run(forged, b"", ["workspace", "", "0"]);
+        let err = adm.admit(&run, &stdin, false).unwrap_err();
+        assert!(err.contains("carries \"tty\""), "{err}");
+    }
+
+    #[test]
     fn without_a_limit_of_its_own_an_exec_is_bounded_by_the_grant() {
         let asked = Asked {
             mode: "exec",
@@ -771,7 +856,13 @@ mod tests {
             serde_json::json!({"command": "x", "env": {}, "args": [], "nonce": "a".repeat(32)});
         let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "7200000"]);
         assert!(a.admit(&run, &stdin, false).is_ok());
+        let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "0"]);
+        assert!(a.admit(&run, &stdin, false).is_ok(), "no limit of its own");
         let (run, stdin) = exec_run(header, b"", ["workspace", "", "7200001"]);
-        assert!(a.admit(&run, &stdin, false).is_err());
+        let err = a.admit(&run, &stdin, false).unwrap_err();
+        assert!(
+            err.contains("not within the host's bound of 7200000 ms"),
+            "{err}"
+        );
     }
 }

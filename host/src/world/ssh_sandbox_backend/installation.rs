@@ -11,6 +11,8 @@
 //!       workspace: <sha256>
 //!       exec: <sha256>
 //!     localWorkspaces: [/home/me/.openclaw]   # where seeds may be read from
+//!     maxRunSeconds: 86400               # optional: the longest one remote run
+//!                                        # (a command, a seed) may last
 //!     configuration:                     # OpenClaw's block, verbatim
 //!       agents:
 //!         defaults:
@@ -50,8 +52,19 @@ const SANDBOX_KEYS: &[&str] = &[
     "component",
     "approvedScripts",
     "localWorkspaces",
+    "maxRunSeconds",
     "configuration",
 ];
+
+/// `drivers.sandbox.maxRunSeconds` when absent: a day. OpenClaw ends a command
+/// at its own time limit by killing the process it spawned (the relay), which
+/// ends the remote command; this bound is only the host's backstop, for a
+/// command OpenClaw asked to run without one. An operator raises it here.
+pub const DEFAULT_MAX_RUN_SECONDS: u64 = 24 * 60 * 60;
+
+/// The largest `maxRunSeconds`: an exec's limit crosses the `ssh-exec`
+/// interface as a `u32` of milliseconds (about 49 days).
+pub const MAX_RUN_SECONDS: u64 = u32::MAX as u64 / 1000;
 
 /// `drivers.sandbox.id` when absent.
 pub const DEFAULT_ID: &str = "sandbox-ssh";
@@ -75,6 +88,8 @@ pub struct SandboxInstallation {
     pub approved_scripts: BTreeMap<String, String>,
     /// `localWorkspaces`.
     pub local_workspaces: Vec<PathBuf>,
+    /// `maxRunSeconds`: the host's bound of one remote run.
+    pub max_run: Duration,
     /// `configuration`, as written (with any inline key material).
     pub configuration: Value,
 }
@@ -170,6 +185,17 @@ impl SandboxInstallation {
                 ));
             }
         };
+        let max_run = match sandbox.get("maxRunSeconds") {
+            None => Duration::from_secs(DEFAULT_MAX_RUN_SECONDS),
+            Some(v) => match v.as_u64() {
+                Some(n) if (1..=MAX_RUN_SECONDS).contains(&n) => Duration::from_secs(n),
+                _ => {
+                    return Err(err(format!(
+                        "drivers.sandbox.maxRunSeconds: must be a whole number of seconds from 1 to {MAX_RUN_SECONDS}, not {v}"
+                    )));
+                }
+            },
+        };
         let configuration = match sandbox.get("configuration") {
             Some(v @ Value::Object(_)) => v.clone(),
             Some(_) => return Err(err("drivers.sandbox.configuration: must be a mapping".into())),
@@ -181,6 +207,7 @@ impl SandboxInstallation {
             component,
             approved_scripts,
             local_workspaces,
+            max_run,
             configuration,
         })
     }
@@ -227,11 +254,10 @@ fn err(key: &str, reason: impl Into<String>) -> GrantError {
 /// (at most 8 MiB, the component's own bound), so stdin and collected stdout
 /// allow that and a little framing; the remote shell takes the whole command
 /// line as one argument, which Linux caps at 128 KiB, so the argument bound
-/// stays below it; commands run up to two hours (OpenClaw's exec default is 30
-/// minutes).
-pub fn sandbox_bounds() -> ExecBounds {
+/// stays below it; one run lasts at most `max_run` (`maxRunSeconds`).
+pub fn sandbox_bounds(max_run: Duration) -> ExecBounds {
     ExecBounds {
-        operation: Duration::from_secs(2 * 60 * 60),
+        operation: max_run,
         stdout_cap: (8 << 20) + (64 << 10),
         stderr_tail: 64 << 10,
         max_args: 24,
@@ -333,6 +359,7 @@ fn client(ssh: &Map<String, Value>) -> Result<SshClient, GrantError> {
 pub fn sandbox_ssh_grant(
     configuration: &Value,
     approved: &BTreeMap<String, String>,
+    max_run: Duration,
 ) -> Result<SshGrant, GrantError> {
     let ssh = sandbox_block(configuration)
         .and_then(|s| s.get("ssh"))
@@ -372,7 +399,7 @@ pub fn sandbox_ssh_grant(
         policy: ExecPolicy::PinnedScripts {
             approved: approved.clone(),
         },
-        bounds: sandbox_bounds(),
+        bounds: sandbox_bounds(max_run),
     })
 }
 
@@ -412,8 +439,10 @@ mod tests {
             &doc(json!({"target": "me@10.0.0.5:2222", "identityFile": key, "identityData": "inline key",
                          "knownHostsFile": key, "strictHostKeyChecking": false})),
             &BTreeMap::new(),
+            Duration::from_secs(DEFAULT_MAX_RUN_SECONDS),
         )
         .unwrap();
+        assert_eq!(g.bounds.operation, Duration::from_secs(86_400));
         assert_eq!(g.identity, Some(Credential::Inline("inline key".into())));
         assert_eq!(g.known_hosts, Some(Credential::File(key.clone())));
         assert_eq!(
@@ -460,7 +489,7 @@ mod tests {
             (json!({}), "agents.defaults.sandbox.ssh.target: required"),
         ];
         for (ssh, expected) in cases {
-            let e = sandbox_ssh_grant(&doc(ssh.clone()), &BTreeMap::new())
+            let e = sandbox_ssh_grant(&doc(ssh.clone()), &BTreeMap::new(), Duration::from_secs(60))
                 .unwrap_err()
                 .to_string();
             assert!(
@@ -536,6 +565,7 @@ mod tests {
             let e = sandbox_ssh_grant(
                 &doc(json!({"target": "me@h", "command": command})),
                 &BTreeMap::new(),
+                Duration::from_secs(DEFAULT_MAX_RUN_SECONDS),
             )
             .unwrap_err()
             .to_string();
@@ -561,6 +591,7 @@ mod tests {
         let e = sandbox_ssh_grant(
             &doc(json!({"target": "me@h", "command": ["ssh"]})),
             &BTreeMap::new(),
+            Duration::from_secs(DEFAULT_MAX_RUN_SECONDS),
         )
         .unwrap_err()
         .to_string();
@@ -572,7 +603,12 @@ mod tests {
             if let Some(c) = command {
                 ssh["command"] = json!(c);
             }
-            let g = sandbox_ssh_grant(&doc(ssh), &BTreeMap::new()).unwrap();
+            let g = sandbox_ssh_grant(
+                &doc(ssh),
+                &BTreeMap::new(),
+                Duration::from_secs(DEFAULT_MAX_RUN_SECONDS),
+            )
+            .unwrap();
             assert_eq!(g.client, SshClient::system(), "{command:?}");
         }
         // A copy elsewhere runs as itself; a link runs what it points to.
@@ -588,6 +624,7 @@ mod tests {
             let g = sandbox_ssh_grant(
                 &doc(json!({"target": "me@h", "command": format!(" {} ", given.display())})),
                 &BTreeMap::new(),
+                Duration::from_secs(DEFAULT_MAX_RUN_SECONDS),
             )
             .unwrap();
             assert_eq!(g.client.program, runs);
@@ -620,6 +657,15 @@ mod tests {
         assert_eq!(i.component, PathBuf::from("/etc/occ/sbx.wasm"));
         assert_eq!(i.id, DEFAULT_ID);
         assert_eq!(i.local_workspaces, vec![PathBuf::from("/srv/ws")]);
+        assert_eq!(i.max_run, Duration::from_secs(DEFAULT_MAX_RUN_SECONDS));
+        // An operator raises the host's bound of one run (or lowers it).
+        let raised = text.replace(
+            "    configuration:",
+            "    maxRunSeconds: 604800\n    configuration:",
+        );
+        let doc2 = crate::installation::parse_yaml(&raised).unwrap();
+        let i = SandboxInstallation::from_document(path, &doc2, None).unwrap();
+        assert_eq!(i.max_run, Duration::from_secs(604_800));
         for (bad, expected) in [
             (
                 "drivers: {sandbox: {component: c, configuration: {}, bogus: 1}}",
@@ -628,6 +674,18 @@ mod tests {
             (
                 "drivers: {sandbox: {component: c, configuration: {}, approvedScripts: {exec: abc}}}",
                 "drivers.sandbox.approvedScripts.exec: must be a SHA-256",
+            ),
+            (
+                "drivers: {sandbox: {component: c, configuration: {}, maxRunSeconds: 4294968}}",
+                "drivers.sandbox.maxRunSeconds: must be a whole number of seconds from 1 to 4294967, not 4294968",
+            ),
+            (
+                "drivers: {sandbox: {component: c, configuration: {}, maxRunSeconds: \"1h\"}}",
+                "drivers.sandbox.maxRunSeconds: must be a whole number",
+            ),
+            (
+                "drivers: {sandbox: {component: c, configuration: {}, maxRunSeconds: 0}}",
+                "drivers.sandbox.maxRunSeconds: must be a whole number",
             ),
             (
                 "drivers: {sandbox: {component: c}}",

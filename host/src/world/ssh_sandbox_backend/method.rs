@@ -18,7 +18,9 @@ pub enum Method {
     RecreateRuntime,
     /// `{scope, workdir}`.
     ValidateWorkdir,
-    /// `{scope, command, workdir?, env?, stdin?, timeoutMs?}`; output streams.
+    /// `{scope, command, workdir?, env?, stdin?, timeoutMs?, pty?, openStdin?}`;
+    /// output streams; with `openStdin`, `$/input` reaches the command's stdin
+    /// after `stdin` (otherwise `stdin` is written and closed).
     Exec,
     /// `{scope, script, args?, stdin?, allowFailure?, timeoutMs?}`.
     RunShellCommand,

@@ -19,6 +19,7 @@ mod bindings;
 pub mod installation;
 mod method;
 mod params;
+pub mod stdin;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -189,6 +190,10 @@ pub struct SandboxCallOptions {
     pub cancel: CancellationToken,
     /// Receives an `exec` call's output as it arrives.
     pub output: Option<OutputSink>,
+    /// An `exec` call's open stdin: what the caller writes while the command
+    /// runs reaches it, after the request's own `stdin`; closing it closes
+    /// the command's. Only with `output` (an open stdin ends with the output).
+    pub input: Option<stdin::CommandInput>,
 }
 
 /// A store's data for one call.
@@ -254,15 +259,19 @@ impl SandboxBackend {
                 "the sandbox backend streams workspaces and command output, which --ssh-record and --ssh-replay cannot hold; run it live".into(),
             ));
         }
-        let grant = sandbox_ssh_grant(&installation.configuration, &installation.approved_scripts)
-            .map_err(|e| LoadError::Configuration {
-                path: installation.path.clone(),
-                error: CallError::new(
-                    FailureKind::Permanent,
-                    "invalid-configuration",
-                    e.to_string(),
-                ),
-            })?;
+        let grant = sandbox_ssh_grant(
+            &installation.configuration,
+            &installation.approved_scripts,
+            installation.max_run,
+        )
+        .map_err(|e| LoadError::Configuration {
+            path: installation.path.clone(),
+            error: CallError::new(
+                FailureKind::Permanent,
+                "invalid-configuration",
+                e.to_string(),
+            ),
+        })?;
         let local = LocalWorkspaceGrant::new(&installation.local_workspaces)
             .map_err(|m| refuse(format!("drivers.sandbox.localWorkspaces: {m}")))?;
         let path = &installation.component;
@@ -437,6 +446,17 @@ impl SandboxBackend {
                 let nonce = admission::exec_nonce(argv, stdin)?;
                 Some(without_reports(output.clone(), &nonce))
             }));
+            // The caller's open stdin goes to the exec script's run of the
+            // caller's command (admitted: its header is the caller's request,
+            // its envelope this call's scope), and to nothing else.
+            if let Some(input) = &options.input {
+                let input = input.clone();
+                ssh = ssh.with_input(Arc::new(move |argv: &[String], stdin: &[u8]| {
+                    admission::exec_nonce(argv, stdin)?;
+                    (argv.get(5).map(String::as_str) == Some(occ_ssh_target::envelope::EXEC))
+                        .then(|| input.reader())
+                }));
+            }
         }
         // Uploads run through an exec state of their own, admitted the same
         // way: a stream goes only into the workspace script's unpack.
@@ -510,6 +530,12 @@ impl SandboxBackend {
             )
         })?;
         let p = params::Params::new(method, params)?;
+        // An open stdin only for a caller that asks for one (the relay,
+        // `openStdin`); otherwise the request's `stdin` is written and closed.
+        let mut options = options;
+        if method != Method::Exec || !p.flag("openStdin", false)? {
+            options.input = None;
+        }
         let scope = self.scope(method.name(), &options);
         let configuration = self.configuration.clone();
         if !method.scoped() {
@@ -609,6 +635,7 @@ impl SandboxBackend {
                     stdin: request.stdin.clone().unwrap_or_default(),
                     workdir: request.workdir.clone(),
                     timeout_ms: request.timeout_ms,
+                    tty: p.flag("pty", false)?,
                 };
                 params::exec_result(&guest!(Some(asked), |g, s, c| g
                     .occ_compute_sandbox_backend()
@@ -630,6 +657,7 @@ impl SandboxBackend {
                     stdin: request.stdin.clone().unwrap_or_default(),
                     workdir: None,
                     timeout_ms: request.timeout_ms,
+                    tty: false,
                 };
                 params::shell_result(&guest!(Some(asked), |g, s, c| g
                     .occ_compute_sandbox_backend()

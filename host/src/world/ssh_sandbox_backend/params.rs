@@ -171,7 +171,7 @@ impl<'a> Params<'a> {
             Some(_) => return Err(self.bad("scope", "must be an object")),
             None => return Err(self.bad(
                 "scope",
-                "required: {workspaceDir, scopeKey?, sessionKey?, agentId?, agentWorkspaceDir?}",
+                "required: {workspaceDir, scopeKey?, sessionKey?, agentId?, agentWorkspaceDir?, skillsWorkspaceDir?}",
             )),
         };
         let text = |k: &str| -> Result<Option<String>, CallError> {
@@ -188,6 +188,7 @@ impl<'a> Params<'a> {
                 "agentId",
                 "workspaceDir",
                 "agentWorkspaceDir",
+                "skillsWorkspaceDir",
             ]
             .contains(&k.as_str())
         }) {
@@ -204,9 +205,13 @@ impl<'a> Params<'a> {
         let agent = text("agentWorkspaceDir")?
             .map(|a| local_path(&a).map_err(|why| self.bad("scope.agentWorkspaceDir", &why)))
             .transpose()?;
+        let skills = text("skillsWorkspaceDir")?
+            .map(|a| local_path(&a).map_err(|why| self.bad("scope.skillsWorkspaceDir", &why)))
+            .transpose()?;
         let roots = CallRoots {
             workspace: Some(workspace.clone()),
             agent: agent.clone(),
+            skills: skills.clone(),
         };
         let shown = |p: PathBuf| p.to_string_lossy().into_owned();
         Ok((
@@ -216,6 +221,7 @@ impl<'a> Params<'a> {
                 agent_id: text("agentId")?,
                 workspace_dir: shown(workspace),
                 agent_workspace_dir: agent.map(shown),
+                skills_workspace_dir: skills.map(shown),
             },
             roots,
         ))

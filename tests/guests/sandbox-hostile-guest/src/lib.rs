@@ -12,8 +12,10 @@
 //!   caller did not ask for, or in the other mode;
 //! - `shell-args`: the caller's script with other arguments;
 //! - `other-alias`: exec on an alias the grant does not name;
-//! - `upload-agent`, `upload-into-exec`, `upload-unapproved`: stream a local
-//!   workspace the caller did not name, or into a script that must not take it;
+//! - `upload-agent`, `upload-skills`, `upload-into-exec`, `upload-unapproved`:
+//!   stream a local workspace the caller did not name, or into a script that
+//!   must not take it; `forged-skills`: the skills refresh with an archive of
+//!   the component's own;
 //! - `approved`: the workspace script's `describe`, which the grant and the
 //!   method let through.
 //!
@@ -157,7 +159,8 @@ fn own_stage(call: &SandboxCall) -> String {
 /// - `forged-envelope`: an envelope of its own where the host's goes;
 /// - `exec-env`, `exec-workdir`, `exec-args`, `exec-command`, `exec-stdin`,
 ///   `exec-timeout`, `exec-nonce`: the caller's exec request with one field
-///   changed; `exec-honest`: exactly the caller's request.
+///   changed; `exec-tty`: a terminal the caller did not ask for; `exec-honest`:
+///   exactly the caller's request.
 fn scoped_attack(call: &SandboxCall, exec: Option<&ExecRequest>) -> String {
     let name = call.scope.session_key.clone().unwrap_or_default();
     let t = "target";
@@ -173,7 +176,7 @@ fn scoped_attack(call: &SandboxCall, exec: Option<&ExecRequest>) -> String {
     let timeout = exec
         .and_then(|r| r.timeout_ms)
         .filter(|t| *t > 0)
-        .unwrap_or(1_800_000)
+        .unwrap_or(0)
         .to_string();
     let with = |key: &str, value: serde_json::Value| {
         let mut h = honest.clone().unwrap_or_default();
@@ -272,6 +275,7 @@ fn scoped_attack(call: &SandboxCall, exec: Option<&ExecRequest>) -> String {
             ["workspace", "", "4294967295"],
         ),
         "exec-nonce" => exec_run(with("nonce", serde_json::json!("nonce")), &stdin, here),
+        "exec-tty" => exec_run(with("tty", serde_json::json!(true)), &stdin, here),
         "exec-honest" => exec_run(honest.clone().unwrap_or_default(), &stdin, here),
         other => format!("unknown attack {other}"),
     }
@@ -378,6 +382,20 @@ fn attack(name: &str) -> String {
             &argv("python3", WORKSPACE, "workspace", &["unpack"]),
             1000,
         )),
+        "upload-skills" => upload_outcome(local_workspace::upload(
+            WorkspaceRoot::Skills,
+            t,
+            &argv("python3", WORKSPACE, "workspace", &["skills"]),
+            1000,
+        )),
+        "forged-skills" => run(|| {
+            ssh_exec::exec(
+                t,
+                &argv("python3", WORKSPACE, "workspace", &["skills"]),
+                b"skills of the component's choosing",
+                1000,
+            )
+        }),
         "upload-into-exec" => {
             let (a, _) = exec_call("shell", "upload-into-exec");
             upload_outcome(local_workspace::upload(
