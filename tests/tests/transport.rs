@@ -114,3 +114,159 @@ async fn the_operation_bound_counts_from_the_command_not_the_connection() {
     let (result, _) = exec(sh("sleep 5; echo too-late")).await;
     assert_eq!(result.unwrap_err(), ExecError::Timeout);
 }
+
+/// Every way an exec over the master's socket can end, told apart as the
+/// master reports it: a status (255 and 127 included), a signal (no status),
+/// a master killed mid-exec (an error, not a status), and the next exec over
+/// a new master; a cancelled exec closes its session, so the remote command
+/// sees its input end. No exec runs a process of this one.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the test hosts: run tests/run.sh"]
+async fn every_ending_of_an_exec_over_the_master() {
+    let rig = Rig::load();
+    let host = &rig.hosts[0];
+    let configuration = json!({
+        "ssh": {"identityFile": rig.identity, "knownHostsFile": rig.known_hosts},
+        "hosts": {"h": {"address": host.address, "port": host.port, "user": "root"}},
+        "runtime": {"nodePath": rig.node},
+    });
+    let grant = SshGrant::from_configuration(&configuration, &[]).unwrap();
+    let host_grant = grant.hosts["h"].clone();
+    let ssh = LiveSsh::new(grant).unwrap();
+    let on_line = |_: &str| {};
+    let exec = |script: &str, stdin: &'static [u8], cancel: CancellationToken| {
+        let argv = vec![
+            "exec".to_owned(),
+            "sh".to_owned(),
+            "-c".to_owned(),
+            script.to_owned(),
+        ];
+        let ssh = &ssh;
+        let host_grant = &host_grant;
+        let on_line = &on_line;
+        async move {
+            ssh.exec(ExecRequest {
+                alias: "h",
+                host: host_grant,
+                argv: &argv,
+                stdin,
+                timeout: Duration::from_secs(60),
+                on_line,
+                cancel: &cancel,
+                stdin_stream: None,
+                output: None,
+            })
+            .await
+        }
+    };
+    let status = |script: &str| {
+        let pending = exec(script, b"", CancellationToken::new());
+        async move {
+            pending.await.map(|o| {
+                (
+                    o.exit_status,
+                    String::from_utf8_lossy(&o.stdout).into_owned(),
+                )
+            })
+        }
+    };
+
+    assert_eq!(status("cat; exit 3").await, Ok((Some(3), String::new())));
+    let out = exec("cat", b"through stdin", CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"through stdin");
+    assert_eq!(
+        status("echo o; echo e >&2; exit 255").await,
+        Ok((Some(255), "o\n".into()))
+    );
+    assert_eq!(status("exit 127").await, Ok((Some(127), String::new())));
+    let missing = exec("no-such-command-here", b"", CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(missing.exit_status, Some(127));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr_tail).contains("not found"),
+        "{:?}",
+        String::from_utf8_lossy(&missing.stderr_tail)
+    );
+    // Ended by a signal: the master reports no status, and it lives on.
+    assert_eq!(status("kill -KILL $$").await, Ok((None, String::new())));
+    let pids = ssh.master_pids();
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    let master = pids[0].1;
+    assert_eq!(status("echo still").await, Ok((Some(0), "still\n".into())));
+    assert_eq!(ssh.master_pids(), pids, "one master for every exec");
+    // No exec leaves a process of this one behind (none is ever started).
+    let me = std::process::id();
+    let children = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("stat"))
+                .ok()
+                .and_then(|s| {
+                    let rest = s.rsplit_once(')')?.1.to_owned();
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(me)
+        })
+        .count();
+    assert_eq!(children, 0, "an exec left a child process");
+
+    // Cancelled: the session closes, and the remote command finds its
+    // output gone (it records that on the host; it would tick for ever).
+    let marker = format!("/tmp/occ-cancel-{me}");
+    let script = format!(
+        "rm -f {marker}; trap '' PIPE; while echo tick; do sleep 0.1; done; echo closed > {marker}"
+    );
+    let cancel = CancellationToken::new();
+    let pending = exec(&script, b"", cancel.clone());
+    let canceller = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cancel.cancel();
+    };
+    let (result, ()) = tokio::join!(pending, canceller);
+    assert_eq!(result.unwrap_err(), ExecError::Cancelled);
+    let mut seen = String::new();
+    for _ in 0..50 {
+        seen = status(&format!("cat {marker} 2>/dev/null; true"))
+            .await
+            .unwrap()
+            .1;
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        seen, "closed\n",
+        "the cancelled command's output never closed"
+    );
+    let _ = status(&format!("rm -f {marker}")).await;
+
+    // The master killed while a command runs: a transport error, never a
+    // status or a signal's `None`; the next exec connects a new master.
+    let running = exec("sleep 5; echo late", b"", CancellationToken::new());
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &master.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+    };
+    let (result, ()) = tokio::join!(running, killer);
+    let error = result.expect_err("an exec whose master was killed has no status");
+    assert!(
+        matches!(&error, ExecError::Io(m) if m.contains("connection")),
+        "{error:?}"
+    );
+    assert_eq!(status("echo again").await, Ok((Some(0), "again\n".into())));
+    let now = ssh.master_pids();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(
+        now[0].1, master,
+        "the exec after a dead master runs over a new one"
+    );
+}

@@ -2,11 +2,11 @@
 //! channel per exec.
 //!
 //! Connections:
-//! - Every master and every exec runs the grant's OpenSSH client
-//!   ([`super::client`]) with the private client configuration of
-//!   [`super::config`]; [`super::master`] says how. An exec is a mux client
-//!   of its host's master and never connects on its own, so no ssh with other
-//!   options ever runs.
+//! - Every master runs the grant's OpenSSH client ([`super::client`]) with
+//!   the private client configuration of [`super::config`]; execs speak the
+//!   mux protocol to it directly, in this process ([`super::master`] says
+//!   how), and never connect on their own, so no ssh with other options ever
+//!   runs, and an exec runs no process.
 //! - A connect runs in a task of its own and always finishes (bounded by the
 //!   connect timeout), however soon the exec that wanted it gives up: a loop of
 //!   short-timeout execs waits on the one handshake in flight instead of
@@ -23,8 +23,8 @@
 //!   (0600), so they exist only while this process serves, and a process killed
 //!   without cleaning up has them removed by the next one.
 //!
-//! Cancelling or timing out an exec kills its mux client: the master closes
-//! the channel, and the remote side sees its session close.
+//! Cancelling or timing out an exec closes its mux session and its pipes:
+//! the master closes the channel, and the remote side sees its session close.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,7 +39,7 @@ use super::backend::{ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRequest
 use super::client::SshClient;
 use super::config::{ClientFiles, render_ssh_config};
 use super::grant::{HostGrant, SshGrant};
-use super::master::{ConnectFailure, Ending, Master, exit_socket};
+use super::master::{ConnectFailure, Master, exit_socket, remote_command};
 
 type ConnectResult = Result<Arc<Master>, ExecError>;
 
@@ -445,22 +445,21 @@ impl LiveSsh {
             return Err(ExecError::Io("empty argument vector".into()));
         }
         let bounds = &self.grant.bounds;
-        let (mut command, log) = master.exec(req.argv);
-        // The exec's log goes however the exec ends (a timeout drops this run).
-        let log = ExecLog(log);
-        let mut child = command
+        let mut child = master
+            .command(&remote_command(req.argv))
             .spawn()
-            .map_err(|e| ExecError::Io(format!("cannot run the ssh client: {e}")))?;
+            .await
+            .map_err(|e| ExecError::Io(format!("{}: {}", req.alias, error_text(&e))))?;
         let mut child_stdin = child
-            .stdin
+            .stdin()
             .take()
             .ok_or_else(|| ExecError::Io("no stdin".into()))?;
         let mut child_stdout = child
-            .stdout
+            .stdout()
             .take()
             .ok_or_else(|| ExecError::Io("no stdout".into()))?;
         let mut child_stderr = child
-            .stderr
+            .stderr()
             .take()
             .ok_or_else(|| ExecError::Io("no stderr".into()))?;
         let input = req.stdin;
@@ -543,22 +542,29 @@ impl LiveSsh {
         };
         let ((), stdout, stderr_tail) = tokio::join!(feed, read_out, read_err);
         let stdout = stdout?;
-        child
-            .wait()
-            .await
-            .map_err(|e| ExecError::Io(format!("waiting for the ssh client: {e}")))?;
-        // The master's word, not the client's exit code: 255 is a remote
-        // status like any other when the master reported it, and a transport
-        // failure when it did not.
-        let exit_status = match master.ending(&log.0).await {
-            Ending::Status(status) => Some(status),
-            // The session ended without a status while the master lives on:
-            // the remote command was ended by a signal.
-            Ending::NoStatus => None,
-            Ending::Failed(why) => {
+        // The master's word: 255 is a remote status like any other, and a
+        // lost connection an error.
+        let exit_status = match child.wait().await {
+            Ok(status) => status.code(),
+            // The crate turns the shell's 127 (command not found) into an
+            // error; it is the remote command's status, and the driver decides
+            // what it means (a wrong nodePath).
+            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(127),
+            // The session ended without a status: while the master lives on,
+            // the remote command was ended by a signal; a master gone (it
+            // unlinks its socket before it exits) lost the connection.
+            Err(openssh::Error::RemoteProcessTerminated) if master.is_alive().await => None,
+            Err(openssh::Error::RemoteProcessTerminated) => {
                 return Err(ExecError::Io(format!(
-                    "{}: the ssh connection failed: {why}",
+                    "{}: the ssh connection failed: the master connection is gone",
                     req.alias
+                )));
+            }
+            Err(e) => {
+                return Err(ExecError::Io(format!(
+                    "{}: the ssh connection failed: {}",
+                    req.alias,
+                    error_text(&e)
                 )));
             }
         };
@@ -570,13 +576,16 @@ impl LiveSsh {
     }
 }
 
-/// An exec's `-E` log, removed when the exec ends whichever way.
-struct ExecLog(PathBuf);
-
-impl Drop for ExecLog {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+/// An openssh error with its causes, for the caller.
+fn error_text(e: &openssh::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
     }
+    text
 }
 
 /// Append `bytes` to `tail`, keeping its last `max` bytes.
@@ -611,8 +620,9 @@ impl ExecBackend for LiveSsh {
             };
             let bound = req.timeout.min(self.grant.bounds.operation);
             tokio::select! {
-                // Dropping the run kills its mux client and the master closes
-                // the channel: the remote side sees its session close.
+                // Dropping the run closes its mux session and pipes, and the
+                // master closes the channel: the remote side sees its session
+                // close.
                 r = tokio::time::timeout(bound, self.run(&master, req)) => r.unwrap_or(Err(ExecError::Timeout)),
                 () = cancel.cancelled() => Err(ExecError::Cancelled),
             }

@@ -1,35 +1,33 @@
-//! One OpenSSH control master and the execs over it, all run with the grant's
-//! client ([`super::client`]):
+//! One OpenSSH control master, run with the grant's client
+//! ([`super::client`]), and the execs over its control socket:
 //!
 //! - the master: `<client> -F <config> -E <log> -S <socket> -M -f -N -o
 //!   ControlPersist=<idle>s -p <port> -l <user> -- <address>`; the client
 //!   forks into the background once authenticated, and exits on its own after
 //!   the idle time should this process die without closing it;
-//! - each exec: `<client> -F <config> -E <exec log> -S <socket> -o
-//!   ControlMaster=no -o ProxyCommand=/bin/false -T ... -- <address> <line>`,
-//!   a mux client that hands its standard streams to the master. Should the
-//!   master be gone, the client would open a connection of its own instead:
-//!   the proxy that exits at once makes that fail, so no exec ever connects
-//!   but through a master this host made (with its backoff and credential
-//!   window);
+//! - each exec: a session this process opens itself over the control socket,
+//!   speaking OpenSSH's mux protocol (the openssh crate's native mux, which
+//!   only ever resumes a socket: it never runs a program). Its standard
+//!   streams are pipes whose far ends go to the master with the request; the
+//!   master reports the remote command's exit status, 255 included, or that it
+//!   ended without one (a signal). No exec runs a process, and none can
+//!   connect on its own: without the master's socket there is nothing to
+//!   speak to, so every connection is one this host made (with its backoff
+//!   and credential window);
 //! - `-O check` after connecting, `-O exit` to close.
 //!
-//! ssh's own messages go to the `-E` logs, never into the remote command's
-//! stderr. An exec's log is read at debug level for one line: whether the
-//! master reported the remote command's exit status (then it is the status,
-//! 255 included) or not (the command ended by a signal, or the connection was
-//! lost: the master's socket tells which).
+//! ssh's own messages go to the master's `-E` log, never into a remote
+//! command's stderr.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::client::SshClient;
 use super::grant::HostGrant;
 
-/// One master connection's files in the private control directory: the
-/// socket, the master's log, and each exec's log while it runs.
+/// One master connection: its files in the private control directory (the
+/// socket and the master's log), and this process's mux session over them.
 pub(crate) struct Master {
     client: SshClient,
     config: PathBuf,
@@ -37,7 +35,9 @@ pub(crate) struct Master {
     socket: PathBuf,
     address: String,
     pid: Option<u32>,
-    execs: AtomicU64,
+    /// Speaks the mux protocol to `socket`; resumed, so dropping it leaves
+    /// the master alone (closing is `-O exit`'s).
+    mux: openssh::Session,
 }
 
 impl std::fmt::Debug for Master {
@@ -52,17 +52,6 @@ impl std::fmt::Debug for Master {
 /// How a master failed to come up: what ssh logged, or why it could not run.
 #[derive(Debug)]
 pub(crate) struct ConnectFailure(pub String);
-
-/// What an exec's mux client says about the remote command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Ending {
-    /// The master reported this exit status.
-    Status(i32),
-    /// The session closed without one.
-    NoStatus,
-    /// ssh itself failed (its log says why).
-    Failed(String),
-}
 
 impl Master {
     /// Start a master for `host` in `dir` (created here, private), and wait
@@ -138,10 +127,10 @@ impl Master {
             client: client.clone(),
             config: config.to_path_buf(),
             dir,
-            socket,
+            socket: socket.clone(),
             address: host.address.clone(),
             pid: None,
-            execs: AtomicU64::new(0),
+            mux: openssh::Session::resume_mux(socket.clone().into_boxed_path(), None),
         };
         match master.check().await {
             Ok(pid) => master.pid = pid,
@@ -177,9 +166,21 @@ impl Master {
             .and_then(|pid| pid.parse().ok()))
     }
 
-    /// Whether the master still serves its socket: a connect only, no process.
+    /// Whether the master still serves its socket: the mux protocol's alive
+    /// check, in this process.
     pub(crate) async fn is_alive(&self) -> bool {
-        tokio::net::UnixStream::connect(&self.socket).await.is_ok()
+        self.mux.check().await.is_ok()
+    }
+
+    /// A session over the master for the remote command line `line`, whose
+    /// standard streams are pipes to this process.
+    pub(crate) fn command(&self, line: &str) -> openssh::OwningCommand<&openssh::Session> {
+        let mut command = self.mux.raw_command(line);
+        command
+            .stdin(openssh::Stdio::piped())
+            .stdout(openssh::Stdio::piped())
+            .stderr(openssh::Stdio::piped());
+        command
     }
 
     fn control(&self, op: &str) -> tokio::process::Command {
@@ -209,52 +210,6 @@ impl Master {
         exit_socket(&self.client, &self.socket);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-
-    /// The mux client for one exec of `argv`, with the log it writes; the
-    /// caller removes the log when the exec ends ([`Master::ending`]).
-    pub(crate) fn exec(&self, argv: &[String]) -> (tokio::process::Command, PathBuf) {
-        let n = self.execs.fetch_add(1, Ordering::Relaxed);
-        let log = self.dir.join(format!("x{n}.log"));
-        let mut command = self.client.command();
-        command
-            .arg("-F")
-            .arg(&self.config)
-            .arg("-E")
-            .arg(&log)
-            .arg("-S")
-            .arg(&self.socket)
-            .args([
-                "-o",
-                "ControlMaster=no",
-                "-o",
-                "ProxyCommand=/bin/false",
-                // The one line read back (`Received exit status from master`)
-                // is logged at this level; nothing of it reaches the caller.
-                "-o",
-                "LogLevel=DEBUG2",
-                "-T",
-                "--",
-            ])
-            .arg(&self.address)
-            .arg(remote_command(argv))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        (command, log)
-    }
-
-    /// What the exec that wrote `log` ended with, the log removed.
-    pub(crate) async fn ending(&self, log: &Path) -> Ending {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        let _ = std::fs::remove_file(log);
-        match ending_of(&text) {
-            Ending::NoStatus if !self.is_alive().await => {
-                Ending::Failed("the master connection is gone".into())
-            }
-            ending => ending,
-        }
-    }
 }
 
 /// Ask the master behind `socket` to exit, with `client` (any OpenSSH client
@@ -271,28 +226,6 @@ pub(crate) fn exit_socket(client: &SshClient, socket: &Path) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
-}
-
-/// An exec's log, read: the exit status the master reported; none reported
-/// (the mux client saw its session end without one); or an error ssh logged.
-fn ending_of(log: &str) -> Ending {
-    let mut errors = Vec::new();
-    for line in log.lines() {
-        if let Some(status) = line
-            .strip_prefix("debug2: Received exit status from master ")
-            .and_then(|s| s.trim().parse().ok())
-        {
-            return Ending::Status(status);
-        }
-        if !line.starts_with("debug") && !line.trim().is_empty() {
-            errors.push(line.trim());
-        }
-    }
-    if errors.is_empty() {
-        Ending::NoStatus
-    } else {
-        Ending::Failed(errors.join("; "))
-    }
 }
 
 /// ssh's log of a failed connect, its lines joined.
@@ -395,28 +328,5 @@ mod tests {
             .split('\n')
             .collect();
         assert_eq!(&lines[..8], &argv[2..], "{lines:?}");
-    }
-
-    #[test]
-    fn an_exec_log_read() {
-        let ok = "debug1: Reading configuration data cfg\ndebug2: mux_client_hello_exchange: master version 4\n\
-                  debug1: mux_client_request_session: master session id: 2\ndebug2: Received exit status from master 255\n";
-        assert_eq!(ending_of(ok), Ending::Status(255));
-        let signal = "debug2: mux_client_hello_exchange: master version 4\ndebug2: Control master terminated unexpectedly\n";
-        assert_eq!(ending_of(signal), Ending::NoStatus);
-        let refused = "debug2: mux_client_hello_exchange: master version 4\n\
-                       mux_client_request_session: session request failed: Session open refused by peer\n";
-        assert_eq!(
-            ending_of(refused),
-            Ending::Failed(
-                "mux_client_request_session: session request failed: Session open refused by peer"
-                    .into()
-            )
-        );
-        let gone = "debug1: Control socket \"m\" does not exist\ndebug1: Executing proxy command: exec /bin/false\n\
-                    kex_exchange_identification: Connection closed by remote host\nConnection closed by UNKNOWN port 65535\n";
-        assert!(
-            matches!(ending_of(gone), Ending::Failed(m) if m.contains("kex_exchange_identification"))
-        );
     }
 }
