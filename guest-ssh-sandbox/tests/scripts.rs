@@ -482,9 +482,8 @@ fn read_refuses_a_fifo_and_a_device_without_opening_them() {
     }
 }
 
-/// Run the workspace script with `envelope` and `args` (stdin `data`): its
-/// exit status and the last line of its stderr.
-fn workspace(envelope: &str, args: &[&str], data: &[u8]) -> (Option<i32>, String) {
+/// Run the workspace script with `envelope` and `args` (stdin `data`).
+fn run_workspace(envelope: &str, args: &[&str], data: &[u8]) -> std::process::Output {
     use std::io::Write;
     let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
     let mut child = Command::new("python3")
@@ -494,12 +493,17 @@ fn workspace(envelope: &str, args: &[&str], data: &[u8]) -> (Option<i32>, String
         .arg(envelope)
         .args(args)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(data).unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// [`run_workspace`]: its exit status and the last line of its stderr.
+fn workspace(envelope: &str, args: &[&str], data: &[u8]) -> (Option<i32>, String) {
+    let out = run_workspace(envelope, args, data);
     let stderr = String::from_utf8_lossy(&out.stderr);
     (
         out.status.code(),
@@ -699,19 +703,7 @@ fn the_skills_refresh_replaces_the_remote_copy_whole_or_not_at_all() {
     std::fs::create_dir_all(local.path().join("skills/demo")).unwrap();
     std::fs::write(local.path().join("skills/demo/SKILL.md"), "# demo\n").unwrap();
     let exec = t.envelope("exec", true).to_json();
-    let listing = |dir: &Path| {
-        let out = Command::new("find")
-            .arg(dir)
-            .args(["-mindepth", "1", "-printf", "%P %y\n"])
-            .output()
-            .unwrap();
-        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect();
-        lines.sort();
-        lines
-    };
+    let listing = listing_of;
     // The first refresh makes .openclaw and the copy.
     let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
     assert_eq!(status, Some(0), "{line}");
@@ -911,24 +903,10 @@ fn listing_of(dir: &Path) -> Vec<String> {
     lines
 }
 
-/// The workspace script's exit status and its answer on stdout (or, when
-/// it fails, its last line on stderr).
+/// [`run_workspace`]: its exit status and its answer on stdout (or, when it
+/// fails, its stderr).
 fn workspace_answer(envelope: &str, args: &[&str], data: &[u8]) -> (Option<i32>, String) {
-    use std::io::Write;
-    let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
-    let mut child = Command::new("python3")
-        .arg("-c")
-        .arg(text)
-        .arg("workspace")
-        .arg(envelope)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(data).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_workspace(envelope, args, data);
     let text = if out.status.success() {
         &out.stdout
     } else {
