@@ -351,8 +351,8 @@ def refuse_hardlink(st, path):
         raise Refusal("hardlink", "%s: a regular file with %d links is refused; one of them may be outside the sandbox" % (path, st.st_nlink), path)
 
 
-def copy_stdin(fd):
-    src = sys.stdin.buffer
+def copy_into(fd, src):
+    """Write everything `src` yields to the descriptor `fd`."""
     while True:
         chunk = src.read(CHUNK)
         if not chunk:
@@ -729,14 +729,7 @@ def extract(top):
                 elif member.isreg():
                     fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=parent)
                     try:
-                        src = archive.extractfile(member)
-                        while True:
-                            chunk = src.read(CHUNK)
-                            if not chunk:
-                                break
-                            view = memoryview(chunk)
-                            while view:
-                                view = view[os.write(fd, view):]
+                        copy_into(fd, archive.extractfile(member))
                         os.fchmod(fd, mode)
                         os.utime(fd, (member.mtime, member.mtime))
                     finally:
@@ -960,7 +953,7 @@ def op_write(root, runtime, mount, rel, mkdir):
         name, tfd = temp_file(fd, ".occ-write-")
         try:
             try:
-                copy_stdin(tfd)
+                copy_into(tfd, sys.stdin.buffer)
                 os.fchmod(tfd, mode)
                 os.fsync(tfd)
             finally:
@@ -984,7 +977,7 @@ def op_create(root, runtime, mount, rel, mkdir):
         name, tfd = temp_file(fd, ".occ-create-")
         try:
             try:
-                copy_stdin(tfd)
+                copy_into(tfd, sys.stdin.buffer)
                 os.fsync(tfd)
             finally:
                 os.close(tfd)
