@@ -54,6 +54,26 @@ impl LocalTarget {
         })
     }
 
+    /// Run `argv` with a tar archive of `members` of `root` on its stdin.
+    fn upload_tar(
+        &mut self,
+        root: Root,
+        members: &[impl AsRef<std::ffi::OsStr>],
+        argv: &[String],
+    ) -> Result<ExecOutput, ExecError> {
+        let dir = self.dir(root)?;
+        let tar = Command::new("tar")
+            .arg("-C")
+            .arg(&dir)
+            .args(["-cf", "-"])
+            .args(members)
+            .output()
+            .map_err(|e| ExecError::Local(e.to_string()))?;
+        self.run(argv, &mut |input| {
+            let _ = input.write_all(&tar.stdout);
+        })
+    }
+
     pub(crate) fn new(workspace: &Path, envelope: &Envelope) -> LocalTarget {
         LocalTarget {
             roots: HashMap::from([("workspace", workspace.to_path_buf())]),
@@ -149,16 +169,7 @@ impl Effects for LocalTarget {
         argv: &[String],
         _timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError> {
-        let dir = self.dir(root)?;
-        let tar = Command::new("tar")
-            .arg("-C")
-            .arg(&dir)
-            .args(["-cf", "-", "."])
-            .output()
-            .map_err(|e| ExecError::Local(e.to_string()))?;
-        self.run(argv, &mut |input| {
-            let _ = input.write_all(&tar.stdout);
-        })
+        self.upload_tar(root, &["."], argv)
     }
 
     fn entries(&mut self, root: Root) -> Result<Vec<String>, ExecError> {
@@ -181,17 +192,13 @@ impl Effects for LocalTarget {
         argv: &[String],
         _timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError> {
-        let dir = self.dir(root)?;
-        let tar = Command::new("tar")
-            .arg("-C")
-            .arg(&dir)
-            .args(["-cf", "-", "--no-recursion", ".", "--recursion"])
-            .args(names.iter().map(|n| format!("./{n}")))
-            .output()
-            .map_err(|e| ExecError::Local(e.to_string()))?;
-        self.run(argv, &mut |input| {
-            let _ = input.write_all(&tar.stdout);
-        })
+        let mut members = vec![
+            "--no-recursion".to_string(),
+            ".".into(),
+            "--recursion".into(),
+        ];
+        members.extend(names.iter().map(|n| format!("./{n}")));
+        self.upload_tar(root, &members, argv)
     }
 
     fn random_hex(&mut self) -> String {
