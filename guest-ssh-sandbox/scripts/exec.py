@@ -330,6 +330,20 @@ def main(argv):
     # left in the background still holds the pipes.
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    def arrange():
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        for fd in (out_r, out_w, err_r, err_w):
+            os.close(fd)
+    child = spawn(argv, env, nonce, arrange)
+    os.close(out_w)
+    os.close(err_w)
+    run(child, marker, nonce, timeout, int(timeout_ms), {out_r: 1, err_r: 2})
+
+
+def spawn(argv, env, nonce, arrange):
+    """Fork the command in a session of its own, `arrange` setting up its
+    descriptors in the child; a fork that fails is reported."""
     try:
         child = os.fork()
     except OSError as e:
@@ -337,16 +351,11 @@ def main(argv):
     if child == 0:
         try:
             os.setsid()
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            for fd in (out_r, out_w, err_r, err_w):
-                os.close(fd)
+            arrange()
             os.execve(argv[0], argv, env)
         finally:
             os._exit(127)
-    os.close(out_w)
-    os.close(err_w)
-    run(child, marker, nonce, timeout, int(timeout_ms), {out_r: 1, err_r: 2})
+    return child
 
 
 def run_in_terminal(argv, env, marker, nonce, timeout, timeout_ms):
@@ -359,23 +368,15 @@ def run_in_terminal(argv, env, marker, nonce, timeout, timeout_ms):
         master, slave = os.openpty()
     except OSError as e:
         report(nonce, {"error": "remote", "message": "openpty: %s" % e}, 125)
-    try:
-        child = os.fork()
-    except OSError as e:
-        report(nonce, {"error": "remote", "message": "fork: %s" % e}, 125)
-    if child == 0:
-        try:
-            os.setsid()
-            import fcntl
-            import termios
-            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-            for fd in (0, 1, 2):
-                os.dup2(slave, fd)
-            os.close(slave)
-            os.close(master)
-            os.execve(argv[0], argv, env)
-        finally:
-            os._exit(127)
+    def arrange():
+        import fcntl
+        import termios
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+        for fd in (0, 1, 2):
+            os.dup2(slave, fd)
+        os.close(slave)
+        os.close(master)
+    child = spawn(argv, env, nonce, arrange)
     try:
         import termios
         eof = termios.tcgetattr(slave)[6][termios.VEOF]

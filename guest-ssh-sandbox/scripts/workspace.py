@@ -351,8 +351,8 @@ def refuse_hardlink(st, path):
         raise Refusal("hardlink", "%s: a regular file with %d links is refused; one of them may be outside the sandbox" % (path, st.st_nlink), path)
 
 
-def copy_stdin(fd):
-    src = sys.stdin.buffer
+def copy_into(fd, src):
+    """Write everything `src` yields to the descriptor `fd`."""
     while True:
         chunk = src.read(CHUNK)
         if not chunk:
@@ -729,14 +729,7 @@ def extract(top):
                 elif member.isreg():
                     fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=parent)
                     try:
-                        src = archive.extractfile(member)
-                        while True:
-                            chunk = src.read(CHUNK)
-                            if not chunk:
-                                break
-                            view = memoryview(chunk)
-                            while view:
-                                view = view[os.write(fd, view):]
+                        copy_into(fd, archive.extractfile(member))
                         os.fchmod(fd, mode)
                         os.utime(fd, (member.mtime, member.mtime))
                     finally:
@@ -803,6 +796,90 @@ def op_skills(root, runtime):
     finally:
         os.close(dotfd)
     return counts
+
+
+STAGED_INPUT = re.compile(r"openclaw-staged-(?:[a-f0-9]{64}|[a-f0-9]{8}-[a-f0-9]{4}-4[a-f0-9]{3}-[89ab][a-f0-9]{3}-[a-f0-9]{12})\Z")
+MAX_STAGED_NAMES = 256
+
+
+def staged_names(value):
+    names = value.split(",")
+    if len(names) > MAX_STAGED_NAMES or not all(STAGED_INPUT.match(n) for n in names):
+        raise Refusal("invalid-operation", "%r is not a list of at most %d staged-input directory names" % (value[:128], MAX_STAGED_NAMES))
+    return names
+
+
+def open_inputs(root, runtime, create):
+    """<workspace>/media/inbound, where OpenClaw stages a turn's inbound
+    files, each level a directory, never a link; None while it does not
+    exist and `create` is false."""
+    fd = open_mount(root, runtime, "workspace")
+    for name in ("media", "inbound"):
+        try:
+            next_fd = open_dir(fd, name, "media/inbound", create=create)
+        except Refusal as r:
+            if r.code == "not-found" and not create:
+                os.close(fd)
+                return None
+            os.close(fd)
+            raise
+        os.close(fd)
+        fd = next_fd
+    return fd
+
+
+def op_inputs_absent(root, runtime, names):
+    """Which of the staged-input directories `names` (OpenClaw's
+    media/inbound/openclaw-staged-<id>, one per staged turn) the remote
+    workspace lacks."""
+    names = staged_names(names)
+    fd = open_inputs(root, runtime, create=False)
+    if fd is None:
+        return {"absent": names}
+    try:
+        return {"absent": [n for n in names if lstat_at(fd, n) is None]}
+    finally:
+        os.close(fd)
+
+
+def op_inputs(root, runtime):
+    """Put the staged-input directories of the archive on stdin (the host
+    streams them from the scope's local media/inbound) in place below the
+    remote <workspace>/media/inbound. Each is extracted beside, then renamed
+    in without replacing anything: a directory the remote has already is
+    kept as it is, and a fault midway leaves none half there. Anything in the
+    archive but staged-input directories is refused before one is placed."""
+    fd = open_inputs(root, runtime, create=True)
+    fresh = ".occ-inputs-" + token()
+    placed, kept = [], []
+    try:
+        os.mkdir(fresh, 0o700, dir_fd=fd)
+        try:
+            top = os.open(fresh, NOFOLLOW_DIR, dir_fd=fd)
+            try:
+                extract(top)
+                names = sorted(os.listdir(top))
+                for name in names:
+                    st = lstat_at(top, name)
+                    if not STAGED_INPUT.match(name) or not stat.S_ISDIR(st.st_mode):
+                        raise Refusal("invalid-path", "media/inbound/%s: the inputs refresh places staged-input directories only" % name, name)
+                for name in names:
+                    try:
+                        rename_no_replace(top, name, fd, name)
+                        placed.append(name)
+                    except OSError as e:
+                        if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                            raise
+                        kept.append(name)
+            finally:
+                os.close(top)
+        finally:
+            if lstat_at(fd, fresh) is not None:
+                remove_tree(fd, fresh)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return {"placed": placed, "kept": kept}
 
 
 # --- bridge operations -----------------------------------------------------------------
@@ -876,7 +953,7 @@ def op_write(root, runtime, mount, rel, mkdir):
         name, tfd = temp_file(fd, ".occ-write-")
         try:
             try:
-                copy_stdin(tfd)
+                copy_into(tfd, sys.stdin.buffer)
                 os.fchmod(tfd, mode)
                 os.fsync(tfd)
             finally:
@@ -900,7 +977,7 @@ def op_create(root, runtime, mount, rel, mkdir):
         name, tfd = temp_file(fd, ".occ-create-")
         try:
             try:
-                copy_stdin(tfd)
+                copy_into(tfd, sys.stdin.buffer)
                 os.fsync(tfd)
             finally:
                 os.close(tfd)
@@ -1040,6 +1117,8 @@ OPS = {
     "discard": (op_discard, "S", False),
     "remove-runtime": (op_remove_runtime, "", False),
     "skills": (op_skills, "", False),
+    "inputs-absent": (op_inputs_absent, "L", False),
+    "inputs": (op_inputs, "", False),
     "read": (op_read, "MPN", False),
     "write": (op_write, "MPF", True),
     "create": (op_create, "MPF", True),
@@ -1109,6 +1188,8 @@ def check_args(envelope, op, kinds, mutating, args):
         elif kind == "F":
             if value not in ("0", "1"):
                 raise Refusal("invalid-operation", "%s: must be 0 or 1, not %r" % (field, value))
+        elif kind == "L":
+            staged_names(value)
         elif kind == "N":
             if not re.match(r"[0-9]{1,18}\Z", value):
                 raise Refusal("invalid-operation", "%s: must be a count in decimal digits, not %r" % (field, value))

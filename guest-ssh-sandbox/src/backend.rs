@@ -24,7 +24,7 @@ use crate::model::{
 use crate::patch::{self, Hunk};
 use crate::paths::{exec_workdir, resolve, resolve_writable};
 use crate::scripts::{self, EXEC, Failure, PREFLIGHT, Script, WORKSPACE};
-use occ_ssh_target::envelope::SKILLS;
+use occ_ssh_target::envelope::{INPUTS, INPUTS_ABSENT, MAX_STAGED_NAMES, SKILLS, is_staged_input};
 
 /// What the backend may do besides computing: the host's imports.
 pub trait Effects {
@@ -41,6 +41,16 @@ pub trait Effects {
     fn upload(
         &mut self,
         root: Root,
+        argv: &[String],
+        timeout_ms: u32,
+    ) -> Result<ExecOutput, ExecError>;
+    /// The names of a granted local root's top-level entries, sorted.
+    fn entries(&mut self, root: Root) -> Result<Vec<String>, ExecError>;
+    /// [`Effects::upload`] of the named top-level entries of the root only.
+    fn upload_entries(
+        &mut self,
+        root: Root,
+        names: &[String],
         argv: &[String],
         timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError>;
@@ -158,22 +168,84 @@ impl<'e, E: Effects> Backend<'e, E> {
         if !self.skills {
             return Ok(());
         }
+        const WHAT: &str = "refresh skills";
         let target = self.target().to_string();
         let summary = self
             .effects
             .summary(Root::Skills)
-            .map_err(|e| exec_error(e, "refresh skills", &target))?;
+            .map_err(|e| exec_error(e, WHAT, &target))?;
         let argv = WORKSPACE.argv(&self.workspace_args(SKILLS, &[]));
-        for attempt in 0..2 {
-            let out = if summary.directories == 0 {
-                self.effects.exec(&argv, &[], FS_TIMEOUT_MS)
+        self.seeded(WHAT, |b| {
+            if summary.directories == 0 {
+                b.effects.exec(&argv, &[], FS_TIMEOUT_MS)
             } else {
-                self.effects.upload(Root::Skills, &argv, SEED_TIMEOUT_MS)
+                b.effects.upload(Root::Skills, &argv, SEED_TIMEOUT_MS)
             }
-            .map_err(|e| exec_error(e, "refresh skills", &target))?;
-            match scripts::outcome(out, WORKSPACE.interpreter(), "refresh skills", &target) {
-                Ok(_) => return Ok(()),
-                Err(Failure::NoRuntime) if attempt == 0 => {
+        })?;
+        Ok(())
+    }
+
+    /// The files OpenClaw staged for the scope's turns since the workspace
+    /// was seeded (a user's inbound media, in the local workspace's
+    /// `media/inbound/openclaw-staged-<id>/`, which the agent is told to
+    /// read at that relative path) reach the remote workspace before each
+    /// operation: each staged directory the remote lacks is sent whole and
+    /// put in place; one the remote has is left as it is. Without staged
+    /// inputs nothing runs on the target.
+    pub fn refresh_inputs(&mut self) -> Result<(), Error> {
+        const WHAT: &str = "refresh staged inputs";
+        let target = self.target().to_string();
+        let local: Vec<String> = self
+            .effects
+            .entries(Root::Inputs)
+            .map_err(|e| exec_error(e, WHAT, &target))?
+            .into_iter()
+            .filter(|n| is_staged_input(n))
+            .collect();
+        let mut absent = Vec::new();
+        for asked in local.chunks(MAX_STAGED_NAMES) {
+            let list = asked.join(",");
+            let argv = WORKSPACE.argv(&self.workspace_args(INPUTS_ABSENT, &[&list]));
+            let out = self.seeded(WHAT, |b| b.effects.exec(&argv, &[], FS_TIMEOUT_MS))?;
+            let answer = scripts::json(&out, WHAT)?;
+            let names = answer["absent"].as_array().ok_or_else(|| {
+                Error::new(
+                    Code::Remote,
+                    format!("{WHAT}: {target} answered no list of absent directories"),
+                )
+            })?;
+            // Only what was asked about is sent, whatever the answer holds.
+            absent.extend(
+                asked
+                    .iter()
+                    .filter(|n| names.iter().any(|a| a.as_str() == Some(n.as_str())))
+                    .cloned(),
+            );
+        }
+        if absent.is_empty() {
+            return Ok(());
+        }
+        let argv = WORKSPACE.argv(&self.workspace_args(INPUTS, &[]));
+        self.seeded(WHAT, |b| {
+            b.effects
+                .upload_entries(Root::Inputs, &absent, &argv, SEED_TIMEOUT_MS)
+        })?;
+        Ok(())
+    }
+
+    /// Run a workspace script `attempt` once, and once again after seeding
+    /// when the runtime does not exist yet; its stdout.
+    fn seeded(
+        &mut self,
+        what: &str,
+        mut attempt: impl FnMut(&mut Self) -> Result<ExecOutput, ExecError>,
+    ) -> Result<Vec<u8>, Error> {
+        let target = self.target().to_string();
+        for first in [true, false] {
+            let out = attempt(self).map_err(|e| exec_error(e, what, &target))?;
+            match scripts::outcome(out, WORKSPACE.interpreter(), what, &target) {
+                Ok(stdout) => return Ok(stdout),
+                Err(Failure::NoRuntime) if first => {
                     self.ensure()?;
                 }
                 Err(Failure::NoRuntime) => break,
@@ -182,7 +254,7 @@ impl<'e, E: Effects> Backend<'e, E> {
         }
         Err(Error::new(
             Code::Remote,
-            "refresh skills: the runtime root disappeared right after it was ensured",
+            format!("{what}: the runtime root disappeared right after it was ensured"),
         ))
     }
 
@@ -243,22 +315,8 @@ impl<'e, E: Effects> Backend<'e, E> {
         stdin: &[u8],
         what: &str,
     ) -> Result<Vec<u8>, Error> {
-        let argv = self.workspace_args(op, args);
-        match self.run(&WORKSPACE, &argv, stdin, FS_TIMEOUT_MS, what) {
-            Ok(out) => Ok(out),
-            Err(Failure::Error(e)) => Err(e),
-            Err(Failure::NoRuntime) => {
-                self.ensure()?;
-                match self.run(&WORKSPACE, &argv, stdin, FS_TIMEOUT_MS, what) {
-                    Ok(out) => Ok(out),
-                    Err(Failure::Error(e)) => Err(e),
-                    Err(Failure::NoRuntime) => Err(Error::new(
-                        Code::Remote,
-                        format!("{what}: the runtime root disappeared right after it was ensured"),
-                    )),
-                }
-            }
-        }
+        let argv = WORKSPACE.argv(&self.workspace_args(op, args));
+        self.seeded(what, |b| b.effects.exec(&argv, stdin, FS_TIMEOUT_MS))
     }
 
     fn workspace_json(

@@ -729,3 +729,40 @@ fn a_forged_report_is_the_commands_own_output() {
         "the command's own line is its output"
     );
 }
+
+/// A file OpenClaw stages for a turn after the seed (a user's inbound
+/// media) reaches the remote workspace at the path the agent is told, once;
+/// without staged inputs nothing runs on the target.
+#[test]
+fn staged_inputs_reach_the_remote_workspace_after_the_seed() {
+    for access in ["rw", "ro", "none"] {
+        let fx = Fixture::new(access);
+        let mut t = fx.target();
+        fx.backend(&mut t).ensure().unwrap();
+        let ws = fx.workspace(&mut t);
+        t.calls.clear();
+        fx.backend(&mut t).refresh_inputs().unwrap();
+        assert!(t.calls.is_empty(), "{access}: {:?}", t.calls);
+        let staged = "media/inbound/openclaw-staged-0b9c5a4e-2f4d-4c1a-9e8f-1234567890ab";
+        std::fs::create_dir_all(fx.local.join(staged)).unwrap();
+        std::fs::write(fx.local.join(staged).join("input-photo.png"), "png").unwrap();
+        // Something else in media/inbound is not OpenClaw's staging: never sent.
+        std::fs::write(fx.local.join("media/inbound/notes.txt"), "mine").unwrap();
+        fx.backend(&mut t).refresh_inputs().unwrap();
+        assert_eq!(
+            t.calls,
+            vec!["workspace inputs-absent", "workspace inputs"],
+            "{access}"
+        );
+        let data = fx
+            .backend(&mut t)
+            .read_file(&f(&format!("{staged}/input-photo.png")), None)
+            .unwrap();
+        assert_eq!(data, b"png", "{access}");
+        assert!(!Path::new(&ws).join("media/inbound/notes.txt").exists());
+        // Once there, it is asked about and left alone.
+        t.calls.clear();
+        fx.backend(&mut t).refresh_inputs().unwrap();
+        assert_eq!(t.calls, vec!["workspace inputs-absent"], "{access}");
+    }
+}

@@ -81,6 +81,7 @@ fn root(r: model::Root) -> local_workspace::WorkspaceRoot {
         model::Root::Workspace => local_workspace::WorkspaceRoot::Workspace,
         model::Root::Agent => local_workspace::WorkspaceRoot::Agent,
         model::Root::Skills => local_workspace::WorkspaceRoot::Skills,
+        model::Root::Inputs => local_workspace::WorkspaceRoot::Inputs,
     }
 }
 
@@ -114,6 +115,22 @@ impl Effects for Host {
         timeout_ms: u32,
     ) -> Result<model::ExecOutput, ExecError> {
         local_workspace::upload(root(r), TARGET, argv, timeout_ms)
+            .map(output)
+            .map_err(upload_error)
+    }
+
+    fn entries(&mut self, r: model::Root) -> Result<Vec<String>, ExecError> {
+        local_workspace::entries(root(r)).map_err(upload_error)
+    }
+
+    fn upload_entries(
+        &mut self,
+        r: model::Root,
+        names: &[String],
+        argv: &[String],
+        timeout_ms: u32,
+    ) -> Result<model::ExecOutput, ExecError> {
+        local_workspace::upload_entries(root(r), names, TARGET, argv, timeout_ms)
             .map(output)
             .map_err(upload_error)
     }
@@ -200,7 +217,8 @@ fn with_backend<T, R>(
 }
 
 /// [`with_backend`] for an operation that acts in the workspace: the scope's
-/// skills are refreshed first, as OpenClaw's own backend does.
+/// skills are refreshed first, as OpenClaw's own backend does, and the
+/// inputs staged for its turns are brought over.
 fn in_workspace<T, R>(
     call: wit::SandboxCall,
     f: impl FnOnce(&mut Backend<'_, Host>) -> Result<T, Error>,
@@ -210,6 +228,7 @@ fn in_workspace<T, R>(
         call,
         |b| {
             b.refresh_skills()?;
+            b.refresh_inputs()?;
             f(b)
         },
         map,

@@ -43,6 +43,8 @@ pub enum Root {
     Workspace,
     Agent,
     Skills,
+    /// The scope's staged inputs: `media/inbound` of its local workspace.
+    Inputs,
 }
 
 /// What a local root holds (WIT `workspace-summary`).

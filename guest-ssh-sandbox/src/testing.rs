@@ -32,10 +32,48 @@ fn root_key(root: Root) -> &'static str {
         Root::Workspace => "workspace",
         Root::Agent => "agent",
         Root::Skills => "skills",
+        Root::Inputs => "inputs",
     }
 }
 
 impl LocalTarget {
+    /// The local directory of `root`: the staged inputs lie in the workspace.
+    fn dir(&self, root: Root) -> Result<std::path::PathBuf, ExecError> {
+        let key = match root {
+            Root::Inputs => "workspace",
+            other => root_key(other),
+        };
+        let dir = self
+            .roots
+            .get(key)
+            .cloned()
+            .ok_or_else(|| ExecError::NotGranted(root_key(root).into()))?;
+        Ok(match root {
+            Root::Inputs => dir.join("media/inbound"),
+            _ => dir,
+        })
+    }
+
+    /// Run `argv` with a tar archive of `members` of `root` on its stdin.
+    fn upload_tar(
+        &mut self,
+        root: Root,
+        members: &[impl AsRef<std::ffi::OsStr>],
+        argv: &[String],
+    ) -> Result<ExecOutput, ExecError> {
+        let dir = self.dir(root)?;
+        let tar = Command::new("tar")
+            .arg("-C")
+            .arg(&dir)
+            .args(["-cf", "-"])
+            .args(members)
+            .output()
+            .map_err(|e| ExecError::Local(e.to_string()))?;
+        self.run(argv, &mut |input| {
+            let _ = input.write_all(&tar.stdout);
+        })
+    }
+
     pub(crate) fn new(workspace: &Path, envelope: &Envelope) -> LocalTarget {
         LocalTarget {
             roots: HashMap::from([("workspace", workspace.to_path_buf())]),
@@ -104,10 +142,7 @@ impl Effects for LocalTarget {
     }
 
     fn summary(&mut self, root: Root) -> Result<WorkspaceSummary, ExecError> {
-        let dir = self
-            .roots
-            .get(root_key(root))
-            .ok_or_else(|| ExecError::NotGranted(root_key(root).into()))?;
+        let dir = &self.dir(root)?;
         let mut s = WorkspaceSummary::default();
         let mut stack = vec![dir.clone()];
         while let Some(d) = stack.pop() {
@@ -134,20 +169,36 @@ impl Effects for LocalTarget {
         argv: &[String],
         _timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError> {
-        let dir = self
-            .roots
-            .get(root_key(root))
-            .cloned()
-            .ok_or_else(|| ExecError::NotGranted(root_key(root).into()))?;
-        let tar = Command::new("tar")
-            .arg("-C")
-            .arg(&dir)
-            .args(["-cf", "-", "."])
-            .output()
-            .map_err(|e| ExecError::Local(e.to_string()))?;
-        self.run(argv, &mut |input| {
-            let _ = input.write_all(&tar.stdout);
-        })
+        self.upload_tar(root, &["."], argv)
+    }
+
+    fn entries(&mut self, root: Root) -> Result<Vec<String>, ExecError> {
+        let dir = self.dir(root)?;
+        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+            Ok(listing) => listing
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(ExecError::Local(e.to_string())),
+        };
+        names.sort();
+        Ok(names)
+    }
+
+    fn upload_entries(
+        &mut self,
+        root: Root,
+        names: &[String],
+        argv: &[String],
+        _timeout_ms: u32,
+    ) -> Result<ExecOutput, ExecError> {
+        let mut members = vec![
+            "--no-recursion".to_string(),
+            ".".into(),
+            "--recursion".into(),
+        ];
+        members.extend(names.iter().map(|n| format!("./{n}")));
+        self.upload_tar(root, &members, argv)
     }
 
     fn random_hex(&mut self) -> String {

@@ -64,6 +64,7 @@ fn the_workspace_script_checks_the_table_the_host_checks() {
         Arg::Stage => 'S',
         Arg::Flag => 'F',
         Arg::Count => 'N',
+        Arg::Staged => 'L',
     };
     let rust: serde_json::Map<String, serde_json::Value> = WORKSPACE_OPS
         .iter()
@@ -481,9 +482,8 @@ fn read_refuses_a_fifo_and_a_device_without_opening_them() {
     }
 }
 
-/// Run the workspace script with `envelope` and `args` (stdin `data`): its
-/// exit status and the last line of its stderr.
-fn workspace(envelope: &str, args: &[&str], data: &[u8]) -> (Option<i32>, String) {
+/// Run the workspace script with `envelope` and `args` (stdin `data`).
+fn run_workspace(envelope: &str, args: &[&str], data: &[u8]) -> std::process::Output {
     use std::io::Write;
     let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
     let mut child = Command::new("python3")
@@ -493,12 +493,17 @@ fn workspace(envelope: &str, args: &[&str], data: &[u8]) -> (Option<i32>, String
         .arg(envelope)
         .args(args)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(data).unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// [`run_workspace`]: its exit status and the last line of its stderr.
+fn workspace(envelope: &str, args: &[&str], data: &[u8]) -> (Option<i32>, String) {
+    let out = run_workspace(envelope, args, data);
     let stderr = String::from_utf8_lossy(&out.stderr);
     (
         out.status.code(),
@@ -698,19 +703,7 @@ fn the_skills_refresh_replaces_the_remote_copy_whole_or_not_at_all() {
     std::fs::create_dir_all(local.path().join("skills/demo")).unwrap();
     std::fs::write(local.path().join("skills/demo/SKILL.md"), "# demo\n").unwrap();
     let exec = t.envelope("exec", true).to_json();
-    let listing = |dir: &Path| {
-        let out = Command::new("find")
-            .arg(dir)
-            .args(["-mindepth", "1", "-printf", "%P %y\n"])
-            .output()
-            .unwrap();
-        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect();
-        lines.sort();
-        lines
-    };
+    let listing = listing_of;
     // The first refresh makes .openclaw and the copy.
     let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
     assert_eq!(status, Some(0), "{line}");
@@ -788,4 +781,139 @@ fn the_skills_refresh_replaces_the_remote_copy_whole_or_not_at_all() {
         "{line}"
     );
     assert_eq!(t.tree(), before);
+}
+
+#[test]
+fn staged_inputs_arrive_whole_and_never_replace_what_the_remote_has() {
+    let t = Target::new();
+    let ws = t.dir.path().join("root").join(RUNTIME).join("workspace");
+    let remote = ws.join("media/inbound");
+    const A: &str = "openclaw-staged-0b9c5a4e-2f4d-4c1a-9e8f-1234567890ab";
+    let b = format!("openclaw-staged-{}", "c3".repeat(32));
+    let local = tempfile::tempdir().unwrap();
+    for (dir, file, body) in [
+        (A, "input-photo.png", "png"),
+        (b.as_str(), "input-notes.txt", "notes"),
+    ] {
+        std::fs::create_dir_all(local.path().join(dir)).unwrap();
+        std::fs::write(local.path().join(dir).join(".gitignore"), "*\n").unwrap();
+        std::fs::write(local.path().join(dir).join(file), body).unwrap();
+    }
+    let exec = t.envelope("exec", true).to_json();
+    let absent = |list: &str| {
+        let (status, out) = workspace_answer(&exec, &["inputs-absent", list], b"");
+        assert_eq!(status, Some(0), "{out}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["absent"].clone()
+    };
+    // Before anything is staged remotely (no media/ at all) every one is absent.
+    assert_eq!(absent(&format!("{A},{b}")), serde_json::json!([A, b]));
+    let (status, line) = workspace(&exec, &["inputs"], &tar_of(local.path()));
+    assert_eq!(status, Some(0), "{line}");
+    assert_eq!(
+        std::fs::read_to_string(remote.join(A).join("input-photo.png")).unwrap(),
+        "png"
+    );
+    assert_eq!(
+        std::fs::read_to_string(remote.join(&b).join("input-notes.txt")).unwrap(),
+        "notes"
+    );
+    assert_eq!(absent(&format!("{A},{b}")), serde_json::json!([]));
+    // What the remote has is kept as it is: a sandboxed command's change to
+    // its own copy stands; nothing is left beside the placed directories.
+    std::fs::write(remote.join(A).join("input-photo.png"), "edited").unwrap();
+    let (status, out) = workspace_answer(&exec, &["inputs"], &tar_of(local.path()));
+    assert_eq!(status, Some(0), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["kept"], serde_json::json!([A, b]), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(remote.join(A).join("input-photo.png")).unwrap(),
+        "edited"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&remote)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec![A.to_string(), b.clone()]);
+    // Refused, changing nothing: an archive holding anything but staged-input
+    // directories, names that are not staged-input directories, and
+    // media/ made a link to outside by a sandboxed command.
+    let before = t.tree();
+    let stray = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(
+        stray
+            .path()
+            .join("openclaw-staged-0b9c5a4e-2f4d-4c1a-9e8f-000000000000"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(stray.path().join("skills")).unwrap();
+    let (status, line) = workspace(&exec, &["inputs"], &tar_of(stray.path()));
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "invalid-path".to_string()),
+        "{line}"
+    );
+    for list in ["../x", "skills", "", &format!("{A},..")] {
+        let (status, line) = workspace(&exec, &["inputs-absent", list], b"");
+        assert_eq!(
+            (status, code_of(&line)),
+            (Some(1), "invalid-operation".to_string()),
+            "{list}: {line}"
+        );
+    }
+    assert_eq!(t.tree(), before, "a refused refresh changed the tree");
+    let victim = t.dir.path().join("victim");
+    std::fs::remove_dir_all(ws.join("media")).unwrap();
+    std::os::unix::fs::symlink(&victim, ws.join("media")).unwrap();
+    let before = t.tree();
+    let (status, line) = workspace(&exec, &["inputs"], &tar_of(local.path()));
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "symlink".to_string()),
+        "{line}"
+    );
+    let (status, line) = workspace(&exec, &["inputs-absent", A], b"");
+    assert_eq!(
+        (status, code_of(&line)),
+        (Some(1), "symlink".to_string()),
+        "{line}"
+    );
+    assert_eq!(t.tree(), before);
+    assert_eq!(listing_of(&victim), vec!["keep f".to_string()]);
+    // A read-only workspace still gets the user's inputs (OpenClaw stages
+    // them in every access mode).
+    std::fs::remove_file(ws.join("media")).unwrap();
+    let read_only = t.envelope("exec", false).to_json();
+    let (status, line) = workspace(&read_only, &["inputs"], &tar_of(local.path()));
+    assert_eq!(status, Some(0), "{line}");
+    assert!(remote.join(A).join("input-photo.png").is_file());
+}
+
+fn listing_of(dir: &Path) -> Vec<String> {
+    let out = Command::new("find")
+        .arg(dir)
+        .args(["-mindepth", "1", "-printf", "%P %y\n"])
+        .output()
+        .unwrap();
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// [`run_workspace`]: its exit status and its answer on stdout (or, when it
+/// fails, its stderr).
+fn workspace_answer(envelope: &str, args: &[&str], data: &[u8]) -> (Option<i32>, String) {
+    let out = run_workspace(envelope, args, data);
+    let text = if out.status.success() {
+        &out.stdout
+    } else {
+        &out.stderr
+    };
+    (
+        out.status.code(),
+        String::from_utf8_lossy(text).trim_end().to_string(),
+    )
 }

@@ -77,7 +77,7 @@ def case_write():
         return got
 
     c.ns["parent_of"] = parent_then_swap
-    c.ns["copy_stdin"] = lambda fd: os.write(fd, b"written")
+    c.ns["copy_into"] = lambda fd, src: os.write(fd, b"written")
     result, refused = c.run(lambda ns: ns["op_write"](c.root, "rt", "workspace", "d/file", "0"))
     assert refused is None, refused
     # Written where the script looked: the directory now called d.real.
@@ -95,7 +95,7 @@ def case_create():
         return got
 
     c.ns["parent_of"] = parent_then_swap
-    c.ns["copy_stdin"] = lambda fd: os.write(fd, b"created")
+    c.ns["copy_into"] = lambda fd, src: os.write(fd, b"created")
     result, refused = c.run(lambda ns: ns["op_create"](c.root, "rt", "workspace", "d/new", "0"))
     assert refused is None and result == {"result": "created"}, (result, refused)
     assert open(os.path.join(c.ws, "d.real", "new")).read() == "created"
@@ -142,7 +142,7 @@ def case_resolve():
         return st
 
     c.ns["lstat_at"] = lstat_then_swap
-    c.ns["copy_stdin"] = lambda fd: os.write(fd, b"pwned")
+    c.ns["copy_into"] = lambda fd, src: os.write(fd, b"pwned")
     result, refused = c.run(lambda ns: ns["op_write"](c.root, "rt", "workspace", "d/file", "0"))
     assert refused == "symlink", (result, refused)
     c.check_outside()
@@ -155,7 +155,7 @@ def case_inside_link():
     os.symlink("d", os.path.join(c.ws, "alias"))
     os.symlink("../../../outside", os.path.join(c.ws, "d", "up"))
     os.symlink(os.path.join(c.ws, "d", "file"), os.path.join(c.ws, "absolute-inside"))
-    c.ns["copy_stdin"] = lambda fd: os.write(fd, b"through alias")
+    c.ns["copy_into"] = lambda fd, src: os.write(fd, b"through alias")
     result, refused = c.run(lambda ns: ns["op_write"](c.root, "rt", "workspace", "alias/file", "0"))
     assert refused is None, refused
     assert open(os.path.join(c.ws, "d", "file")).read() == "through alias"

@@ -43,6 +43,9 @@ struct Setup {
 }
 
 /// The hostile guest, its target a closed port, the real scripts approved.
+/// A directory OpenClaw staged a turn's inbound file into.
+const STAGED: &str = "openclaw-staged-0b9c5a4e-2f4d-4c1a-9e8f-1234567890ab";
+
 fn setup(tokio: &tokio::runtime::Runtime) -> Setup {
     setup_with(tokio, json!({}))
 }
@@ -53,6 +56,9 @@ fn setup_with(tokio: &tokio::runtime::Runtime, sandbox: Value) -> Setup {
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
     std::fs::write(workspace.join("a.txt"), "a").unwrap();
+    let staged = workspace.join("media/inbound").join(STAGED);
+    std::fs::create_dir_all(&staged).unwrap();
+    std::fs::write(staged.join("input-photo.png"), "png").unwrap();
     let scripts =
         Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
             .join("../guest-ssh-sandbox/scripts");
@@ -194,7 +200,31 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
         ),
         (
             "upload-into-exec",
-            "refused: a local workspace streams into workspace unpack or skills only, not exec shell",
+            "refused: the local workspace root streams into workspace unpack, not exec shell",
+        ),
+        (
+            "workspace-into-inputs",
+            "refused: the local workspace root streams into workspace unpack, not workspace inputs",
+        ),
+        (
+            "inputs-into-unpack",
+            "refused: the local inputs root streams into workspace inputs, not workspace unpack",
+        ),
+        (
+            "forged-inputs",
+            "refused: workspace inputs takes its archive from the scope's staged inputs the host streams",
+        ),
+        (
+            "inputs-names",
+            "local: ../.. is not the name of an entry of the inputs root",
+        ),
+        (
+            "inputs-unstaged",
+            "local: the inputs root holds no entry passwd",
+        ),
+        (
+            "inputs-absent-names",
+            "refused: argument 1 of workspace inputs-absent: \"../etc\" is not a list of at most 256 staged-input directory names",
         ),
         (
             "upload-unapproved",
@@ -231,7 +261,7 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
     .unwrap();
     assert_eq!(
         got,
-        "refused: readFile may not run exec exec (it may run: describe, stage, unpack, publish, discard, skills, read)"
+        "refused: readFile may not run exec exec (it may run: describe, stage, unpack, publish, discard, skills, inputs-absent, inputs, read)"
     );
     // Every refusal is audited, and only the allowed exec reached the transport.
     let audit = std::fs::read_to_string(&s.audit).unwrap();

@@ -7,7 +7,7 @@
 //! writes:
 //!
 //! ```json
-//! {"version":1,"method":"readFile","ops":["describe","stage","unpack","publish","discard","skills","read"],
+//! {"version":1,"method":"readFile","ops":["describe","stage","unpack","publish","discard","skills","inputs-absent","inputs","read"],
 //!  "workspaceRoot":"/tmp/openclaw-sandboxes","runtimeId":"openclaw-ssh-workspace-…",
 //!  "mounts":[{"name":"workspace","writable":true}]}
 //! ```
@@ -42,6 +42,13 @@ const REMOVE_RUNTIME: &str = "remove-runtime";
 /// OpenClaw's refresh of a scope's materialized skills: the host streams them
 /// into `<workspace>/.openclaw/sandbox-skills` (see the admission).
 pub const SKILLS: &str = "skills";
+/// Which of OpenClaw's staged-input directories (a turn's inbound files,
+/// `media/inbound/openclaw-staged-<id>`) the remote workspace lacks.
+pub const INPUTS_ABSENT: &str = "inputs-absent";
+/// The staged-input directories the host streams from the scope's local
+/// `media/inbound`, each put in place whole unless the remote has it (see
+/// the admission).
+pub const INPUTS: &str = "inputs";
 const READ: &str = "read";
 const WRITE: &str = "write";
 const CREATE: &str = "create";
@@ -68,6 +75,42 @@ pub enum Arg {
     Flag,
     /// Decimal digits.
     Count,
+    /// Names of staged-input directories ([`is_staged_input`]), separated
+    /// by `,`; at most [`MAX_STAGED_NAMES`].
+    Staged,
+}
+
+/// Where OpenClaw stages a turn's inbound files, below the workspace.
+pub const STAGED_INPUTS_DIR: &str = "media/inbound";
+
+/// How many staged-input names one `inputs-absent` asks about.
+pub const MAX_STAGED_NAMES: usize = 256;
+
+/// Whether `name` is one of OpenClaw's staged-input directories:
+/// `openclaw-staged-` and a random UUID or 64 lowercase hex digits.
+pub fn is_staged_input(name: &str) -> bool {
+    let Some(id) = name.strip_prefix("openclaw-staged-") else {
+        return false;
+    };
+    let hex = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    if id.len() == 64 {
+        return hex(id);
+    }
+    let parts: Vec<&str> = id.split('-').collect();
+    matches!(parts.as_slice(), [a, b, c, d, e]
+        if a.len() == 8 && b.len() == 4 && c.len() == 4 && d.len() == 4 && e.len() == 12
+            && parts.iter().all(|p| hex(p))
+            && c.starts_with('4')
+            && d.starts_with(['8', '9', 'a', 'b']))
+}
+
+/// Whether `value` is an [`Arg::Staged`] list.
+pub fn is_staged_list(value: &str) -> bool {
+    let names: Vec<&str> = value.split(',').collect();
+    names.len() <= MAX_STAGED_NAMES && names.iter().all(|n| is_staged_input(n))
 }
 
 /// One operation of the workspace script.
@@ -80,7 +123,7 @@ pub struct WorkspaceOp {
     pub mutating: bool,
 }
 
-use Arg::{Count, Flag, Mount as M, Path as P, Stage as S};
+use Arg::{Count, Flag, Mount as M, Path as P, Stage as S, Staged};
 
 /// The workspace script's operations. `workspace.py` has the same table; a
 /// test reads both.
@@ -92,6 +135,8 @@ pub const WORKSPACE_OPS: &[WorkspaceOp] = &[
     op(DISCARD, &[S], false),
     op(REMOVE_RUNTIME, &[], false),
     op(SKILLS, &[], false),
+    op(INPUTS_ABSENT, &[Staged], false),
+    op(INPUTS, &[], false),
     op(READ, &[M, P, Count], false),
     op(WRITE, &[M, P, Flag], true),
     op(CREATE, &[M, P, Flag], true),
@@ -153,63 +198,178 @@ pub const METHOD_OPS: &[(&str, &[&str])] = &[
     ),
     (
         "validateWorkdir",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, WORKDIR],
+        &[
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            WORKDIR,
+        ],
     ),
     (
         "exec",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, EXEC],
+        &[
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            EXEC,
+        ],
     ),
     (
         "runShellCommand",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, SHELL],
+        &[
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            SHELL,
+        ],
     ),
     // Resolving a path is lexical: nothing runs.
     ("resolvePath", &[]),
     (
         "readFile",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, READ],
+        &[
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            READ,
+        ],
     ),
     (
         "readMedia",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, READ],
+        &[
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            READ,
+        ],
     ),
     (
         "writeFile",
         &[
-            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, WRITE,
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            STAT,
+            WRITE,
         ],
     ),
     (
         "createFileExclusive",
         &[
-            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, CREATE,
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            STAT,
+            CREATE,
         ],
     ),
     (
         "mkdirp",
         &[
-            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, MKDIRP,
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            STAT,
+            MKDIRP,
         ],
     ),
     (
         "remove",
         &[
-            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, REMOVE,
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            STAT,
+            REMOVE,
         ],
     ),
     (
         "rename",
         &[
-            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, RENAME,
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            STAT,
+            RENAME,
         ],
     ),
     (
         "stat",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT],
+        &[
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            STAT,
+        ],
     ),
     (
         "readDirectory",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, READDIR],
+        &[
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            READDIR,
+        ],
     ),
     // A change asks `stat` whether a protected skills directory it would
     // touch exists (OpenClaw's read-only skills mounts).
@@ -217,14 +377,36 @@ pub const METHOD_OPS: &[(&str, &[&str])] = &[
     (
         "edit",
         &[
-            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, READ, WRITE,
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            STAT,
+            READ,
+            WRITE,
         ],
     ),
     // A patch is planned against the files, then applied.
     (
         "applyPatch",
         &[
-            DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD, SKILLS, STAT, READ, CREATE, WRITE, REMOVE,
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+            STAT,
+            READ,
+            CREATE,
+            WRITE,
+            REMOVE,
         ],
     ),
 ];
@@ -385,7 +567,7 @@ mod tests {
         let e = Envelope::new("stat", "/r", Some(&layout)).unwrap();
         assert_eq!(
             e.to_json(),
-            "{\"version\":1,\"method\":\"stat\",\"ops\":[\"describe\",\"stage\",\"unpack\",\"publish\",\"discard\",\"skills\",\"stat\"],\
+            "{\"version\":1,\"method\":\"stat\",\"ops\":[\"describe\",\"stage\",\"unpack\",\"publish\",\"discard\",\"skills\",\"inputs-absent\",\"inputs\",\"stat\"],\
              \"workspaceRoot\":\"/r\",\"runtimeId\":\"openclaw-ssh-shared-8198076c\",\
              \"mounts\":[{\"name\":\"workspace\",\"writable\":false},{\"name\":\"agent\",\"writable\":false}]}"
         );

@@ -178,8 +178,12 @@ impl Agent {
     }
     /// Its directory on the host.
     pub fn dir(&self) -> String {
+        self.dir_in(ROOT)
+    }
+    /// Its directory on a host whose data root is `root`.
+    pub fn dir_in(&self, root: &str) -> String {
         format!(
-            "{ROOT}/namespaces/{}/agents/{}",
+            "{root}/namespaces/{}/agents/{}",
             hash12(self.namespace["id"].as_str().unwrap()),
             hash12(&self.id)
         )

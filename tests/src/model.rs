@@ -22,9 +22,10 @@ pub const KEY_VARIABLE: &str = "SCRIPTED_MODEL_API_KEY";
 /// The provider and model id a revision's configuration selects.
 pub const MODEL: &str = "scripted/steps";
 
-/// Hex SHA-256 of `text`: how the server logs the bearer token it was shown.
-pub fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
+/// Hex SHA-256 of `bytes`: how the server logs the bearer token it was
+/// shown, and how an installation pins a program.
+pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
+    Sha256::digest(bytes.as_ref())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

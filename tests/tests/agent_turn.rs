@@ -10,7 +10,7 @@
 //!
 //! Needs the rig: `tests/run.sh` brings it up and runs these with `--ignored`.
 
-use occ_e2e::compute::{Agent, Deployment, Sweep, UNIT_DIR, hash12, marker, unique};
+use occ_e2e::compute::{Agent, Deployment, Sweep, UNIT_DIR, marker, unique};
 use occ_e2e::model::{self, KEY_VARIABLE, ScriptedModel, sha256_hex, turn};
 use occ_e2e::rig::{Host, Rig};
 use serde_json::{Value, json};
@@ -38,11 +38,7 @@ fn fixture(host: &Host, name: &str) -> Fixture {
     let d = Deployment::of("guest_ssh_driver", &[("turn", host)], None, &root, GATEWAYS);
     let ns = json!({"id": unique("ns-turn"), "name": "turn"});
     let agent = Agent::new(&ns);
-    let dir = format!(
-        "{root}/namespaces/{}/agents/{}",
-        hash12(ns["id"].as_str().unwrap()),
-        hash12(&agent.id)
-    );
+    let dir = agent.dir_in(&root);
     Fixture {
         d,
         root,

@@ -10,17 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use occ_e2e::model::sha256_hex;
 use occ_e2e::rig::{Host, Rig};
 use occ_e2e::{component, host_binary, repo_root, target_dir};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// An installation of the fault guest granted `host`, its helper pinned.
 fn installation(dir: &Path, rig: &Rig, host: &Host, fault: &str, count: usize) -> PathBuf {

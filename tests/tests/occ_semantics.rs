@@ -18,14 +18,6 @@ fn deployment(host: &Host, name: &str, ports: (u16, u16)) -> (Deployment, String
     (d, root)
 }
 
-fn agent_dir(root: &str, agent: &Agent) -> String {
-    format!(
-        "{root}/namespaces/{}/agents/{}",
-        hash12(agent.namespace["id"].as_str().unwrap()),
-        hash12(&agent.id)
-    )
-}
-
 /// The unit's main PID and active state.
 fn unit_state(rig: &Rig, host: &Host, unit: &str) -> (String, String) {
     let out = rig.sh_ok(
@@ -64,7 +56,7 @@ fn a_candidate_stop_leaves_the_serving_revision_and_nothing_activates_backwards(
     let ns = json!({"id": unique("ns-stop"), "name": "stable"});
     d.ok("ensureNamespace", json!({"namespace": ns}));
     let a = Agent::new(&ns);
-    let dir = agent_dir(&root, &a);
+    let dir = a.dir_in(&root);
     let rev1 = a.revision(&unique("rev"), 1, config(json!({})));
     let rev2 = a.revision(
         &unique("rev"),
@@ -258,7 +250,7 @@ fn the_gateway_auth_shapes_occ_admits_serve() {
         let rev = a.revision(&unique("rev"), 1, shape.clone());
         d.ok("prepareRevision", a.params(&rev));
         d.ok("activateRevision", a.params(&rev));
-        let dir = agent_dir(&root, &a);
+        let dir = a.dir_in(&root);
         let port = marker(&rig, &host, &format!("{dir}/agent.json"))["port"]
             .as_u64()
             .unwrap();
@@ -317,7 +309,7 @@ fn a_long_runtime_user_gives_accounts_of_its_first_19_characters() {
         hash12(&format!("{}:{}", ns["id"].as_str().unwrap(), a.id))
     );
     assert_eq!(
-        marker(&rig, &host, &format!("{}/agent.json", agent_dir(&root, &a)))["account"],
+        marker(&rig, &host, &format!("{}/agent.json", a.dir_in(&root)))["account"],
         json!(account)
     );
     assert!(

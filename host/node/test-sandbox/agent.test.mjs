@@ -57,84 +57,40 @@ function toolResults(requests) {
 }
 
 test("an OpenClaw agent turn runs its tools in the component's sandbox", { timeout: 300_000 }, async () => {
-  const base = mkdtempSync(join(tmpdir(), "occ-agent-"));
-  const workspaceRoot = `/tmp/${unique("occ-sbx-agent")}`;
-  const model = await scriptedModel([
+  const steps = [
     { tool: "write", args: { path: "agent-note.txt", content: "written by an agent turn\n" } },
     { tool: "exec", args: { command: "cat agent-note.txt seed.txt; uname -n" } },
     { tool: "edit", args: { path: "agent-note.txt", oldText: "an agent turn", newText: "an edited agent turn" } },
     { tool: "read", args: { path: "agent-note.txt" } },
     { text: "done" },
-  ]);
-  try {
-    for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
-    writeFileSync(join(base, "workspace/seed.txt"), "seeded from the agent workspace\n");
-    const config = {
-      plugins: {
-        load: { paths: [plugin] },
-        entries: { "occ-sandbox-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base] } } },
-      },
-      models: {
-        mode: "merge",
-        providers: {
-          scripted: {
-            baseUrl: `http://127.0.0.1:${model.port}/v1`,
-            apiKey: "scripted",
-            api: "openai-completions",
-            models: [{ id: "steps", name: "Scripted steps", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }],
-          },
-        },
-      },
-      tools: { profile: "coding" },
-      agents: {
-        defaults: {
-          workspace: join(base, "workspace"),
-          model: { primary: "scripted/steps" },
-          sandbox: {
-            mode: "all",
-            backend: "occ-ssh",
-            scope: "session",
-            workspaceAccess: "rw",
-            ssh: { target: `root@${host.address}:22`, workspaceRoot, identityFile: rig.identity, knownHostsFile: rig.knownHosts, updateHostKeys: false },
-          },
-        },
-      },
-    };
-    writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
-    const env = { ...process.env, HOME: join(base, "home"), OPENCLAW_STATE_DIR: join(base, "state"), OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json") };
-    const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", "write a note and show it", "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
-    let stderr = "";
-    agent.stderr.on("data", (d) => (stderr += d));
-    agent.stdout.resume();
-    const code = await new Promise((resolve) => agent.on("exit", resolve));
-    assert.equal(code, 0, stderr);
-    const results = toolResults(model.requests);
-    assert.equal(results.length, 4, JSON.stringify(results));
-    const workdirPattern = new RegExp(`${workspaceRoot}/openclaw-ssh-workspace-[0-9a-f]{32}/workspace/agent-note.txt`);
-    assert.match(results[0], workdirPattern, "write went to the remote workspace");
-    // exec ran on the rig host, in the seeded workspace.
-    assert.equal(results[1].trimEnd(), `written by an agent turn\nseeded from the agent workspace\n${host.name}`);
-    assert.match(results[2], /Successfully replaced 1 block/);
-    assert.match(results[3], /written by an edited agent turn/);
-    assert.equal(sh(host, `cat ${workspaceRoot}/*/workspace/agent-note.txt`), "written by an edited agent turn");
-  } finally {
-    model.server.close();
-    sh(host, `rm -rf ${workspaceRoot}`);
-    rmSync(base, { recursive: true, force: true });
-  }
+  ];
+  const { results, workspaceRoot, remote } = await turn("occ-ssh", steps, {
+    message: "write a note and show it",
+    inspect: (root) => sh(host, `cat ${root}/*/workspace/agent-note.txt`),
+  });
+  assert.equal(results.length, 4, JSON.stringify(results));
+  const workdirPattern = new RegExp(`${workspaceRoot}/openclaw-ssh-workspace-[0-9a-f]{32}/workspace/agent-note.txt`);
+  assert.match(results[0], workdirPattern, "write went to the remote workspace");
+  // exec ran on the rig host, in the seeded workspace.
+  assert.equal(results[1].trimEnd(), `written by an agent turn\nseeded from the agent workspace\n${host.name}`);
+  assert.match(results[2], /Successfully replaced 1 block/);
+  assert.match(results[3], /written by an edited agent turn/);
+  assert.equal(remote, "written by an edited agent turn");
 });
 
 /**
- * One turn of `script` (model steps) with `backend` as the sandbox backend on
- * a rig host; the tool results the model saw, and where the workspace root was.
+ * One turn of `steps` (model steps) with `backend` as the sandbox backend on
+ * a rig host, from a workspace holding seed.txt; the tool results the model
+ * saw, where the workspace root was, and what `inspect(workspaceRoot)` found
+ * there before it was removed.
  */
-async function turn(backend, steps, { execTimeoutSeconds } = {}) {
+async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a process", inspect } = {}) {
   const base = mkdtempSync(join(tmpdir(), "occ-agent-"));
   const workspaceRoot = `/tmp/${unique(`occ-sbx-agent-${backend}`)}`;
   const model = await scriptedModel(steps);
   try {
     for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
-    writeFileSync(join(base, "workspace/seed.txt"), "seeded\n");
+    writeFileSync(join(base, "workspace/seed.txt"), "seeded from the agent workspace\n");
     const config = {
       plugins: {
         load: { paths: [plugin] },
@@ -168,13 +124,13 @@ async function turn(backend, steps, { execTimeoutSeconds } = {}) {
     };
     writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
     const env = { ...process.env, HOME: join(base, "home"), OPENCLAW_STATE_DIR: join(base, "state"), OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json") };
-    const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", "talk to a process", "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
+    const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", message, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
     let stderr = "";
     agent.stderr.on("data", (d) => (stderr += d));
     agent.stdout.resume();
     const code = await new Promise((resolve) => agent.on("exit", resolve));
     assert.equal(code, 0, stderr);
-    return { results: toolResults(model.requests), workspaceRoot };
+    return { results: toolResults(model.requests), workspaceRoot, remote: inspect?.(workspaceRoot) };
   } finally {
     model.server.close();
     sh(host, `rm -rf ${workspaceRoot}`);

@@ -483,3 +483,67 @@ test("differential: the skills OpenClaw materialized for a scope are refreshed b
     local.cleanup();
   }
 });
+
+test("differential: a file OpenClaw stages for a turn after the seed reaches our remote workspace; OpenClaw's own backend leaves it local", async () => {
+  const local = localWorkspace();
+  // OpenClaw's own staging of a turn's inbound file (stageSandboxMedia, as
+  // its reply path runs it): from its media store into the sandbox's local
+  // workspace, under a fresh media/inbound/openclaw-staged-<uuid>/.
+  const dist = join(openclawDir, "dist");
+  const runtime = readdirSync(dist).find((n) => /^stage-sandbox-media\.runtime-.*\.mjs$/.test(n));
+  const { stageSandboxMedia } = await import(pathToFileURL(join(dist, runtime)).href);
+  const state = join(local.base, "state");
+  const store = join(state, "media/inbound");
+  mkdirSync(store, { recursive: true });
+  const photo = Buffer.from("\x89PNG\r\n\x1a\nstaged photo", "binary");
+  writeFileSync(join(store, "photo.png"), photo);
+  const theirsRoot = `/tmp/${unique("occ-inputs-openclaw")}`;
+  const oursRoot = `/tmp/${unique("occ-inputs-ours")}`;
+  const { startSandboxHost } = await import("../sandbox.mjs");
+  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
+  try {
+    // A session key OpenClaw resolves to its agent, as a real turn's is.
+    const session = `agent:main:${unique("inputs")}`;
+    const theirHandle = await sdk.getSandboxBackendFactory("ssh")(params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot))));
+    const ourHandle = await ours.createHandle(params(local, session, null));
+    // Both seeded before anything is staged.
+    for (const handle of [theirHandle, ourHandle]) assert.equal((await exec(handle, "echo seeded")).code, 0);
+    const stateDir = process.env.OPENCLAW_STATE_DIR;
+    process.env.OPENCLAW_STATE_DIR = state;
+    const ctx = { media: [{ path: join(store, "photo.png"), contentType: "image/png" }] };
+    try {
+      const cfg = { agents: { defaults: { sandbox: openclawCfg("ssh", sshBlock(host, theirsRoot)) } } };
+      await stageSandboxMedia({ ctx, sessionCtx: ctx, cfg, sessionKey: session, workspaceDir: local.workspace, agentId: "main" });
+    } finally {
+      if (stateDir === undefined) delete process.env.OPENCLAW_STATE_DIR;
+      else process.env.OPENCLAW_STATE_DIR = stateDir;
+    }
+    // The path the agent is told: relative to its workspace.
+    const path = ctx.media[0].path;
+    assert.match(path, /^media\/inbound\/openclaw-staged-[0-9a-f-]{36}\/input-photo\.png$/);
+    const directory = dirname(path);
+    const read = async (handle) => {
+      const bridge = handle.createFsBridge({ sandbox: bridgeContext(local, handle) });
+      try {
+        return (await bridge.readFile({ filePath: path })).toString("binary");
+      } catch (e) {
+        return { error: e.code };
+      }
+    };
+    // Theirs: the staged file never leaves this machine.
+    assert.deepEqual(await read(theirHandle), { error: "ENOENT" });
+    assert.notEqual((await exec(theirHandle, `cat ${path}`)).code, 0);
+    // Ours: the next operation brings it, byte for byte, with OpenClaw's marker.
+    assert.equal(await read(ourHandle), photo.toString("binary"));
+    const cat = await exec(ourHandle, `cat ${directory}/.gitignore && od -c ${path} | head -1`);
+    assert.equal(cat.code, 0, cat.stderr);
+    assert.match(cat.stdout, /^# Raw task inputs remain private/);
+    // A sandboxed command's change to its copy stands: nothing is sent again.
+    assert.equal((await exec(ourHandle, `echo edited > ${path}`)).code, 0);
+    assert.equal(await read(ourHandle), "edited\n");
+  } finally {
+    await ours.close();
+    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
+    local.cleanup();
+  }
+});

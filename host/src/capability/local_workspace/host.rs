@@ -21,17 +21,35 @@ fn summary_to_wit(s: Summary) -> wit::WorkspaceSummary {
 }
 
 impl LocalWorkspaceState {
-    /// The canonical directory of `root` for this call, or why it is not granted.
-    fn admit(&self, root: wit::WorkspaceRoot) -> Result<std::path::PathBuf, wit::UploadError> {
+    /// The canonical directory of `root` for this call, or why it is not
+    /// granted; `None` for a root that counts as an empty tree (a skills
+    /// workspace not materialized yet, no staged inputs).
+    fn admit(
+        &self,
+        root: wit::WorkspaceRoot,
+    ) -> Result<Option<std::path::PathBuf>, wit::UploadError> {
         let (name, named) = match root {
-            wit::WorkspaceRoot::Workspace => ("workspace", &self.roots.workspace),
+            wit::WorkspaceRoot::Workspace | wit::WorkspaceRoot::Inputs => {
+                ("workspace", &self.roots.workspace)
+            }
             wit::WorkspaceRoot::Agent => ("agent workspace", &self.roots.agent),
             wit::WorkspaceRoot::Skills => ("skills workspace", &self.roots.skills),
         };
         let path = named.as_ref().ok_or_else(|| {
             wit::UploadError::NotGranted(format!("the caller named no {name} for this call"))
         })?;
-        self.grant.admit(path).map_err(wit::UploadError::NotGranted)
+        // OpenClaw materializes a scope's skills only when it has some.
+        if root == wit::WorkspaceRoot::Skills && self.grant.covers_missing(path) {
+            return Ok(None);
+        }
+        let dir = self
+            .grant
+            .admit(path)
+            .map_err(wit::UploadError::NotGranted)?;
+        if root != wit::WorkspaceRoot::Inputs {
+            return Ok(Some(dir));
+        }
+        inputs_of(&dir).map_err(wit::UploadError::Local)
     }
 
     fn refused(&self, root: wit::WorkspaceRoot, message: &str) -> Result<(), wit::UploadError> {
@@ -43,62 +61,37 @@ impl LocalWorkspaceState {
             )
             .map_err(|e| wit::UploadError::Local(e.to_string()))
     }
-}
 
-impl wit::Host for LocalWorkspaceState {
-    async fn summary(
-        &mut self,
+    /// [`Self::admit`], with a refusal recorded in the audit log.
+    fn admitted(
+        &self,
         root: wit::WorkspaceRoot,
-    ) -> Result<wit::WorkspaceSummary, wit::UploadError> {
-        // OpenClaw materializes a scope's skills only when it has some: a
-        // skills workspace that does not exist yet is an empty tree.
-        if let (wit::WorkspaceRoot::Skills, Some(path)) = (root, &self.roots.skills)
-            && self.grant.covers_missing(path)
-        {
-            return Ok(wit::WorkspaceSummary {
-                files: 0,
-                directories: 0,
-                symlinks: 0,
-                bytes: 0,
-            });
-        }
-        let dir = match self.admit(root) {
-            Ok(d) => d,
-            Err(e) => {
-                if let wit::UploadError::NotGranted(m) = &e {
-                    self.refused(root, m)?;
-                }
-                return Err(e);
+    ) -> Result<Option<std::path::PathBuf>, wit::UploadError> {
+        self.admit(root).or_else(|e| {
+            if let wit::UploadError::NotGranted(m) | wit::UploadError::Local(m) = &e {
+                self.refused(root, m)?;
             }
-        };
-        let bounds = self.grant.bounds;
-        let walked = tokio::task::spawn_blocking(move || tree::summarize(&dir, bounds))
-            .await
-            .map_err(|e| wit::UploadError::Local(format!("the walk failed: {e}")))?;
-        match walked {
-            Ok(s) => Ok(summary_to_wit(s)),
-            Err(WalkError::Refused(m)) => {
-                self.refused(root, &m)?;
-                Err(wit::UploadError::Local(m))
-            }
-            Err(WalkError::Write(e)) => Err(wit::UploadError::Local(e.to_string())),
-        }
+            Err(e)
+        })
     }
 
-    async fn upload(
+    /// Stream `root` (only its top-level entries `only`, when named) into
+    /// `argv` on `host`.
+    async fn send(
         &mut self,
         root: wit::WorkspaceRoot,
+        only: Option<Vec<String>>,
         host: String,
         argv: Vec<String>,
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
-        let dir = match self.admit(root) {
-            Ok(d) => d,
-            Err(e) => {
-                if let wit::UploadError::NotGranted(m) = &e {
-                    self.refused(root, m)?;
-                }
-                return Err(e);
+        let dir = match self.admitted(root)? {
+            Some(d) => d,
+            // An empty tree is no tree at all: nothing is sent.
+            None => {
+                let m = "there is nothing to upload: the root does not exist".to_string();
+                self.refused(root, &m)?;
+                return Err(wit::UploadError::Local(m));
             }
         };
         let (reader, mut writer) =
@@ -106,7 +99,7 @@ impl wit::Host for LocalWorkspaceState {
         let bounds = self.grant.bounds;
         let walking = dir.clone();
         let walker = tokio::task::spawn_blocking(move || {
-            let result = tree::write_tar(&walking, bounds, &mut writer);
+            let result = tree::write_tar_of(&walking, only.as_deref(), bounds, &mut writer);
             drop(writer);
             result
         });
@@ -117,6 +110,7 @@ impl wit::Host for LocalWorkspaceState {
             .exec_streamed(
                 &host,
                 &argv,
+                root_name(root),
                 Box::pin(stream),
                 Duration::from_millis(timeout_ms.into()),
             )
@@ -145,5 +139,166 @@ impl wit::Host for LocalWorkspaceState {
                 Ok(out.into())
             }
         }
+    }
+}
+
+/// The name of `root` as the WIT spells it, which the world's admission reads.
+fn root_name(root: wit::WorkspaceRoot) -> &'static str {
+    match root {
+        wit::WorkspaceRoot::Workspace => "workspace",
+        wit::WorkspaceRoot::Agent => "agent",
+        wit::WorkspaceRoot::Skills => "skills",
+        wit::WorkspaceRoot::Inputs => "inputs",
+    }
+}
+
+/// Where OpenClaw stages a turn's inbound files, below the scope's workspace.
+const INPUTS_DIR: [&str; 2] = ["media", "inbound"];
+
+/// The staged inputs of the canonical workspace `workspace`: its
+/// `media/inbound` when that is a directory reached without a link, `None`
+/// while either level does not exist. A link or another kind of file there
+/// is refused: nothing is read through it.
+fn inputs_of(workspace: &std::path::Path) -> Result<Option<std::path::PathBuf>, String> {
+    let mut dir = workspace.to_path_buf();
+    for name in INPUTS_DIR {
+        dir.push(name);
+        match dir.symlink_metadata() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: {e}", dir.display())),
+            Ok(m) if m.file_type().is_dir() => {}
+            Ok(_) => {
+                return Err(format!(
+                    "{} is not a directory (a link is never followed): staged inputs are read from a directory inside the workspace",
+                    dir.display()
+                ));
+            }
+        }
+    }
+    Ok(Some(dir))
+}
+
+impl wit::Host for LocalWorkspaceState {
+    async fn summary(
+        &mut self,
+        root: wit::WorkspaceRoot,
+    ) -> Result<wit::WorkspaceSummary, wit::UploadError> {
+        let dir = match self.admitted(root)? {
+            Some(d) => d,
+            None => return Ok(summary_to_wit(Summary::default())),
+        };
+        let bounds = self.grant.bounds;
+        let walked = tokio::task::spawn_blocking(move || tree::summarize(&dir, bounds))
+            .await
+            .map_err(|e| wit::UploadError::Local(format!("the walk failed: {e}")))?;
+        match walked {
+            Ok(s) => Ok(summary_to_wit(s)),
+            Err(WalkError::Refused(m)) => {
+                self.refused(root, &m)?;
+                Err(wit::UploadError::Local(m))
+            }
+            Err(WalkError::Write(e)) => Err(wit::UploadError::Local(e.to_string())),
+        }
+    }
+
+    async fn upload(
+        &mut self,
+        root: wit::WorkspaceRoot,
+        host: String,
+        argv: Vec<String>,
+        timeout_ms: u32,
+    ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
+        self.send(root, None, host, argv, timeout_ms).await
+    }
+
+    async fn entries(&mut self, root: wit::WorkspaceRoot) -> Result<Vec<String>, wit::UploadError> {
+        let Some(dir) = self.admitted(root)? else {
+            return Ok(Vec::new());
+        };
+        let listed = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<String>> {
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(&dir)? {
+                // A name that is not UTF-8 cannot be named back in
+                // `upload-entries`; it is left out.
+                if let Ok(name) = entry?.file_name().into_string() {
+                    names.push(name);
+                }
+            }
+            names.sort();
+            Ok(names)
+        })
+        .await
+        .map_err(|e| wit::UploadError::Local(format!("the listing failed: {e}")))?;
+        listed.map_err(|e| wit::UploadError::Local(format!("listing {}: {e}", root_name(root))))
+    }
+
+    async fn upload_entries(
+        &mut self,
+        root: wit::WorkspaceRoot,
+        names: Vec<String>,
+        host: String,
+        argv: Vec<String>,
+        timeout_ms: u32,
+    ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
+        if let Some(bad) = names
+            .iter()
+            .find(|n| n.is_empty() || *n == "." || *n == ".." || n.contains(['/', '\0']))
+        {
+            let m = format!(
+                "{} is not the name of an entry of the {} root",
+                crate::runtime::escape_control(bad),
+                root_name(root)
+            );
+            self.refused(root, &m)?;
+            return Err(wit::UploadError::Local(m));
+        }
+        // Checked before anything connects; the walk checks again.
+        let held = self.entries(root).await?;
+        if let Some(missing) = names.iter().find(|n| !held.contains(n)) {
+            let m = format!(
+                "the {} root holds no entry {}",
+                root_name(root),
+                crate::runtime::escape_control(missing)
+            );
+            self.refused(root, &m)?;
+            return Err(wit::UploadError::Local(m));
+        }
+        self.send(root, Some(names), host, argv, timeout_ms).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inputs_of;
+
+    #[test]
+    fn staged_inputs_are_read_from_a_directory_inside_the_workspace_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        // No media/ or no inbound/: nothing staged.
+        assert_eq!(inputs_of(&ws), Ok(None));
+        std::fs::create_dir(ws.join("media")).unwrap();
+        assert_eq!(inputs_of(&ws), Ok(None));
+        std::fs::create_dir(ws.join("media/inbound")).unwrap();
+        assert_eq!(inputs_of(&ws), Ok(Some(ws.join("media/inbound"))));
+        // A link at either level is refused, naming it, whatever it points to.
+        let elsewhere = dir.path().join("elsewhere/inbound");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::remove_dir(ws.join("media/inbound")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, ws.join("media/inbound")).unwrap();
+        let err = inputs_of(&ws).unwrap_err();
+        assert!(
+            err.contains("media/inbound is not a directory (a link is never followed)"),
+            "{err}"
+        );
+        std::fs::remove_file(ws.join("media/inbound")).unwrap();
+        std::fs::remove_dir(ws.join("media")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), ws.join("media")).unwrap();
+        let err = inputs_of(&ws).unwrap_err();
+        assert!(err.contains("/ws/media is not a directory"), "{err}");
+        std::fs::remove_file(ws.join("media")).unwrap();
+        std::fs::write(ws.join("media"), "a file").unwrap();
+        assert!(inputs_of(&ws).is_err());
     }
 }

@@ -74,9 +74,32 @@ impl LocalWorkspaceGrant {
 
     /// Whether `path`, which does not exist, would lie in the grant: a
     /// missing directory there is an empty tree, anywhere else not granted.
+    /// Judged where it would be: an absolute path of plain names whose
+    /// nearest existing ancestor, its links resolved, is inside a listed
+    /// directory (`<granted>/../elsewhere` and a link out of the grant are
+    /// not).
     pub fn covers_missing(&self, path: &Path) -> bool {
-        matches!(path.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-            && self.allowed.iter().any(|a| path.starts_with(a))
+        use std::path::Component;
+        if !matches!(path.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+            return false;
+        }
+        if !path.is_absolute()
+            || path
+                .components()
+                .any(|c| !matches!(c, Component::RootDir | Component::Normal(_)))
+        {
+            return false;
+        }
+        let mut existing = path;
+        while let Some(parent) = existing.parent() {
+            existing = parent;
+            if existing.symlink_metadata().is_ok() {
+                break;
+            }
+        }
+        existing
+            .canonicalize()
+            .is_ok_and(|c| self.allowed.iter().any(|a| c.starts_with(a)))
     }
 
     /// The canonical directory of `path` if the grant covers it.
@@ -156,4 +179,29 @@ pub fn add_to_linker<T: Send + 'static>(
     get: fn(&mut T) -> &mut LocalWorkspaceState,
 ) -> wasmtime::Result<()> {
     bindings::occ::compute::local_workspace::add_to_linker::<T, HasLocalWorkspace>(linker, get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LocalWorkspaceGrant;
+
+    #[test]
+    fn a_missing_root_is_covered_only_where_it_would_lie_in_the_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let granted = dir.path().join("granted");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(granted.join("scope")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, granted.join("out")).unwrap();
+        let grant = LocalWorkspaceGrant::new(std::slice::from_ref(&granted)).unwrap();
+        assert!(grant.covers_missing(&granted.join("scope/skills")));
+        assert!(grant.covers_missing(&granted.join("new/deeper/skills")));
+        // Lexically below the grant, really elsewhere.
+        assert!(!grant.covers_missing(&granted.join("../outside/skills")));
+        assert!(!grant.covers_missing(&granted.join("out/skills")));
+        // Not below it at all, relative, or not missing.
+        assert!(!grant.covers_missing(&outside.join("skills")));
+        assert!(!grant.covers_missing(std::path::Path::new("granted/skills")));
+        assert!(!grant.covers_missing(&granted.join("scope")));
+    }
 }

@@ -92,6 +92,8 @@ fn same(a: &Stat, b: &Stat) -> bool {
 
 struct Walk<'a> {
     root: &'a Path,
+    /// The top-level entries the walk keeps; all of them when `None`.
+    only: Option<&'a [String]>,
     bounds: Bounds,
     summary: Summary,
     entries: u64,
@@ -174,7 +176,24 @@ impl Walk<'_> {
     fn tree(&mut self, rootfd: OwnedFd, visit: &mut Visit<'_>) -> Result<(), WalkError> {
         let mut linked: std::collections::HashMap<(u64, u64), Linked> = Default::default();
         let mut deferred: Vec<(Vec<u8>, Node)> = Vec::new();
-        let names = Self::listing(&rootfd, b"")?;
+        let mut names = Self::listing(&rootfd, b"")?;
+        if let Some(only) = self.only {
+            let all: Vec<CString> = names.collect();
+            for wanted in only {
+                if !all.iter().any(|n| n.as_bytes() == wanted.as_bytes()) {
+                    return Err(refused(format!(
+                        "{} holds no entry {}",
+                        self.root.display(),
+                        shown(wanted.as_bytes())
+                    )));
+                }
+            }
+            names = all
+                .into_iter()
+                .filter(|n| only.iter().any(|w| w.as_bytes() == n.as_bytes()))
+                .collect::<Vec<_>>()
+                .into_iter();
+        }
         let mut stack = vec![Level {
             fd: rootfd,
             prefix: Vec::new(),
@@ -343,7 +362,12 @@ fn changed(rel: &[u8], e: rustix::io::Errno) -> WalkError {
 }
 
 /// Walk `root` (canonical: no link on its way) and hand every entry to `visit`.
-fn walk(root: &Path, bounds: Bounds, visit: &mut Visit<'_>) -> Result<Summary, WalkError> {
+fn walk(
+    root: &Path,
+    only: Option<&[String]>,
+    bounds: Bounds,
+    visit: &mut Visit<'_>,
+) -> Result<Summary, WalkError> {
     let fd = rustix::fs::open(
         root,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -353,6 +377,7 @@ fn walk(root: &Path, bounds: Bounds, visit: &mut Visit<'_>) -> Result<Summary, W
     let st = rustix::fs::fstat(&fd).map_err(|e| refused(format!("{}: {e}", root.display())))?;
     let mut w = Walk {
         root,
+        only,
         bounds,
         summary: Summary {
             directories: 1,
@@ -373,7 +398,7 @@ fn walk(root: &Path, bounds: Bounds, visit: &mut Visit<'_>) -> Result<Summary, W
 
 /// Count what `root` holds, refusing what [`write_tar`] would refuse.
 pub fn summarize(root: &Path, bounds: Bounds) -> Result<Summary, WalkError> {
-    walk(root, bounds, &mut |_, _| Ok(()))
+    walk(root, None, bounds, &mut |_, _| Ok(()))
 }
 
 const BLOCK: usize = 512;
@@ -461,7 +486,19 @@ fn entry(
 
 /// Write `root` as a tar archive to `out`; the summary of what was sent.
 pub fn write_tar(root: &Path, bounds: Bounds, out: &mut dyn Write) -> Result<Summary, WalkError> {
-    let summary = walk(root, bounds, &mut |rel, node| match node {
+    write_tar_of(root, None, bounds, out)
+}
+
+/// [`write_tar`] of the root directory and, below it, only the top-level
+/// entries named in `only` (all when `None`); a name the root does not hold
+/// is refused.
+pub fn write_tar_of(
+    root: &Path,
+    only: Option<&[String]>,
+    bounds: Bounds,
+    out: &mut dyn Write,
+) -> Result<Summary, WalkError> {
+    let summary = walk(root, only, bounds, &mut |rel, node| match node {
         Node::Dir { mode, mtime } => {
             let name = if rel.is_empty() {
                 b"./".to_vec()

@@ -180,14 +180,18 @@ impl SshExecState {
     /// Run an exec whose stdin is `stdin` followed by everything `stream`
     /// yields (an archive too large to hold), after the same checks and with the
     /// same records as any exec.
+    /// `source` names the local root the stream is read from, for the
+    /// world's admission.
     pub async fn exec_streamed(
         &mut self,
         alias: &str,
         argv: &[String],
+        source: &str,
         stream: InputStream<'_>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
-        self.run(alias, argv, &[], Some(stream), timeout).await
+        self.run(alias, argv, &[], Some((source, stream)), timeout)
+            .await
     }
 
     async fn run(
@@ -195,9 +199,13 @@ impl SshExecState {
         alias: &str,
         argv: &[String],
         stdin: &[u8],
-        stream: Option<InputStream<'_>>,
+        stream: Option<(&str, InputStream<'_>)>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
+        let (streamed, stream) = match stream {
+            Some((source, stream)) => (Some(source), Some(stream)),
+            None => (None, None),
+        };
         let exec = self.exec.clone();
         let checked = self.check_request(argv, stdin).and_then(|()| {
             let host = exec
@@ -207,7 +215,13 @@ impl SshExecState {
                 .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
             self.check_policy(alias, host, argv, stdin)?;
             let argv = match &self.admission {
-                Some(admit) => admit(ExecAsk { alias, argv, stdin }).map_err(ExecError::Refused)?,
+                Some(admit) => admit(ExecAsk {
+                    alias,
+                    argv,
+                    stdin,
+                    streamed,
+                })
+                .map_err(ExecError::Refused)?,
                 None => argv.to_vec(),
             };
             check_command_line(&argv)?;

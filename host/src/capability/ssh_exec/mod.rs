@@ -140,6 +140,9 @@ pub struct ExecAsk<'a> {
     pub argv: &'a [String],
     /// Its standard input.
     pub stdin: &'a [u8],
+    /// The local root streamed after `stdin` (as the `local-workspace` WIT
+    /// names it), for an upload.
+    pub streamed: Option<&'a str>,
 }
 
 /// A world's say over each exec of one call, after the grant allowed it: it

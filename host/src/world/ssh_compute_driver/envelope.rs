@@ -505,6 +505,7 @@ mod tests {
             alias,
             argv,
             stdin: b"",
+            streamed: None,
         })?;
         assert_eq!(&out[..3], argv, "the component's argv is kept as it is");
         assert_eq!(out.len(), 4);

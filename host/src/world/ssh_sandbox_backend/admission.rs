@@ -118,13 +118,13 @@ impl CallAdmission {
     }
 
     /// The argument vector that runs for `argv` (one the grant allowed), with
-    /// `stdin`; `streamed` when a local workspace streams into it. Refused
-    /// with the reason.
+    /// `stdin`; `streamed` names the local root that streams into it, if
+    /// one does. Refused with the reason.
     pub(super) fn admit(
         &self,
         argv: &[String],
         stdin: &[u8],
-        streamed: bool,
+        streamed: Option<&str>,
     ) -> Result<Vec<String>, String> {
         let method = self.method;
         let [_, _, _, name, args @ ..] = argv else {
@@ -170,16 +170,35 @@ impl CallAdmission {
         }
         let is_unpack = name == "workspace" && op == "unpack";
         let is_skills = name == "workspace" && op == envelope::SKILLS;
-        if streamed && !is_unpack && !is_skills {
+        let is_inputs = name == "workspace" && op == envelope::INPUTS;
+        // Each root streams only into the operation that takes it.
+        let takes = |root: &str| match root {
+            // A workspace seeds the mount of its name.
+            "workspace" | "agent" => is_unpack && args.get(2).map(String::as_str) == Some(root),
+            "skills" => is_skills,
+            "inputs" => is_inputs,
+            _ => false,
+        };
+        if let Some(root) = streamed
+            && !takes(root)
+        {
             return Err(format!(
-                "a local workspace streams into workspace unpack or skills only, not {name} {op}"
+                "the local {root} root streams into {}, not {name} {op}",
+                match root {
+                    "skills" => "workspace skills",
+                    "inputs" => "workspace inputs",
+                    _ => "workspace unpack",
+                }
             ));
         }
-        if is_unpack && !streamed {
+        if is_unpack && streamed.is_none() {
             return Err("workspace unpack takes its archive from the local workspace the host streams, not from the component".into());
         }
-        if is_skills && !streamed && !stdin.is_empty() {
+        if is_skills && streamed.is_none() && !stdin.is_empty() {
             return Err("workspace skills takes its archive from the local skills workspace the host streams, or nothing, not from the component".into());
+        }
+        if is_inputs && streamed.is_none() {
+            return Err("workspace inputs takes its archive from the scope's staged inputs the host streams, not from the component".into());
         }
         if name != "preflight" {
             let layout = facts
@@ -190,6 +209,9 @@ impl CallAdmission {
             if name == "workspace" {
                 let spec = workspace_op(op).expect("a workspace operation");
                 check_args(layout, &format!("workspace {op}"), spec, rest)?;
+                // The staged inputs are the user's own files for the turn, in
+                // every access mode; the skills are refreshed only where
+                // OpenClaw refreshes them.
                 if is_skills && !layout.mount(Mount::Workspace).is_some_and(|m| m.writable) {
                     return Err("workspace skills would change the workspace mount, which workspaceAccess makes read-only".into());
                 }
@@ -391,6 +413,16 @@ fn check_args(
                     return Err(format!("{field}: must be 0 or 1, not {}", shown(value)));
                 }
             }
+            Arg::Staged => {
+                if !envelope::is_staged_list(value) {
+                    return Err(format!(
+                        "{field}: {} is not a list of at most {} staged-input directory names \
+                         (openclaw-staged-<id>, separated by commas)",
+                        shown(value),
+                        envelope::MAX_STAGED_NAMES
+                    ));
+                }
+            }
             Arg::Count => {
                 if value.is_empty()
                     || value.len() > 18
@@ -475,7 +507,7 @@ mod tests {
             .admit(
                 &argv("workspace", &["read", "agent", "x/y", "10"]),
                 &[],
-                false,
+                None,
             )
             .unwrap();
         assert_eq!(&run[3..4], &["workspace"]);
@@ -490,124 +522,127 @@ mod tests {
     fn refusals_name_what_is_refused() {
         let stage = format!("{RUNTIME}.bootstrap-{}", "0".repeat(32));
         let other_stage = format!("openclaw-ssh-other-1.bootstrap-{}", "0".repeat(32));
-        let cases: &[(Method, Access, Vec<&str>, bool, &str)] = &[
+        // A method, its access, the script run, the root streamed into it and
+        // what the refusal says.
+        type Case<'a> = (Method, Access, Vec<&'a str>, Option<&'a str>, &'a str);
+        let cases: &[Case] = &[
             (
                 Method::RemoveRuntime,
                 Access::ReadWrite,
                 vec!["workspace", "remove-runtime", "/root", "acc-victim"],
-                false,
+                None,
                 "workspace remove-runtime takes 0 arguments, not 2",
             ),
             (
                 Method::ReadFile,
                 Access::ReadWrite,
                 vec!["workspace", "remove-runtime"],
-                false,
+                None,
                 "readFile may not run workspace remove-runtime",
             ),
             (
                 Method::DescribeRuntime,
                 Access::ReadWrite,
                 vec!["workspace", "stage", &stage],
-                false,
+                None,
                 "describeRuntime may not run workspace stage",
             ),
             (
                 Method::EnsureRuntime,
                 Access::ReadWrite,
                 vec!["workspace", "stage", &other_stage],
-                false,
+                None,
                 "is not a stage of this scope's runtime",
             ),
             (
                 Method::ReadFile,
                 Access::None,
                 vec!["workspace", "read", "agent", "x", "10"],
-                false,
+                None,
                 "argument 1 of workspace read: \"agent\" is not a mount of this scope (it has workspace)",
             ),
             (
                 Method::WriteFile,
                 Access::ReadOnly,
                 vec!["workspace", "write", "workspace", "x", "0"],
-                false,
+                None,
                 "workspace write would change the workspace mount, which workspaceAccess makes read-only",
             ),
             (
                 Method::Rename,
                 Access::ReadOnly,
                 vec!["workspace", "rename", "workspace", "x", "agent", "y"],
-                false,
+                None,
                 "read-only",
             ),
             (
                 Method::ReadFile,
                 Access::ReadWrite,
                 vec!["workspace", "read", "workspace", "../x", "10"],
-                false,
+                None,
                 "is not a path of plain names",
             ),
             (
                 Method::ReadFile,
                 Access::ReadWrite,
                 vec!["workspace", "read", "workspace", "x", "-1"],
-                false,
+                None,
                 "must be a count",
             ),
             (
                 Method::ReadFile,
                 Access::ReadWrite,
                 vec!["preflight"],
-                false,
+                None,
                 "readFile may not run preflight preflight",
             ),
             (
                 Method::Preflight,
                 Access::ReadWrite,
                 vec!["preflight", "extra"],
-                false,
+                None,
                 "takes no argument",
             ),
             (
                 Method::ReadFile,
                 Access::ReadWrite,
                 vec!["workspace", "{\"version\":1}", "read"],
-                false,
+                None,
                 "\"{\\\"version\\\":1}\" is not an operation of the workspace script",
             ),
             (
                 Method::ReadFile,
                 Access::ReadWrite,
                 vec!["evil"],
-                false,
+                None,
                 "runs the preflight, workspace and exec scripts",
             ),
             (
                 Method::EnsureRuntime,
                 Access::ReadWrite,
                 vec!["workspace", "unpack", &stage, "workspace"],
-                false,
+                None,
                 "takes its archive from the local workspace",
             ),
             (
                 Method::EnsureRuntime,
                 Access::ReadWrite,
                 vec!["workspace", "describe"],
-                true,
-                "streams into workspace unpack or skills only",
+                Some("workspace"),
+                "the local workspace root streams into workspace unpack, not workspace describe",
             ),
             (
                 Method::EnsureRuntime,
                 Access::None,
                 vec!["workspace", "unpack", &stage, "agent"],
-                true,
+                Some("agent"),
                 "argument 2 of workspace unpack: \"agent\" is not a mount of this scope",
             ),
             (
                 Method::ValidateConfiguration,
                 Access::ReadWrite,
                 vec!["preflight"],
-                false,
+                None,
                 "may not run preflight preflight (it may run: nothing)",
             ),
         ];
@@ -622,9 +657,9 @@ mod tests {
         // only into a writable workspace, only where OpenClaw refreshes.
         let skills = argv("workspace", &["skills"]);
         let rw = admission(Method::ReadFile, Access::ReadWrite, None);
-        assert!(rw.admit(&skills, &[], true).is_ok());
-        assert!(rw.admit(&skills, &[], false).is_ok());
-        let forged = rw.admit(&skills, b"a tar of the component's", false);
+        assert!(rw.admit(&skills, &[], Some("skills")).is_ok());
+        assert!(rw.admit(&skills, &[], None).is_ok());
+        let forged = rw.admit(&skills, b"a tar of the component's", None);
         assert!(
             forged
                 .as_ref()
@@ -633,25 +668,85 @@ mod tests {
             "{forged:?}"
         );
         let ro = admission(Method::ReadFile, Access::ReadOnly, None);
-        let err = ro.admit(&skills, &[], true).unwrap_err();
+        let err = ro.admit(&skills, &[], Some("skills")).unwrap_err();
         assert!(err.contains("workspaceAccess makes read-only"), "{err}");
         let describe = admission(Method::DescribeRuntime, Access::ReadWrite, None);
-        let err = describe.admit(&skills, &[], true).unwrap_err();
+        let err = describe.admit(&skills, &[], Some("skills")).unwrap_err();
         assert!(err.contains("may not run workspace skills"), "{err}");
-        let extra = rw.admit(&argv("workspace", &["skills", "/etc"]), &[], true);
+        let extra = rw.admit(&argv("workspace", &["skills", "/etc"]), &[], Some("skills"));
         assert!(extra.unwrap_err().contains("takes 0 arguments"));
+        // Each root streams only into its own operation: the skills never
+        // seed a mount, a workspace never becomes the skills or the inputs.
+        for (root, run) in [
+            (
+                "skills",
+                argv("workspace", &["unpack", &stage, "workspace"]),
+            ),
+            ("agent", argv("workspace", &["unpack", &stage, "workspace"])),
+            ("inputs", argv("workspace", &["skills"])),
+            ("workspace", argv("workspace", &["inputs"])),
+            ("skills", argv("workspace", &["inputs"])),
+        ] {
+            let a = admission(Method::ReadFile, Access::ReadWrite, None);
+            let err = a.admit(&run, &[], Some(root)).unwrap_err();
+            assert!(
+                err.contains(&format!("the local {root} root streams into")),
+                "{root} {run:?}: {err}"
+            );
+        }
+        // The inputs refresh: its archive is the host's stream of the staged
+        // inputs, in every access mode; the question before it names
+        // staged-input directories and nothing else.
+        let inputs = argv("workspace", &["inputs"]);
+        assert!(rw.admit(&inputs, &[], Some("inputs")).is_ok());
+        let err = rw
+            .admit(&inputs, b"a tar of the component's", None)
+            .unwrap_err();
+        assert!(
+            err.contains("takes its archive from the scope's staged inputs"),
+            "{err}"
+        );
+        let err = rw.admit(&inputs, &[], None).unwrap_err();
+        assert!(
+            err.contains("takes its archive from the scope's staged inputs"),
+            "{err}"
+        );
+        assert!(ro.admit(&inputs, &[], Some("inputs")).is_ok());
+        let id = "openclaw-staged-0b9c5a4e-2f4d-4c1a-9e8f-1234567890ab";
+        let asked = |list: &str| rw.admit(&argv("workspace", &["inputs-absent", list]), &[], None);
+        assert!(asked(id).is_ok());
+        assert!(asked(&format!("{id},openclaw-staged-{}", "ab".repeat(32))).is_ok());
+        for bad in [
+            "",
+            "../../etc",
+            "openclaw-staged-x",
+            "skills",
+            &format!("{id},.."),
+            &format!("{id}/x"),
+            &vec![id; 257].join(","),
+        ] {
+            let err = asked(bad).unwrap_err();
+            assert!(
+                err.contains("is not a list of at most 256 staged-input directory names"),
+                "{bad:?}: {err}"
+            );
+        }
         // What the method may run gets through.
         let a = admission(Method::EnsureRuntime, Access::ReadOnly, None);
         assert!(
-            a.admit(&argv("workspace", &["unpack", &stage, "agent"]), &[], true)
-                .is_ok()
+            a.admit(
+                &argv("workspace", &["unpack", &stage, "agent"]),
+                &[],
+                Some("agent")
+            )
+            .is_ok()
         );
         assert!(
-            a.admit(&argv("workspace", &["describe"]), &[], false)
+            a.admit(&argv("workspace", &["describe"]), &[], None)
                 .is_ok()
         );
         let p = CallAdmission::new(Method::Preflight, &settings(Access::None), None, None, 1);
-        assert!(p.admit(&argv("preflight", &[]), &[], false).is_ok());
+        assert!(p.admit(&argv("preflight", &[]), &[], None).is_ok());
         // A call whose settings give no layout runs nothing.
         let broken = CallAdmission::new(
             Method::ReadFile,
@@ -662,7 +757,7 @@ mod tests {
         );
         assert!(
             broken
-                .admit(&argv("workspace", &["describe"]), &[], false)
+                .admit(&argv("workspace", &["describe"]), &[], None)
                 .unwrap_err()
                 .contains("scope: bad")
         );
@@ -693,7 +788,7 @@ mod tests {
         let nonce = "0123456789abcdef".repeat(2);
         let honest = serde_json::json!({"command": "make test", "env": {"CI": "1"}, "args": [], "nonce": nonce});
         let (run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
-        let admitted = a.admit(&run, &stdin, false).unwrap();
+        let admitted = a.admit(&run, &stdin, None).unwrap();
         assert_eq!(exec_nonce(&admitted, &stdin), Some(nonce.clone()));
         let with = |key: &str, value: Value| {
             let mut h = honest.clone();
@@ -773,16 +868,16 @@ mod tests {
         ];
         for (header, rest, args, expected) in cases {
             let (run, stdin) = exec_run(header.clone(), rest, args);
-            let err = a.admit(&run, &stdin, false).unwrap_err();
+            let err = a.admit(&run, &stdin, None).unwrap_err();
             assert!(err.contains(expected), "{header} {args:?}: {err}");
         }
         // A header length past the end of stdin, or no count at all.
         let (mut run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
         *run.last_mut().unwrap() = (stdin.len() + 1).to_string();
-        let err = a.admit(&run, &stdin, false).unwrap_err();
+        let err = a.admit(&run, &stdin, None).unwrap_err();
         assert!(err.contains("stdin is shorter than its header"), "{err}");
         *run.last_mut().unwrap() = "12 ".into();
-        let err = a.admit(&run, &stdin, false).unwrap_err();
+        let err = a.admit(&run, &stdin, None).unwrap_err();
         assert!(
             err.contains("argument 4 of exec exec: must be a count"),
             "{err}"
@@ -800,13 +895,13 @@ mod tests {
         let (run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
         assert!(
             shell
-                .admit(&run, &stdin, false)
+                .admit(&run, &stdin, None)
                 .unwrap_err()
                 .contains("may not run exec exec")
         );
         let none = admission(Method::ReadFile, Access::ReadWrite, None);
         assert!(
-            none.admit(&run, &stdin, false)
+            none.admit(&run, &stdin, None)
                 .unwrap_err()
                 .contains("may not run exec exec")
         );
@@ -825,7 +920,7 @@ mod tests {
         let envelope_of = |method: Method, a: Asked| {
             let adm = admission(method, Access::ReadWrite, Some(a));
             let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "0"]);
-            let run = adm.admit(&run, &stdin, false).unwrap();
+            let run = adm.admit(&run, &stdin, None).unwrap();
             serde_json::from_str::<Value>(&run[4]).unwrap()
         };
         assert_eq!(envelope_of(Method::Exec, asked(true, "exec"))["tty"], true);
@@ -840,7 +935,7 @@ mod tests {
         let mut forged = header.clone();
         forged["tty"] = Value::Bool(true);
         let (run, stdin) = exec_run(forged, b"", ["workspace", "", "0"]);
-        let err = adm.admit(&run, &stdin, false).unwrap_err();
+        let err = adm.admit(&run, &stdin, None).unwrap_err();
         assert!(err.contains("carries \"tty\""), "{err}");
     }
 
@@ -855,11 +950,11 @@ mod tests {
         let header =
             serde_json::json!({"command": "x", "env": {}, "args": [], "nonce": "a".repeat(32)});
         let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "7200000"]);
-        assert!(a.admit(&run, &stdin, false).is_ok());
+        assert!(a.admit(&run, &stdin, None).is_ok());
         let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "0"]);
-        assert!(a.admit(&run, &stdin, false).is_ok(), "no limit of its own");
+        assert!(a.admit(&run, &stdin, None).is_ok(), "no limit of its own");
         let (run, stdin) = exec_run(header, b"", ["workspace", "", "7200001"]);
-        let err = a.admit(&run, &stdin, false).unwrap_err();
+        let err = a.admit(&run, &stdin, None).unwrap_err();
         assert!(
             err.contains("not within the host's bound of 7200000 ms"),
             "{err}"

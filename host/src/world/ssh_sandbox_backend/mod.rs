@@ -433,7 +433,7 @@ impl SandboxBackend {
         let admit = admission.clone();
         let mut ssh = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines.clone())
             .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
-                admit.admit(ask.argv, ask.stdin, false)
+                admit.admit(ask.argv, ask.stdin, None)
             }))
             .with_describe(admission::describe());
         if method == Method::Exec
@@ -459,10 +459,12 @@ impl SandboxBackend {
             }
         }
         // Uploads run through an exec state of their own, admitted the same
-        // way: a stream goes only into the workspace script's unpack.
+        // way: a root streams only into the operation that takes it (a
+        // workspace into unpack, the skills into the skills refresh, staged
+        // inputs into theirs).
         let upload_exec = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines)
             .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
-                admission.admit(ask.argv, ask.stdin, true)
+                admission.admit(ask.argv, ask.stdin, ask.streamed)
             }))
             .with_describe(admission::describe());
         let data = SandboxCallData {

@@ -15,7 +15,12 @@
 //! - `upload-agent`, `upload-skills`, `upload-into-exec`, `upload-unapproved`:
 //!   stream a local workspace the caller did not name, or into a script that
 //!   must not take it; `forged-skills`: the skills refresh with an archive of
-//!   the component's own;
+//!   the component's own; `workspace-into-inputs`, `inputs-into-unpack`,
+//!   `forged-inputs`, `inputs-names`, `inputs-unstaged`,
+//!   `inputs-absent-names`: the staged-inputs refresh fed another root, the
+//!   inputs fed elsewhere, an archive of the component's own, names that
+//!   leave the root or that it does not hold, a question about paths that
+//!   are no staged-input directories;
 //! - `approved`: the workspace script's `describe`, which the grant and the
 //!   method let through.
 //!
@@ -82,6 +87,8 @@ fn upload_outcome(r: Result<ssh_exec::ExecOutput, local_workspace::UploadError>)
 }
 
 const NONCE: &str = "0123456789abcdef0123456789abcdef";
+/// The staged-input directory the test's workspace holds.
+const STAGED: &str = "openclaw-staged-0b9c5a4e-2f4d-4c1a-9e8f-1234567890ab";
 
 /// The exec script in `mode`, in the workspace, with a header naming `command`.
 fn exec_call(mode: &str, command: &str) -> (Vec<String>, Vec<u8>) {
@@ -393,6 +400,59 @@ fn attack(name: &str) -> String {
                 t,
                 &argv("python3", WORKSPACE, "workspace", &["skills"]),
                 b"skills of the component's choosing",
+                1000,
+            )
+        }),
+        "workspace-into-inputs" => upload_outcome(local_workspace::upload(
+            WorkspaceRoot::Workspace,
+            t,
+            &argv("python3", WORKSPACE, "workspace", &["inputs"]),
+            1000,
+        )),
+        "inputs-into-unpack" => upload_outcome(local_workspace::upload_entries(
+            WorkspaceRoot::Inputs,
+            &[STAGED.to_string()],
+            t,
+            &argv(
+                "python3",
+                WORKSPACE,
+                "workspace",
+                &["unpack", NONCE, "workspace"],
+            ),
+            1000,
+        )),
+        "forged-inputs" => run(|| {
+            ssh_exec::exec(
+                t,
+                &argv("python3", WORKSPACE, "workspace", &["inputs"]),
+                b"inputs of the component's choosing",
+                1000,
+            )
+        }),
+        "inputs-names" => upload_outcome(local_workspace::upload_entries(
+            WorkspaceRoot::Inputs,
+            &["../..".to_string()],
+            t,
+            &argv("python3", WORKSPACE, "workspace", &["inputs"]),
+            1000,
+        )),
+        "inputs-unstaged" => upload_outcome(local_workspace::upload_entries(
+            WorkspaceRoot::Inputs,
+            &["passwd".to_string()],
+            t,
+            &argv("python3", WORKSPACE, "workspace", &["inputs"]),
+            1000,
+        )),
+        "inputs-absent-names" => run(|| {
+            ssh_exec::exec(
+                t,
+                &argv(
+                    "python3",
+                    WORKSPACE,
+                    "workspace",
+                    &["inputs-absent", "../etc"],
+                ),
+                &[],
                 1000,
             )
         }),
