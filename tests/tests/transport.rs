@@ -270,3 +270,142 @@ async fn every_ending_of_an_exec_over_the_master() {
         "the exec after a dead master runs over a new one"
     );
 }
+
+/// One OpenSSH mux packet: its length, then `words` (big-endian).
+fn mux_packet(words: &[u32]) -> Vec<u8> {
+    let mut packet = ((words.len() * 4) as u32).to_be_bytes().to_vec();
+    for word in words {
+        packet.extend_from_slice(&word.to_be_bytes());
+    }
+    packet
+}
+
+/// Read one mux packet and return its message type.
+async fn mux_read(stream: &mut tokio::net::UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let len = stream.read_u32().await? as usize;
+    let mut body = vec![0; len];
+    stream.read_exact(&mut body).await?;
+    let kind = u32::from_be_bytes(body[..4].try_into().unwrap());
+    Ok((kind, body))
+}
+
+/// A master can end between the alive check an exec makes and the session it
+/// opens (its own idle timer runs from its last session's end). Here a stand-in
+/// takes the master's socket: it answers the alive check as a master would,
+/// then refuses the session (closing the connection) and is gone, as a master
+/// ending does. The exec connects a new master and runs its command, once.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the test hosts: run tests/run.sh"]
+async fn a_master_ending_as_a_session_opens_is_replaced_and_the_command_runs_once() {
+    use tokio::io::AsyncWriteExt;
+    const HELLO: u32 = 0x0000_0001;
+    const ALIVE_CHECK: u32 = 0x1000_0004;
+    const NEW_SESSION: u32 = 0x1000_0002;
+    const ALIVE: u32 = 0x8000_0005;
+
+    let rig = Rig::load();
+    let host = &rig.hosts[0];
+    let configuration = json!({
+        "ssh": {"identityFile": rig.identity, "knownHostsFile": rig.known_hosts},
+        "hosts": {"h": {"address": host.address, "port": host.port, "user": "root"}},
+        "runtime": {"nodePath": rig.node},
+    });
+    let grant = SshGrant::from_configuration(&configuration, &[]).unwrap();
+    let host_grant = grant.hosts["h"].clone();
+    let ssh = LiveSsh::new(grant).unwrap();
+    let on_line = |_: &str| {};
+    let cancel = CancellationToken::new();
+    let run = |script: String| {
+        let (ssh, host_grant, on_line, cancel) = (&ssh, &host_grant, &on_line, &cancel);
+        async move {
+            let argv = vec!["sh".to_owned(), "-c".to_owned(), script];
+            ssh.exec(ExecRequest {
+                alias: "h",
+                host: host_grant,
+                argv: &argv,
+                stdin: &[],
+                timeout: Duration::from_secs(30),
+                on_line,
+                cancel,
+                stdin_stream: None,
+                output: None,
+            })
+            .await
+        }
+    };
+    let marker = format!("/tmp/occ-once-{}", std::process::id());
+    let first = run(format!("rm -f {marker}")).await.unwrap();
+    assert_eq!(first.exit_status, Some(0));
+    let old_pid = ssh.master_pids()[0].1;
+    let socket = ssh.master_sockets()[0].1.clone();
+
+    // The real master keeps running, its socket moved aside.
+    std::fs::rename(&socket, socket.with_extension("moved")).unwrap();
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let checks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let refused = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stand_in = {
+        let (checks, refused, socket) = (checks.clone(), refused.clone(), socket.clone());
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                stream.write_all(&mux_packet(&[HELLO, 4])).await.unwrap();
+                let (kind, _) = mux_read(&mut stream).await.unwrap();
+                assert_eq!(kind, HELLO);
+                let (kind, body) = mux_read(&mut stream).await.unwrap();
+                match kind {
+                    ALIVE_CHECK => {
+                        let rid = u32::from_be_bytes(body[4..8].try_into().unwrap());
+                        stream
+                            .write_all(&mux_packet(&[ALIVE, rid, old_pid]))
+                            .await
+                            .unwrap();
+                        checks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    NEW_SESSION => {
+                        // Gone before the session's answer, as a master ending.
+                        refused.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let _ = std::fs::remove_file(&socket);
+                        return;
+                    }
+                    other => panic!("unexpected mux message {other:#x}"),
+                }
+            }
+        })
+    };
+
+    let out = run(format!("echo ran >> {marker}; cat {marker}"))
+        .await
+        .expect("the exec after its master ended as the session opened");
+    assert_eq!(out.exit_status, Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ran\n",
+        "the command ran once"
+    );
+    stand_in.await.unwrap();
+    assert_eq!(
+        checks.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one alive check answered"
+    );
+    assert_eq!(
+        refused.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one session refused"
+    );
+    let now = ssh.master_pids();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now[0].1, old_pid, "the exec ran over a new master");
+    assert_ne!(
+        ssh.master_sockets()[0].1,
+        socket,
+        "in a directory of its own"
+    );
+
+    let _ = run(format!("rm -f {marker}")).await;
+    let _ = std::process::Command::new("kill")
+        .arg(old_pid.to_string())
+        .status();
+}

@@ -13,8 +13,11 @@
 //!   starting new ones. A failed connect is remembered for the grant's backoff,
 //!   and execs during it fail at once with that error.
 //! - Masters persist only while in use: one idle longer than the grant's
-//!   `idle_master` is closed, and each master also exits on its own after that
-//!   idle time (`ControlPersist`), should this process die without closing it.
+//!   `idle_master` is closed, and each master also exits on its own after
+//!   twice that idle time (`ControlPersist`), should this process die without
+//!   closing it. A master found gone (or ending as an exec opens its session,
+//!   so that its command never started) is replaced by a new connect, once
+//!   per exec.
 //!   A backend dropped (the process ending) closes its masters.
 //! - Control sockets live in a per-user directory (0700); each process uses a
 //!   subdirectory named after its pid and start time, and at start the
@@ -287,6 +290,20 @@ impl LiveSsh {
         pids
     }
 
+    /// The control sockets of the masters serving now, by alias.
+    pub fn master_sockets(&self) -> Vec<(String, PathBuf)> {
+        let conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sockets: Vec<(String, PathBuf)> = conns
+            .iter()
+            .filter_map(|(alias, c)| match c {
+                Conn::Ready { master, .. } => Some((alias.clone(), master.socket().to_path_buf())),
+                _ => None,
+            })
+            .collect();
+        sockets.sort();
+        sockets
+    }
+
     /// Close masters idle longer than the grant allows. Only runs inside a
     /// Tokio runtime (there is none when a backend is built for `check`).
     fn start_idle_reaper(&self) {
@@ -358,20 +375,7 @@ impl LiveSsh {
                         return Ok(master);
                     }
                     tracing::debug!(host = alias, "ssh master is gone; reconnecting");
-                    let gone = {
-                        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-                        match conns.get(alias) {
-                            Some(Conn::Ready { master: m, .. }) if Arc::ptr_eq(m, &master) => {
-                                conns.insert(alias.to_string(), Conn::Idle);
-                                true
-                            }
-                            _ => false,
-                        }
-                    };
-                    if gone {
-                        // Its files (a socket nothing answers) go with it.
-                        master.exit().await;
-                    }
+                    self.forget(alias, &master).await;
                 }
                 Next::Wait(mut rx) => {
                     let result = rx
@@ -386,6 +390,25 @@ impl LiveSsh {
                     }
                 }
             }
+        }
+    }
+
+    /// Drop `master`, found gone, so that the next exec connects anew (unless
+    /// another exec already replaced it); its files, a socket nothing
+    /// answers, go with it.
+    async fn forget(&self, alias: &str, master: &Arc<Master>) {
+        let gone = {
+            let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+            match conns.get(alias) {
+                Some(Conn::Ready { master: m, .. }) if Arc::ptr_eq(m, master) => {
+                    conns.insert(alias.to_string(), Conn::Idle);
+                    true
+                }
+                _ => false,
+            }
+        };
+        if gone {
+            master.exit().await;
         }
     }
 
@@ -440,16 +463,15 @@ impl LiveSsh {
         });
     }
 
-    async fn run(&self, master: &Master, req: ExecRequest<'_>) -> Result<ExecOutput, ExecError> {
-        if req.argv.is_empty() {
-            return Err(ExecError::Io("empty argument vector".into()));
-        }
+    /// Feed and read the session `child` opened on `master` for `req` until
+    /// the remote command ends.
+    async fn run(
+        &self,
+        master: &Master,
+        mut child: openssh::Child<&openssh::Session>,
+        req: ExecRequest<'_>,
+    ) -> Result<ExecOutput, ExecError> {
         let bounds = &self.grant.bounds;
-        let mut child = master
-            .command(&remote_command(req.argv))
-            .spawn()
-            .await
-            .map_err(|e| ExecError::Io(format!("{}: {}", req.alias, error_text(&e))))?;
         let mut child_stdin = child
             .stdin()
             .take()
@@ -603,28 +625,66 @@ const CONNECT_SLACK: Duration = Duration::from_secs(5);
 impl ExecBackend for LiveSsh {
     fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
         Box::pin(async move {
+            if req.argv.is_empty() {
+                return Err(ExecError::Io("empty argument vector".into()));
+            }
             let cancel = req.cancel.clone();
             // Connecting is bounded by the installation's connect timeout; the
             // operation bound counts from the moment the command starts, so that
             // the helper's own deadline (below the bound, from its start) always
             // falls first, however long the connection took.
             let connect_bound = self.grant.connect_timeout + CONNECT_SLACK;
-            let master = tokio::select! {
-                r = tokio::time::timeout(connect_bound, self.master(req.alias, req.host)) => match r {
-                    Ok(master) => master?,
-                    Err(_) => return Err(ExecError::Connect(format!(
-                        "{}: no connection within {} s", req.alias, connect_bound.as_secs()
-                    ))),
-                },
-                () = cancel.cancelled() => return Err(ExecError::Cancelled),
-            };
             let bound = req.timeout.min(self.grant.bounds.operation);
-            tokio::select! {
-                // Dropping the run closes its mux session and pipes, and the
-                // master closes the channel: the remote side sees its session
-                // close.
-                r = tokio::time::timeout(bound, self.run(&master, req)) => r.unwrap_or(Err(ExecError::Timeout)),
-                () = cancel.cancelled() => Err(ExecError::Cancelled),
+            let line = remote_command(req.argv);
+            let mut reconnected = false;
+            loop {
+                let master = tokio::select! {
+                    r = tokio::time::timeout(connect_bound, self.master(req.alias, req.host)) => match r {
+                        Ok(master) => master?,
+                        Err(_) => return Err(ExecError::Connect(format!(
+                            "{}: no connection within {} s", req.alias, connect_bound.as_secs()
+                        ))),
+                    },
+                    () = cancel.cancelled() => return Err(ExecError::Cancelled),
+                };
+                let started = Instant::now();
+                let mut command = master.command(&line);
+                let opened = tokio::select! {
+                    r = tokio::time::timeout(bound, command.spawn()) => match r {
+                        Ok(opened) => opened,
+                        Err(_) => return Err(ExecError::Timeout),
+                    },
+                    () = cancel.cancelled() => return Err(ExecError::Cancelled),
+                };
+                let child = match opened {
+                    Ok(child) => child,
+                    // The master can end between its alive check and this
+                    // session (its own idle timer, counted from its last
+                    // session's end, or a dropped connection). The master
+                    // refused the session, so the remote command did not
+                    // start: connect anew and open it once more.
+                    Err(e) if !reconnected && !master.is_alive().await => {
+                        tracing::debug!(
+                            host = req.alias,
+                            "ssh master ended as a session opened ({}); reconnecting",
+                            error_text(&e)
+                        );
+                        self.forget(req.alias, &master).await;
+                        reconnected = true;
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(ExecError::Io(format!("{}: {}", req.alias, error_text(&e))));
+                    }
+                };
+                let left = bound.saturating_sub(started.elapsed());
+                return tokio::select! {
+                    // Dropping the run closes its mux session and pipes, and the
+                    // master closes the channel: the remote side sees its session
+                    // close.
+                    r = tokio::time::timeout(left, self.run(&master, child, req)) => r.unwrap_or(Err(ExecError::Timeout)),
+                    () = cancel.cancelled() => Err(ExecError::Cancelled),
+                };
             }
         })
     }

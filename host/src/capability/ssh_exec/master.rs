@@ -2,9 +2,10 @@
 //! ([`super::client`]), and the execs over its control socket:
 //!
 //! - the master: `<client> -F <config> -E <log> -S <socket> -M -f -N -o
-//!   ControlPersist=<idle>s -p <port> -l <user> -- <address>`; the client
-//!   forks into the background once authenticated, and exits on its own after
-//!   the idle time should this process die without closing it;
+//!   ControlPersist=<2 × idle>s -p <port> -l <user> -- <address>`; the
+//!   client forks into the background once authenticated, and exits on its
+//!   own after twice the idle time should this process die without closing
+//!   it;
 //! - each exec: a session this process opens itself over the control socket,
 //!   speaking OpenSSH's mux protocol (the openssh crate's native mux, which
 //!   only ever resumes a socket: it never runs a program). Its standard
@@ -82,7 +83,11 @@ impl Master {
             .arg("-S")
             .arg(&socket)
             .args(["-M", "-f", "-N", "-o"])
-            .arg(format!("ControlPersist={}s", idle.as_secs().max(1)))
+            // Twice the idle bound: the reaper of a live process closes an
+            // idle master within 1.5 times the bound of its last session's
+            // start, so the master's own timer only ever ends one whose
+            // process died.
+            .arg(format!("ControlPersist={}s", (idle * 2).as_secs().max(1)))
             .arg("-p")
             .arg(host.port.to_string())
             .arg("-l")
@@ -147,6 +152,11 @@ impl Master {
     /// The master's process id, as `-O check` reported it.
     pub(crate) fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// The control socket this process speaks the mux protocol to.
+    pub(crate) fn socket(&self) -> &Path {
+        &self.socket
     }
 
     /// `-O check`: the master's pid when it answers.
