@@ -272,6 +272,15 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
     let refusals = records.iter().filter(|r| r["event"] == "refused").count();
     let begun: Vec<&Value> = records.iter().filter(|r| r["event"] == "begin").collect();
     assert!(refusals > refused.len(), "{refusals} refusals in {audit}");
+    // A local-workspace refusal names the root as the WIT spells it.
+    let mut roots: Vec<&str> = records
+        .iter()
+        .filter(|r| r["event"] == "refused" && r["capability"] == "local-workspace")
+        .filter_map(|r| r["root"].as_str())
+        .collect();
+    roots.sort_unstable();
+    roots.dedup();
+    assert_eq!(roots, ["agent", "inputs", "skills"], "{audit}");
     assert_eq!(begun.len(), 1, "{begun:?}");
     assert_eq!(begun[0]["argv"][3], "workspace");
     // It ran with the host's envelope (long: audited as its length and

@@ -437,13 +437,13 @@ fn an_unreachable_host_is_retryable_and_named() {
     assert!(v["reason"].as_str().unwrap().contains("host gone"), "{v}");
 }
 
-/// Cancelling while the remote helper waits for readiness kills the ssh client:
-/// the call answers `cancelled`, the audit records the exec as cancelled, the
+/// Cancelling while the remote helper waits for readiness closes its ssh
+/// session: the call answers `cancelled`, the audit records the exec as cancelled, the
 /// helper (its session gone) never writes `served.json`, and the retry converges
 /// on the exact revision and its readiness.
 #[test]
 #[ignore = "needs the disposable test hosts: run tests/run.sh"]
-fn cancelling_mid_exec_kills_the_client_and_the_retry_converges() {
+fn cancelling_mid_exec_closes_the_session_and_the_retry_converges() {
     use std::sync::{Arc, Mutex};
 
     use occ_driver_host::{

@@ -57,7 +57,7 @@ impl LocalWorkspaceState {
             .audit
             .event(
                 "refused",
-                json!({"capability": "local-workspace", "root": format!("{root:?}").to_lowercase(), "message": message}),
+                json!({"capability": "local-workspace", "root": root_name(root), "message": message}),
             )
             .map_err(|e| wit::UploadError::Local(e.to_string()))
     }
