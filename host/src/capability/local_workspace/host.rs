@@ -75,25 +75,33 @@ impl LocalWorkspaceState {
         })
     }
 
-    /// Stream `root` (only its top-level entries `only`, when named) into
-    /// `argv` on `host`.
+    /// [`Self::admitted`], for a root that must exist to be sent: an empty
+    /// tree is no tree at all.
+    fn admitted_to_send(
+        &self,
+        root: wit::WorkspaceRoot,
+    ) -> Result<std::path::PathBuf, wit::UploadError> {
+        match self.admitted(root)? {
+            Some(dir) => Ok(dir),
+            None => {
+                let m = "there is nothing to upload: the root does not exist".to_string();
+                self.refused(root, &m)?;
+                Err(wit::UploadError::Local(m))
+            }
+        }
+    }
+
+    /// Stream `dir`, the admitted `root` (only its top-level entries `only`,
+    /// when named), into `argv` on `host`.
     async fn send(
         &mut self,
         root: wit::WorkspaceRoot,
+        dir: std::path::PathBuf,
         only: Option<Vec<String>>,
         host: String,
         argv: Vec<String>,
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
-        let dir = match self.admitted(root)? {
-            Some(d) => d,
-            // An empty tree is no tree at all: nothing is sent.
-            None => {
-                let m = "there is nothing to upload: the root does not exist".to_string();
-                self.refused(root, &m)?;
-                return Err(wit::UploadError::Local(m));
-            }
-        };
         let (reader, mut writer) =
             std::io::pipe().map_err(|e| wit::UploadError::Local(format!("pipe: {e}")))?;
         let bounds = self.grant.bounds;
@@ -208,28 +216,15 @@ impl wit::Host for LocalWorkspaceState {
         argv: Vec<String>,
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
-        self.send(root, None, host, argv, timeout_ms).await
+        let dir = self.admitted_to_send(root)?;
+        self.send(root, dir, None, host, argv, timeout_ms).await
     }
 
     async fn entries(&mut self, root: wit::WorkspaceRoot) -> Result<Vec<String>, wit::UploadError> {
-        let Some(dir) = self.admitted(root)? else {
-            return Ok(Vec::new());
-        };
-        let listed = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<String>> {
-            let mut names = Vec::new();
-            for entry in std::fs::read_dir(&dir)? {
-                // A name that is not UTF-8 cannot be named back in
-                // `upload-entries`; it is left out.
-                if let Ok(name) = entry?.file_name().into_string() {
-                    names.push(name);
-                }
-            }
-            names.sort();
-            Ok(names)
-        })
-        .await
-        .map_err(|e| wit::UploadError::Local(format!("the listing failed: {e}")))?;
-        listed.map_err(|e| wit::UploadError::Local(format!("listing {}: {e}", root_name(root))))
+        match self.admitted(root)? {
+            Some(dir) => list(root, dir).await,
+            None => Ok(Vec::new()),
+        }
     }
 
     async fn upload_entries(
@@ -253,8 +248,9 @@ impl wit::Host for LocalWorkspaceState {
             return Err(wit::UploadError::Local(m));
         }
         // Checked before anything connects; the walk checks again.
-        let held = self.entries(root).await?;
-        if let Some(missing) = names.iter().find(|n| !held.contains(n)) {
+        let dir = self.admitted_to_send(root)?;
+        let held = list(root, dir.clone()).await?;
+        if let Some(missing) = names.iter().find(|n| held.binary_search(n).is_err()) {
             let m = format!(
                 "the {} root holds no entry {}",
                 root_name(root),
@@ -263,8 +259,31 @@ impl wit::Host for LocalWorkspaceState {
             self.refused(root, &m)?;
             return Err(wit::UploadError::Local(m));
         }
-        self.send(root, Some(names), host, argv, timeout_ms).await
+        self.send(root, dir, Some(names), host, argv, timeout_ms)
+            .await
     }
+}
+
+/// The names of the top-level entries of `dir`, the admitted `root`, sorted.
+/// A name that is not UTF-8 cannot be named back in `upload-entries`; it is
+/// left out.
+async fn list(
+    root: wit::WorkspaceRoot,
+    dir: std::path::PathBuf,
+) -> Result<Vec<String>, wit::UploadError> {
+    let listed = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&dir)? {
+            if let Ok(name) = entry?.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
+    })
+    .await
+    .map_err(|e| wit::UploadError::Local(format!("the listing failed: {e}")))?;
+    listed.map_err(|e| wit::UploadError::Local(format!("listing {}: {e}", root_name(root))))
 }
 
 #[cfg(test)]
