@@ -7,12 +7,29 @@
 use std::time::{Duration, Instant};
 
 use occ_driver_host::capability::ssh_exec::live::LiveSsh;
-use occ_driver_host::capability::ssh_exec::{ExecBackend, ExecError, ExecRequest, SshGrant};
+use occ_driver_host::capability::ssh_exec::{
+    ExecBackend, ExecError, ExecRequest, HostGrant, SshGrant,
+};
 use occ_e2e::rig::Rig;
 use serde_json::json;
 use tokio::io::copy_bidirectional;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
+
+/// A transport to the rig's first host, as `root` under the alias `h`, and
+/// that host's grant.
+fn live_on_first_host() -> (LiveSsh, HostGrant) {
+    let rig = Rig::load();
+    let host = &rig.hosts[0];
+    let configuration = json!({
+        "ssh": {"identityFile": rig.identity, "knownHostsFile": rig.known_hosts},
+        "hosts": {"h": {"address": host.address, "port": host.port, "user": "root"}},
+        "runtime": {"nodePath": rig.node},
+    });
+    let grant = SshGrant::from_configuration(&configuration, &[]).unwrap();
+    let host_grant = grant.hosts["h"].clone();
+    (LiveSsh::new(grant).unwrap(), host_grant)
+}
 
 /// How long the proxy holds each connection before forwarding it.
 const CONNECT_DELAY: Duration = Duration::from_millis(2500);
@@ -123,16 +140,7 @@ async fn the_operation_bound_counts_from_the_command_not_the_connection() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the test hosts: run tests/run.sh"]
 async fn every_ending_of_an_exec_over_the_master() {
-    let rig = Rig::load();
-    let host = &rig.hosts[0];
-    let configuration = json!({
-        "ssh": {"identityFile": rig.identity, "knownHostsFile": rig.known_hosts},
-        "hosts": {"h": {"address": host.address, "port": host.port, "user": "root"}},
-        "runtime": {"nodePath": rig.node},
-    });
-    let grant = SshGrant::from_configuration(&configuration, &[]).unwrap();
-    let host_grant = grant.hosts["h"].clone();
-    let ssh = LiveSsh::new(grant).unwrap();
+    let (ssh, host_grant) = live_on_first_host();
     let on_line = |_: &str| {};
     let exec = |script: &str, stdin: &'static [u8], cancel: CancellationToken| {
         let argv = vec![
@@ -304,16 +312,7 @@ async fn a_master_ending_as_a_session_opens_is_replaced_and_the_command_runs_onc
     const NEW_SESSION: u32 = 0x1000_0002;
     const ALIVE: u32 = 0x8000_0005;
 
-    let rig = Rig::load();
-    let host = &rig.hosts[0];
-    let configuration = json!({
-        "ssh": {"identityFile": rig.identity, "knownHostsFile": rig.known_hosts},
-        "hosts": {"h": {"address": host.address, "port": host.port, "user": "root"}},
-        "runtime": {"nodePath": rig.node},
-    });
-    let grant = SshGrant::from_configuration(&configuration, &[]).unwrap();
-    let host_grant = grant.hosts["h"].clone();
-    let ssh = LiveSsh::new(grant).unwrap();
+    let (ssh, host_grant) = live_on_first_host();
     let on_line = |_: &str| {};
     let cancel = CancellationToken::new();
     let run = |script: String| {

@@ -85,6 +85,25 @@ function bridgeContext(local, handle) {
   };
 }
 
+/**
+ * The rows of `sequence` through OpenClaw's backend (`theirs`) and ours
+ * (`mine`) are equal, except where ours differs on purpose: there each side's
+ * answer is pinned, and the remote trees (compared by the caller) still agree.
+ * OpenClaw resolves a recursive remove of `into-skills/demo` (`into-skills` a
+ * link to `skills`) by the link's parent, so it looks for `demo` beside the
+ * link, finds nothing and reports success with the skill still there; ours
+ * resolves the link and refuses, as the skills directory is read-only.
+ */
+function sameBesidesOnPurpose(theirs, mine) {
+  const onPurpose = { "remove through a link": { theirs: null, ours: "error" } };
+  for (const [name, { theirs: t, ours: o }] of Object.entries(onPurpose)) {
+    assert.deepEqual(theirs.find(([n]) => n === name)?.[1], t, `OpenClaw's backend: ${name}`);
+    assert.deepEqual(mine.find(([n]) => n === name)?.[1], o, `ours: ${name}`);
+  }
+  const agreed = (rows) => rows.filter(([name]) => !(name in onPurpose));
+  assert.deepEqual(agreed(mine), agreed(theirs));
+}
+
 /** Run what a handle's buildExecSpec returns, as OpenClaw does; then finalize. */
 async function exec(handle, command) {
   const spec = await handle.buildExecSpec({ command, env: {}, usePty: false });
@@ -313,19 +332,7 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
     assert.equal(ourHandle.runtimeId, theirHandle.runtimeId, "the same runtime id for the same scope");
     const theirs = await sequence(theirHandle, local);
     const mine = await sequence(ourHandle, local);
-    // Where ours differs on purpose, each side's answer is pinned here and the
-    // remote trees below still agree. OpenClaw resolves a recursive remove of
-    // `into-skills/demo` (`into-skills` a link to `skills`) by the link's
-    // parent, so it looks for `demo` beside the link, finds nothing and
-    // reports success with the skill still there; ours resolves the link and
-    // refuses, as the skills directory is read-only.
-    const onPurpose = { "remove through a link": { theirs: null, ours: "error" } };
-    for (const [name, { theirs: t, ours: o }] of Object.entries(onPurpose)) {
-      assert.deepEqual(theirs.find(([n]) => n === name)?.[1], t, `OpenClaw's backend: ${name}`);
-      assert.deepEqual(mine.find(([n]) => n === name)?.[1], o, `ours: ${name}`);
-    }
-    const agreed = (rows) => rows.filter(([name]) => !(name in onPurpose));
-    assert.deepEqual(agreed(mine), agreed(theirs));
+    sameBesidesOnPurpose(theirs, mine);
     // Closing a terminal command's stdin ends its input: ours sends the
     // terminal's end-of-file character. (OpenClaw's own `ssh -tt` sends an
     // SSH end of input, which sshd does not pass to a terminal: its command
@@ -405,14 +412,7 @@ test("differential: ssh.command naming a copy of ssh, both backends run it, the 
     const ourHandle = await ours.createHandle(params(local, session, null));
     const theirs = await sequence(theirHandle, local);
     const mine = await sequence(ourHandle, local);
-    // The one row that differs on purpose, as in the differential test above.
-    const onPurpose = { "remove through a link": { theirs: null, ours: "error" } };
-    for (const [name, { theirs: t, ours: o }] of Object.entries(onPurpose)) {
-      assert.deepEqual(theirs.find(([n]) => n === name)?.[1], t, `OpenClaw's backend: ${name}`);
-      assert.deepEqual(mine.find(([n]) => n === name)?.[1], o, `ours: ${name}`);
-    }
-    const agreed = (rows) => rows.filter(([name]) => !(name in onPurpose));
-    assert.deepEqual(agreed(mine), agreed(theirs));
+    sameBesidesOnPurpose(theirs, mine);
     assert.equal(remoteTree(host, ourHandle.workdir), remoteTree(host, theirHandle.workdir));
     // Ours runs its master with the named client.
     const masters = processesRunning(client).filter((args) => args.includes(" -M "));
