@@ -1219,15 +1219,169 @@ def main(argv):
         sys.stdout.write(json.dumps(result) + "\n")
 
 
+def failure_line(e):
+    """The one JSON line a refusal or an OSError leaves on stderr."""
+    if isinstance(e, Refusal):
+        return json.dumps({"error": e.code, "message": e.message, "path": e.path}) + "\n"
+    code = ERRNO_CODES.get(e.errno, "remote")
+    where = e.filename if isinstance(e.filename, str) else None
+    return json.dumps({"error": code, "message": "%s: %s" % (where or "operation", e.strerror), "path": where}) + "\n"
+
+
+# --- serving: one process, many requests ----------------------------------------
+#
+# The host may keep this script running for one scope instead of starting it
+# for every operation:
+#   python3 -c <this text> workspace --serve <workspace root> <runtime id>
+# (no operation is named "--serve", so the component cannot ask for it: the
+# host builds this vector itself, with the values of the envelope it writes).
+# Each request is the argument vector a one-shot run would get after the
+# script's name, envelope first, and it is checked exactly as main() checks
+# one; an envelope naming another workspace root or runtime is refused.
+# Frames, each a 4-byte big-endian length and that many bytes of JSON:
+#   hello    {"serving": 1, "pid": <the serving process>}
+#   request  {"args": [<envelope>, <op>, <args...>], "stdin": <n>}, then n bytes
+#   answer   {"status": 0|1, "stdout": <n>, "stderr": <m>}, then n + m bytes
+# A frame over its bound, or not JSON of that shape, ends the process: the
+# host replaces it. The process ends when its stdin closes (the host closed
+# the session or died) and after IDLE_SECONDS without a request. A watcher
+# (the parent) kills it when the host's end of its stdout goes away, even
+# while it is stopped or stuck in a request.
+
+HEADER_MAX = 1 << 20
+DATA_MAX = 64 << 20
+IDLE_SECONDS = 900
+
+
+class Captured(object):
+    """sys.stdin or sys.stdout of one request: bytes in memory."""
+
+    def __init__(self, data=b""):
+        import io
+        self.buffer = io.BufferedReader(io.BytesIO(data)) if data else io.BytesIO()
+
+    def write(self, text):
+        self.buffer.write(text.encode("utf-8"))
+
+    def flush(self):
+        pass
+
+
+def read_exact(fd, n):
+    """n bytes from fd, or None at end of file before the first one."""
+    parts, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            if got == 0:
+                return None
+            raise EOFError("a frame ended early")
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def write_frame(fd, header, *data):
+    import struct
+    body = json.dumps(header).encode("utf-8")
+    view = memoryview(b"".join((struct.pack(">I", len(body)), body) + data))
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_frame(fd, idle):
+    """The next request (args, stdin), or None when stdin closed or the
+    process was idle for `idle` seconds."""
+    import select
+    import struct
+    ready, _, _ = select.select([fd], [], [], idle)
+    if not ready:
+        return None
+    size = read_exact(fd, 4)
+    if size is None:
+        return None
+    (n,) = struct.unpack(">I", size)
+    if n > HEADER_MAX:
+        raise ValueError("a request header of %d bytes" % n)
+    header = json.loads(read_exact(fd, n).decode("utf-8"))
+    args, length = header.get("args"), header.get("stdin")
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args) \
+            or not isinstance(length, int) or isinstance(length, bool) or not 0 <= length <= DATA_MAX:
+        raise ValueError("a request is {args: [strings], stdin: <length>}")
+    data = read_exact(fd, length) if length else b""
+    if data is None:
+        raise EOFError("a frame ended early")
+    return args, data
+
+
+def answer(root, runtime, args, data):
+    """One request, as a one-shot run would answer it: status, stdout, stderr."""
+    global GUARD
+    GUARD = None
+    saved = sys.stdin, sys.stdout
+    sys.stdin, sys.stdout = Captured(data), Captured()
+    status, err = 0, ""
+    try:
+        if args:
+            envelope = Envelope(args[0])
+            if (envelope.root, envelope.runtime) != (root, runtime):
+                raise Refusal("invalid-operation", "envelope: this process serves %s/%s, not %s/%s"
+                              % (root, runtime, envelope.root, envelope.runtime))
+        main(args)
+    except (Refusal, OSError) as e:
+        status, err = 1, failure_line(e)
+    except Exception:
+        import traceback
+        status, err = 1, traceback.format_exc()
+    finally:
+        out = sys.stdout.buffer.getvalue()
+        sys.stdin, sys.stdout = saved
+        GUARD = None
+    return status, out, err.encode("utf-8", "replace")
+
+
+def serve(root, runtime):
+    check_name(runtime, runtime)
+    if not root.startswith("/") or "\0" in root:
+        raise Refusal("invalid-operation", "--serve: the workspace root must be an absolute path")
+    import signal
+    down, up = os.pipe()
+    pid = os.fork()
+    if pid:
+        # The watcher: the server's end (the pipe) and the host's (stdout).
+        import select
+        os.close(up)
+        os.close(0)
+        poller = select.poll()
+        poller.register(down, select.POLLIN)
+        poller.register(1, select.POLLERR)
+        while True:
+            events = dict(poller.poll())
+            if down in events:
+                break
+            if 1 in events:
+                os.kill(pid, signal.SIGKILL)
+                break
+        _, status = os.waitpid(pid, 0)
+        os._exit(0)
+    os.close(down)
+    fin, fout = 0, 1
+    write_frame(fout, {"serving": 1, "pid": os.getpid()})
+    while True:
+        request = read_frame(fin, IDLE_SECONDS)
+        if request is None:
+            return
+        status, out, err = answer(root, runtime, *request)
+        write_frame(fout, {"status": status, "stdout": len(out), "stderr": len(err)}, out, err)
+
+
 if __name__ == "__main__":
     # sys.argv[0] is "-c" and sys.argv[1] the script's name ("workspace").
     try:
-        main(sys.argv[2:])
-    except Refusal as r:
-        sys.stderr.write(json.dumps({"error": r.code, "message": r.message, "path": r.path}) + "\n")
-        sys.exit(1)
-    except OSError as e:
-        code = ERRNO_CODES.get(e.errno, "remote")
-        where = e.filename if isinstance(e.filename, str) else None
-        sys.stderr.write(json.dumps({"error": code, "message": "%s: %s" % (where or "operation", e.strerror), "path": where}) + "\n")
+        if sys.argv[2:3] == ["--serve"] and len(sys.argv) == 5:
+            serve(sys.argv[3], sys.argv[4])
+        else:
+            main(sys.argv[2:])
+    except (Refusal, OSError) as e:
+        sys.stderr.write(failure_line(e))
         sys.exit(1)

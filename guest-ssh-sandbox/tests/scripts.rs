@@ -274,12 +274,22 @@ fn the_workspace_script_acts_only_on_what_the_envelope_grants() {
             "invalid-operation",
         ),
     ];
+    // Each case run as a one-shot run and as a request to a worker serving
+    // this runtime: the same refusal, and nothing changed.
+    let mut worker = Worker::start(&t.root(), RUNTIME);
     for (what, envelope, args, code) in cases {
         let (status, line) = refusal("workspace", envelope, args);
         assert_eq!(status, Some(1), "{what}: {line}");
         assert_eq!(code_of(&line), *code, "{what}: {line}");
         assert_eq!(t.tree(), before, "{what} changed something");
+        let mut request = vec![*envelope];
+        request.extend(args.iter().copied());
+        let (status, _, err) = worker.call(&request, b"");
+        assert_eq!(status, 1, "{what}, served: {err}");
+        assert_eq!(err.lines().last(), Some(line.as_str()), "{what}, served");
+        assert_eq!(t.tree(), before, "{what}, served, changed something");
     }
+    assert!(worker.ends_with_its_input());
     for op in ["write", "create", "mkdirp"] {
         let mut args = vec![op, "workspace", "new"];
         if op != "mkdirp" {
@@ -479,6 +489,224 @@ fn read_refuses_a_fifo_and_a_device_without_opening_them() {
         assert!(line.contains("not a regular file"), "{name}: {line}");
         // Opening the FIFO for reading would have blocked until a writer came.
         assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+}
+
+/// The workspace script serving one runtime (`--serve`), spoken to as the
+/// host speaks to it: 4-byte big-endian lengths, JSON headers, data.
+struct Worker {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: Option<std::process::ChildStdout>,
+    /// The serving process, as its hello names it.
+    pid: u32,
+}
+
+impl Worker {
+    fn start(root: &str, runtime: &str) -> Worker {
+        let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(text)
+            .args(["workspace", "--serve", root, runtime])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take();
+        let hello = read_header(stdout.as_mut().unwrap()).expect("a hello");
+        assert_eq!(hello["serving"], 1, "{hello}");
+        let pid = hello["pid"].as_u64().expect("the serving pid") as u32;
+        Worker {
+            child,
+            stdin,
+            stdout,
+            pid,
+        }
+    }
+
+    /// Send raw bytes.
+    fn send(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// One request: (status, stdout, stderr).
+    fn call(&mut self, args: &[&str], data: &[u8]) -> (i64, Vec<u8>, String) {
+        use std::io::Read;
+        let header = serde_json::json!({"args": args, "stdin": data.len()}).to_string();
+        let mut frame = (header.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(header.as_bytes());
+        frame.extend_from_slice(data);
+        self.send(&frame);
+        let stdout = self.stdout.as_mut().unwrap();
+        let answer = read_header(stdout).expect("an answer");
+        let mut out = vec![0u8; answer["stdout"].as_u64().unwrap() as usize];
+        let mut err = vec![0u8; answer["stderr"].as_u64().unwrap() as usize];
+        stdout.read_exact(&mut out).unwrap();
+        stdout.read_exact(&mut err).unwrap();
+        (
+            answer["status"].as_i64().unwrap(),
+            out,
+            String::from_utf8(err).unwrap(),
+        )
+    }
+
+    /// Close its stdin: both processes exit, the serving one at once.
+    fn ends_with_its_input(mut self) -> bool {
+        drop(self.stdin.take());
+        self.exits_within(10) == Some(0) && !alive(self.pid)
+    }
+
+    /// The watcher's exit status, if it exits within `seconds`.
+    fn exits_within(&mut self, seconds: u64) -> Option<i32> {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+        while std::time::Instant::now() < until {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        None
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.pid.to_string()])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// One frame's JSON header; none at end of file.
+fn read_header(r: &mut impl std::io::Read) -> Option<serde_json::Value> {
+    let mut size = [0u8; 4];
+    r.read_exact(&mut size).ok()?;
+    let mut header = vec![0u8; u32::from_be_bytes(size) as usize];
+    r.read_exact(&mut header).ok()?;
+    serde_json::from_slice(&header).ok()
+}
+
+/// The serving mode: what it answers is what a run of its own would, for
+/// this runtime alone; it ends on a frame out of bounds and with its input;
+/// and its watcher kills it, stopped, once its reader goes away.
+#[test]
+fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
+    let t = Target::new();
+    let write = t.envelope("writeFile", true).to_json();
+    let read = t.envelope("readFile", true).to_json();
+    let mut worker = Worker::start(&t.root(), RUNTIME);
+    let pid = worker.pid;
+    // Requests one after another, in one process: a write, then a read of it.
+    for round in 0..3 {
+        let text = format!("round {round}\n");
+        let (status, out, err) = worker.call(
+            &[&write, "write", "workspace", "notes/a.txt", "1"],
+            text.as_bytes(),
+        );
+        assert_eq!((status, err.as_str()), (0, ""));
+        assert_eq!(
+            String::from_utf8(out).unwrap().trim(),
+            r#"{"written": true}"#
+        );
+        let (status, out, _) =
+            worker.call(&[&read, "read", "workspace", "notes/a.txt", "100"], b"");
+        assert_eq!(status, 0);
+        assert_eq!(out, text.as_bytes());
+        // The same bytes as a run of its own reads.
+        let one_shot = run_workspace(&read, &["read", "workspace", "notes/a.txt", "100"], b"");
+        assert_eq!(one_shot.stdout, text.as_bytes());
+    }
+    assert_eq!(worker.pid, pid);
+    // Another scope's envelope is refused by this scope's worker, and the
+    // other runtime is untouched.
+    let mut other = t.envelope("writeFile", true);
+    other.runtime_id = Some("openclaw-ssh-other-00000000".into());
+    other.ops.push("mkdirp");
+    let before = t.tree();
+    let (status, _, err) = worker.call(&[&other.to_json(), "mkdirp", "workspace", "x"], b"");
+    assert_eq!(status, 1);
+    assert_eq!(
+        code_of(err.lines().last().unwrap()),
+        "invalid-operation",
+        "{err}"
+    );
+    assert!(err.contains("this process serves"), "{err}");
+    let mut root = t.envelope("writeFile", true);
+    root.workspace_root = "/tmp".into();
+    root.ops.push("mkdirp");
+    let (_, _, err) = worker.call(&[&root.to_json(), "mkdirp", "workspace", "x"], b"");
+    assert!(err.contains("this process serves"), "{err}");
+    assert_eq!(t.tree(), before);
+    // A frame over its bound ends the process; nothing was read past it.
+    worker.send(&(2u32 << 20).to_be_bytes());
+    assert_eq!(
+        worker.exits_within(10),
+        Some(0),
+        "the watcher ends with its server"
+    );
+    assert!(!alive(pid));
+    // A header that is not a request does too.
+    let mut worker = Worker::start(&t.root(), RUNTIME);
+    let junk = br#"{"argv": 1}"#;
+    let mut frame = (junk.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(junk);
+    worker.send(&frame);
+    assert_eq!(worker.exits_within(10), Some(0));
+    assert!(!alive(worker.pid));
+    // Stopped, and its reader gone (the host closed the session): the
+    // watcher kills it.
+    let mut worker = Worker::start(&t.root(), RUNTIME);
+    let pid = worker.pid;
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    drop(worker.stdout.take());
+    assert_eq!(worker.exits_within(10), Some(0));
+    assert!(!alive(pid), "the stopped worker {pid} outlived its session");
+    // Only a host-built start serves: a relative root, or a runtime id that
+    // is a path, is refused before anything runs.
+    let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
+    for (root, runtime) in [("relative", RUNTIME), ("/tmp", "../x")] {
+        let out = Command::new("python3")
+            .arg("-c")
+            .arg(&text)
+            .args(["workspace", "--serve", root, runtime])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(out.stdout.is_empty(), "no hello for {root} {runtime}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(
+                code_of(err.trim()).as_str(),
+                "invalid-operation" | "invalid-path"
+            ),
+            "{err}"
+        );
     }
 }
 
