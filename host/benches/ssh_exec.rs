@@ -110,6 +110,7 @@ fn main() {
             cancel: &cancel,
             stdin_stream: None,
             output: None,
+            serve: None,
         })
     };
     let first = Instant::now();

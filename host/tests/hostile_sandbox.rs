@@ -450,6 +450,13 @@ fn every_field_and_operation_is_refused_before_any_connection() {
         ),
         (
             "rw",
+            "stat",
+            &file,
+            "serve",
+            "\"--serve\" is not an operation of the workspace script",
+        ),
+        (
+            "rw",
             "exec",
             &echo,
             "exec-env",

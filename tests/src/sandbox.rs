@@ -34,6 +34,13 @@ pub fn approved_scripts() -> BTreeMap<String, String> {
     .collect()
 }
 
+/// Whether the suites run with the long-lived workspace worker (the default)
+/// or, with `OCC_TEST_WORKSPACE_WORKER=0`, with a run of its own for every
+/// operation: `tests/run.sh` runs the sandbox suites both ways.
+pub fn workspace_worker() -> bool {
+    std::env::var("OCC_TEST_WORKSPACE_WORKER").map_or(true, |v| v != "0")
+}
+
 /// Write `dir/installation.yaml` selecting the sandbox component for `ssh`
 /// (OpenClaw's `ssh` block), seeds allowed from `local_workspaces`.
 pub fn write_installation(
@@ -48,12 +55,15 @@ pub fn write_installation(
         block[k] = v.clone();
     }
     block["ssh"] = ssh;
-    let doc = json!({"drivers": {"sandbox": {
+    let mut doc = json!({"drivers": {"sandbox": {
         "component": component("guest_ssh_sandbox"),
         "approvedScripts": approved_scripts(),
         "localWorkspaces": local_workspaces,
         "configuration": {"agents": {"defaults": {"sandbox": block}}},
     }}});
+    if !workspace_worker() {
+        doc["drivers"]["sandbox"]["workspaceWorker"] = json!(false);
+    }
     let path = dir.join("installation.yaml");
     std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
     path

@@ -163,11 +163,19 @@ fn two_first_uses_one_seeds_the_other_adopts() {
     assert_eq!(info["running"], false);
     let root = info["runtimeRoot"].as_str().unwrap().to_string();
     b.call("preflight", json!({})).ok();
-    let first = a.send("ensureRuntime", fx.p(json!({})));
-    // The stage exists: stop the first process before it can publish.
-    fx.sh(&format!(
+    // The watch for the stage runs before the first use starts (a fresh
+    // ssh takes longer than a whole seed's first steps), and the first
+    // process is stopped once its stage exists, before it can publish.
+    let watch = format!(
         "timeout 60 sh -c 'until ls -d {root}.bootstrap-* >/dev/null 2>&1; do sleep 0.01; done'"
-    ));
+    );
+    let first = std::thread::scope(|s| {
+        let watching = s.spawn(|| fx.sh(&watch));
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let first = a.send("ensureRuntime", fx.p(json!({})));
+        watching.join().unwrap();
+        first
+    });
     let pid = a.child.id().to_string();
     std::process::Command::new("kill")
         .args(["-STOP", &pid])
@@ -1460,4 +1468,206 @@ fn a_named_openssh_client_runs_the_whole_lifecycle() {
         .filter(|(_, args)| args.contains(&format!("/p{serve_pid}-")))
         .collect();
     assert_eq!(left, Vec::<(u32, String)>::new());
+}
+
+impl Fixture {
+    /// This fixture with the installation's `workspaceWorker` set to `setting`.
+    fn worker(self, setting: Value) -> Fixture {
+        let text = std::fs::read_to_string(&self.installation).unwrap();
+        let mut doc: Value = serde_json::from_str(&text).unwrap();
+        doc["drivers"]["sandbox"]["workspaceWorker"] = setting;
+        std::fs::write(&self.installation, doc.to_string()).unwrap();
+        self
+    }
+
+    /// The processes of this fixture's workspace workers on the target, as
+    /// (pid, parent pid): each worker is a watcher and the process that
+    /// serves, its child. Matched by the workspace root in their argument
+    /// vector (`workspace --serve <root> <runtime id>`); the bracket keeps the
+    /// pattern from matching the shell that runs `pgrep`.
+    fn worker_processes(&self) -> Vec<(u32, u32)> {
+        let root = &self.remote_root;
+        let out = self.sh(&format!(
+            "for p in $(pgrep -f -- 'workspace --serve [{}]{} '); do echo \"$p $(ps -o ppid= -p $p)\"; done",
+            &root[..1],
+            &root[1..]
+        ));
+        out.lines()
+            .filter_map(|l| {
+                let mut it = l.split_whitespace().map(|n| n.parse().ok());
+                Some((it.next()??, it.next()??))
+            })
+            .collect()
+    }
+
+    /// The serving process of the one worker running now (the child of its
+    /// watcher), and both pids.
+    fn one_worker(&self) -> (u32, Vec<u32>) {
+        let procs = self.worker_processes();
+        assert_eq!(
+            procs.len(),
+            2,
+            "one worker: a watcher and its server: {procs:?}"
+        );
+        let server = procs
+            .iter()
+            .find(|(_, parent)| procs.iter().any(|(p, _)| p == parent))
+            .expect("the server is the watcher's child")
+            .0;
+        (server, procs.iter().map(|(p, _)| *p).collect())
+    }
+
+    /// Wait up to `seconds` for none of `pids` to be running on the target.
+    fn gone(&self, pids: &[u32], seconds: u32) -> bool {
+        let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+        self.sh(&format!(
+            "i=0; while [ $i -lt {} ]; do alive=0; for p in {}; do kill -0 $p 2>/dev/null && alive=1; done; \
+             [ $alive = 0 ] && echo gone && exit 0; sleep 0.1; i=$((i+1)); done; echo running",
+            seconds * 10,
+            list.join(" ")
+        )) == "gone"
+    }
+
+    fn read(&self, s: &mut Serve, path: &str) -> Result<String, String> {
+        let r = s.call("readFile", self.p(json!({"filePath": path})));
+        match &r.outcome {
+            Ok(v) => Ok(String::from_utf8(base64_decode(v["data"].as_str().unwrap())).unwrap()),
+            Err(e) => Err(format!("{} ({})", r.code(), e)),
+        }
+    }
+}
+
+/// A scope's file operations go to one long-lived worker on the target,
+/// reused call after call; a worker that hangs (stopped) or dies (killed
+/// with a request in flight) is replaced, a read is sent again to the new
+/// one and answers, a write fails retryable within the request's bound and
+/// changes nothing, and no process of an old worker is left.
+#[test]
+#[ignore]
+fn a_hung_or_killed_worker_is_replaced_and_leaves_nothing() {
+    let fx = Fixture::new(0).worker(json!({"requestSeconds": 3}));
+    let mut s = fx.serve();
+    s.call("ensureRuntime", fx.p(json!({}))).ok();
+    let readme = "hello from the local workspace\n";
+    assert_eq!(fx.read(&mut s, "README.md").as_deref(), Ok(readme));
+    let (server, first) = fx.one_worker();
+    // Reused: more calls, the same processes.
+    s.call("stat", fx.p(json!({"filePath": "src/main.rs"})))
+        .ok();
+    assert_eq!(fx.read(&mut s, "README.md").as_deref(), Ok(readme));
+    assert_eq!(fx.one_worker().0, server);
+
+    // Hung: the read waits out its bound, the stopped worker is killed by
+    // its watcher once its session closes, and a new one answers.
+    fx.sh(&format!("kill -STOP {server}"));
+    let started = std::time::Instant::now();
+    assert_eq!(fx.read(&mut s, "README.md").as_deref(), Ok(readme));
+    let took = started.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(3),
+        "answered in {took:?}: the stopped worker cannot have"
+    );
+    // Not the file operations' own bound (120 s): the worker's.
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+    assert!(
+        fx.gone(&first, 10),
+        "the stopped worker {first:?} was left running"
+    );
+    let (server, second) = fx.one_worker();
+    assert!(
+        second.iter().all(|p| !first.contains(p)),
+        "{first:?} {second:?}"
+    );
+
+    // A write to a hung worker is not sent twice: it fails retryable, and
+    // nothing changed.
+    fx.sh(&format!("kill -STOP {server}"));
+    let r = s.call(
+        "writeFile",
+        fx.p(json!({"filePath": "README.md", "data": "Y2hhbmdlZAo="})),
+    );
+    let e = r.outcome.clone().expect_err("a write to a stopped worker");
+    assert_eq!(r.code(), "timeout", "{e}");
+    assert_eq!(
+        e.pointer("/data/failure").and_then(Value::as_str),
+        Some("retryable"),
+        "{e}"
+    );
+    assert!(
+        fx.gone(&second, 10),
+        "the stopped worker {second:?} was left running"
+    );
+    let root = s.call("describeRuntime", fx.p(json!({}))).ok()["workdir"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(fx.sh(&format!("cat {root}/README.md")), readme.trim_end());
+    assert_eq!(
+        fx.sh(&format!("ls -A {root} | grep -c occ-write || true")),
+        "0"
+    );
+
+    // Killed with a request in flight: the read is sent again and answers.
+    let (server, third) = fx.one_worker();
+    fx.sh(&format!("kill -STOP {server}"));
+    let id = s.send("readFile", fx.p(json!({"filePath": "src/main.rs"})));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    fx.sh(&format!("kill -KILL {server}"));
+    let r = s.wait(id).ok();
+    assert_eq!(
+        String::from_utf8(base64_decode(r["data"].as_str().unwrap())).unwrap(),
+        "fn main() {\n    old();\n}\n"
+    );
+    assert!(
+        fx.gone(&third, 10),
+        "the killed worker's watcher {third:?} was left running"
+    );
+    fx.one_worker();
+    assert!(s.close().success());
+    // The host closed its sessions: the last worker exits with its stdin.
+    assert!(
+        fx.gone(
+            &fx.worker_processes()
+                .iter()
+                .map(|p| p.0)
+                .collect::<Vec<_>>(),
+            10
+        )
+    );
+}
+
+/// A host process killed outright leaves no worker behind: the master
+/// connection it started outlives it, but the worker's session ends with the
+/// process, and the worker exits when its stdin closes.
+#[test]
+#[ignore]
+fn a_host_killed_outright_leaves_no_worker_on_the_target() {
+    let fx = Fixture::new(0);
+    let mut s = fx.serve();
+    s.call("ensureRuntime", fx.p(json!({}))).ok();
+    s.call("stat", fx.p(json!({"filePath": "README.md"}))).ok();
+    let (_, pids) = fx.one_worker();
+    s.child.kill().unwrap();
+    let _ = s.child.wait();
+    assert!(
+        fx.gone(&pids, 30),
+        "the worker {pids:?} outlived the host process"
+    );
+}
+
+/// `workspaceWorker: false`: every operation is a run of its own, and no
+/// process stays on the target between calls.
+#[test]
+#[ignore]
+fn without_the_worker_each_operation_runs_on_its_own() {
+    let fx = Fixture::new(0).worker(json!(false));
+    let mut s = fx.serve();
+    s.call("ensureRuntime", fx.p(json!({}))).ok();
+    assert_eq!(
+        fx.read(&mut s, "README.md").as_deref(),
+        Ok("hello from the local workspace\n")
+    );
+    s.call("stat", fx.p(json!({"filePath": "README.md"}))).ok();
+    assert_eq!(fx.worker_processes(), Vec::<(u32, u32)>::new());
+    assert!(s.close().success());
 }

@@ -105,6 +105,7 @@ async fn the_operation_bound_counts_from_the_command_not_the_connection() {
                     cancel,
                     stdin_stream: None,
                     output: None,
+                    serve: None,
                 })
                 .await;
             (result, started.elapsed())
@@ -163,6 +164,7 @@ async fn every_ending_of_an_exec_over_the_master() {
                 cancel: &cancel,
                 stdin_stream: None,
                 output: None,
+                serve: None,
             })
             .await
         }
@@ -329,6 +331,7 @@ async fn a_master_ending_as_a_session_opens_is_replaced_and_the_command_runs_onc
                 cancel,
                 stdin_stream: None,
                 output: None,
+                serve: None,
             })
             .await
         }

@@ -61,6 +61,12 @@ export function sshBlock(host, workspaceRoot, extra = {}) {
   };
 }
 
+/**
+ * Whether the tests run with the long-lived workspace worker (the default) or,
+ * with OCC_TEST_WORKSPACE_WORKER=0, a run of its own for every operation.
+ */
+export const workspaceWorker = process.env.OCC_TEST_WORKSPACE_WORKER !== "0";
+
 /** The Installation document for the sandbox component. */
 export function installation({ ssh, localWorkspaces, sandbox = {} }) {
   return {
@@ -69,6 +75,7 @@ export function installation({ ssh, localWorkspaces, sandbox = {} }) {
         component,
         approvedScripts: approvedScripts(),
         localWorkspaces,
+        ...(workspaceWorker ? {} : { workspaceWorker: false }),
         configuration: {
           agents: { defaults: { sandbox: { mode: "all", backend: "ssh", scope: "session", workspaceAccess: "rw", ...sandbox, ssh } } },
         },

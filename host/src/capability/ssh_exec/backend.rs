@@ -56,6 +56,27 @@ pub struct ExecRequest<'a> {
     /// the end of each (the grant's stderr tail): output is not bounded, it is
     /// passed on. Without one, stdout is collected up to the grant's cap.
     pub output: Option<&'a OutputSink>,
+    /// The same run as a request to a long-lived worker, when the world
+    /// allows one (see [`Serve`]); a backend that keeps none runs `argv`.
+    pub serve: Option<&'a Serve>,
+}
+
+/// How an exec may instead be answered by a long-lived remote process: one
+/// per `start` vector and alias, started with `start` over a session of its
+/// own and then sent `request` (the arguments after the program's name in
+/// `argv`, the host's envelope first) and stdin, framed. The world builds
+/// both from the admitted vector: the program is the same pinned one, and
+/// every request is checked by it as a one-shot run is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Serve {
+    /// The argument vector that starts the worker.
+    pub start: Vec<String>,
+    /// The request: what a one-shot run gets after the script's name.
+    pub request: Vec<String>,
+    /// It changes nothing, so it may be sent again after its worker failed.
+    pub idempotent: bool,
+    /// The longest one request may take before its worker is replaced.
+    pub bound: Duration,
 }
 
 /// What a finished remote command produced.

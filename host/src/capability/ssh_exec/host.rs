@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink};
+use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, Serve};
 use super::bindings::occ::compute::ssh_exec as wit;
 use super::grant::{ExecPolicy, HostGrant};
 use super::{ExecAsk, SshExecState};
@@ -264,6 +264,12 @@ impl SshExecState {
             },
             (stream, sink, _) => (stream, sink),
         };
+        // Only a run that holds its whole input and collects its output may
+        // go to a worker: a stream is a session's own.
+        let serve = match (&self.serve, &stream, &sink) {
+            (Some(select), None, None) => select(argv),
+            _ => None,
+        };
         let mut fields = json!({
             "host": alias,
             "backend": self.exec.backend_kind(),
@@ -273,6 +279,10 @@ impl SshExecState {
             "stdinStreamed": stream.is_some(),
             "outputStreamed": sink.is_some(),
         });
+        if let (Some(_), Value::Object(f)) = (&serve, &mut fields) {
+            // Answered by the scope's long-lived worker, not a run of its own.
+            f.insert("worker".into(), Value::Bool(true));
+        }
         if let (Some(describe), Value::Object(f)) = (&self.describe, &mut fields) {
             f.extend(describe(argv));
         }
@@ -282,7 +292,16 @@ impl SshExecState {
             .begin("ssh-exec", fields)
             .map_err(|e| ExecError::Refused(e.to_string()))?;
         let result = self
-            .effect(alias, host, argv, stdin, stream, sink, timeout)
+            .effect(
+                alias,
+                host,
+                argv,
+                stdin,
+                stream,
+                sink,
+                serve.as_ref(),
+                timeout,
+            )
             .await;
         let outcome = match &result {
             Ok(out) => json!({"exitStatus": out.exit_status, "stdoutLength": out.stdout.len()}),
@@ -303,6 +322,7 @@ impl SshExecState {
         stdin: &[u8],
         stream: Option<InputStream<'_>>,
         sink: Option<OutputSink>,
+        serve: Option<&Serve>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
         if self.scope.cancel.is_cancelled() {
@@ -322,6 +342,7 @@ impl SshExecState {
                 cancel: &self.scope.cancel,
                 stdin_stream: stream,
                 output: sink.as_ref(),
+                serve,
             })
             .await
     }

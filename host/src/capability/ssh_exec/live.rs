@@ -43,6 +43,7 @@ use super::client::SshClient;
 use super::config::{ClientFiles, render_ssh_config};
 use super::grant::{HostGrant, SshGrant};
 use super::master::{ConnectFailure, Master, exit_socket, remote_command};
+use super::worker::{Ask, Workers};
 
 type ConnectResult = Result<Arc<Master>, ExecError>;
 
@@ -69,6 +70,8 @@ pub struct LiveSsh {
     handshakes: Arc<Handshakes>,
     /// Names each master's directory (`m<n>`): short, whatever the alias.
     masters: Arc<AtomicU64>,
+    /// The long-lived workers ([`super::worker`]).
+    workers: Workers,
 }
 
 /// The handshakes in flight, which alone need the inline credentials on disk:
@@ -252,6 +255,7 @@ impl LiveSsh {
             dir: control_dir.clone(),
             running: Mutex::new(0),
         });
+        let grant_idle = grant.bounds.idle_master;
         let live = LiveSsh {
             grant,
             control_dir,
@@ -260,6 +264,7 @@ impl LiveSsh {
             conns: Arc::new(Mutex::new(HashMap::new())),
             handshakes,
             masters: Arc::new(AtomicU64::new(0)),
+            workers: Workers::new(grant_idle),
         };
         live.start_idle_reaper();
         Ok(live)
@@ -288,6 +293,11 @@ impl LiveSsh {
             .collect();
         pids.sort();
         pids
+    }
+
+    /// The remote process ids of the long-lived workers idle now, by alias.
+    pub fn worker_pids(&self) -> Vec<(String, u32)> {
+        self.workers.pids()
     }
 
     /// The control sockets of the masters serving now, by alias.
@@ -622,70 +632,111 @@ fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8], max: usize) {
 /// timeout itself (the master forks after authenticating).
 const CONNECT_SLACK: Duration = Duration::from_secs(5);
 
+impl LiveSsh {
+    /// The master for `req`'s alias, within the connect bound and the call's
+    /// cancellation.
+    async fn connected(
+        &self,
+        alias: &str,
+        host: &HostGrant,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<Arc<Master>, ExecError> {
+        // Connecting is bounded by the installation's connect timeout; the
+        // operation bound counts from the moment the command starts, so that
+        // the helper's own deadline (below the bound, from its start) always
+        // falls first, however long the connection took.
+        let connect_bound = self.grant.connect_timeout + CONNECT_SLACK;
+        tokio::select! {
+            r = tokio::time::timeout(connect_bound, self.master(alias, host)) => match r {
+                Ok(master) => master,
+                Err(_) => Err(ExecError::Connect(format!(
+                    "{alias}: no connection within {} s", connect_bound.as_secs()
+                ))),
+            },
+            () = cancel.cancelled() => Err(ExecError::Cancelled),
+        }
+    }
+
+    /// `req` as a session of its own.
+    async fn one_shot(&self, req: ExecRequest<'_>) -> Result<ExecOutput, ExecError> {
+        let cancel = req.cancel.clone();
+        let bound = req.timeout.min(self.grant.bounds.operation);
+        let line = remote_command(req.argv);
+        let mut reconnected = false;
+        loop {
+            let master = self.connected(req.alias, req.host, req.cancel).await?;
+            let started = Instant::now();
+            let mut command = master.command(&line);
+            let opened = tokio::select! {
+                r = tokio::time::timeout(bound, command.spawn()) => match r {
+                    Ok(opened) => opened,
+                    Err(_) => return Err(ExecError::Timeout),
+                },
+                () = cancel.cancelled() => return Err(ExecError::Cancelled),
+            };
+            let child = match opened {
+                Ok(child) => child,
+                // The master can end between its alive check and this
+                // session (its own idle timer, counted from its last
+                // session's end, or a dropped connection). The master
+                // refused the session, so the remote command did not
+                // start: connect anew and open it once more.
+                Err(e) if !reconnected && !master.is_alive().await => {
+                    tracing::debug!(
+                        host = req.alias,
+                        "ssh master ended as a session opened ({}); reconnecting",
+                        error_text(&e)
+                    );
+                    self.forget(req.alias, &master).await;
+                    reconnected = true;
+                    continue;
+                }
+                Err(e) => {
+                    return Err(ExecError::Io(format!("{}: {}", req.alias, error_text(&e))));
+                }
+            };
+            let left = bound.saturating_sub(started.elapsed());
+            return tokio::select! {
+                // Dropping the run closes its mux session and pipes, and the
+                // master closes the channel: the remote side sees its session
+                // close.
+                r = tokio::time::timeout(left, self.run(&master, child, req)) => r.unwrap_or(Err(ExecError::Timeout)),
+                () = cancel.cancelled() => Err(ExecError::Cancelled),
+            };
+        }
+    }
+}
+
 impl ExecBackend for LiveSsh {
     fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
         Box::pin(async move {
             if req.argv.is_empty() {
                 return Err(ExecError::Io("empty argument vector".into()));
             }
-            let cancel = req.cancel.clone();
-            // Connecting is bounded by the installation's connect timeout; the
-            // operation bound counts from the moment the command starts, so that
-            // the helper's own deadline (below the bound, from its start) always
-            // falls first, however long the connection took.
-            let connect_bound = self.grant.connect_timeout + CONNECT_SLACK;
-            let bound = req.timeout.min(self.grant.bounds.operation);
-            let line = remote_command(req.argv);
-            let mut reconnected = false;
-            loop {
-                let master = tokio::select! {
-                    r = tokio::time::timeout(connect_bound, self.master(req.alias, req.host)) => match r {
-                        Ok(master) => master?,
-                        Err(_) => return Err(ExecError::Connect(format!(
-                            "{}: no connection within {} s", req.alias, connect_bound.as_secs()
-                        ))),
-                    },
-                    () = cancel.cancelled() => return Err(ExecError::Cancelled),
+            if let Some(serve) = req.serve
+                && req.stdin_stream.is_none()
+                && req.output.is_none()
+            {
+                let bounds = &self.grant.bounds;
+                let ask = Ask {
+                    alias: req.alias,
+                    stdin: req.stdin,
+                    timeout: req.timeout.min(bounds.operation),
+                    on_line: req.on_line,
+                    cancel: req.cancel,
                 };
-                let started = Instant::now();
-                let mut command = master.command(&line);
-                let opened = tokio::select! {
-                    r = tokio::time::timeout(bound, command.spawn()) => match r {
-                        Ok(opened) => opened,
-                        Err(_) => return Err(ExecError::Timeout),
-                    },
-                    () = cancel.cancelled() => return Err(ExecError::Cancelled),
-                };
-                let child = match opened {
-                    Ok(child) => child,
-                    // The master can end between its alive check and this
-                    // session (its own idle timer, counted from its last
-                    // session's end, or a dropped connection). The master
-                    // refused the session, so the remote command did not
-                    // start: connect anew and open it once more.
-                    Err(e) if !reconnected && !master.is_alive().await => {
-                        tracing::debug!(
-                            host = req.alias,
-                            "ssh master ended as a session opened ({}); reconnecting",
-                            error_text(&e)
-                        );
-                        self.forget(req.alias, &master).await;
-                        reconnected = true;
-                        continue;
-                    }
-                    Err(e) => {
-                        return Err(ExecError::Io(format!("{}: {}", req.alias, error_text(&e))));
-                    }
-                };
-                let left = bound.saturating_sub(started.elapsed());
-                return tokio::select! {
-                    // Dropping the run closes its mux session and pipes, and the
-                    // master closes the channel: the remote side sees its session
-                    // close.
-                    r = tokio::time::timeout(left, self.run(&master, child, req)) => r.unwrap_or(Err(ExecError::Timeout)),
-                    () = cancel.cancelled() => Err(ExecError::Cancelled),
-                };
+                let (alias, host, cancel) = (req.alias, req.host, req.cancel);
+                let served = self
+                    .workers
+                    .call(&ask, serve, bounds.stdout_cap, bounds.stderr_tail, || {
+                        self.connected(alias, host, cancel)
+                    })
+                    .await;
+                if let Some(result) = served {
+                    return result;
+                }
             }
+            self.one_shot(req).await
         })
     }
 

@@ -38,7 +38,7 @@ pub(crate) struct Master {
     pid: Option<u32>,
     /// Speaks the mux protocol to `socket`; resumed, so dropping it leaves
     /// the master alone (closing is `-O exit`'s).
-    mux: openssh::Session,
+    mux: std::sync::Arc<openssh::Session>,
 }
 
 impl std::fmt::Debug for Master {
@@ -135,7 +135,10 @@ impl Master {
             socket: socket.clone(),
             address: host.address.clone(),
             pid: None,
-            mux: openssh::Session::resume_mux(socket.clone().into_boxed_path(), None),
+            mux: std::sync::Arc::new(openssh::Session::resume_mux(
+                socket.clone().into_boxed_path(),
+                None,
+            )),
         };
         match master.check().await {
             Ok(pid) => master.pid = pid,
@@ -186,6 +189,20 @@ impl Master {
     /// standard streams are pipes to this process.
     pub(crate) fn command(&self, line: &str) -> openssh::OwningCommand<&openssh::Session> {
         let mut command = self.mux.raw_command(line);
+        command
+            .stdin(openssh::Stdio::piped())
+            .stdout(openssh::Stdio::piped())
+            .stderr(openssh::Stdio::piped());
+        command
+    }
+
+    /// Like [`Master::command`], for a session that outlives the borrow: a
+    /// long-lived worker's.
+    pub(crate) fn owned_command(
+        &self,
+        line: &str,
+    ) -> openssh::OwningCommand<std::sync::Arc<openssh::Session>> {
+        let mut command = openssh::Session::arc_raw_command(self.mux.clone(), line);
         command
             .stdin(openssh::Stdio::piped())
             .stdout(openssh::Stdio::piped())

@@ -24,6 +24,7 @@ mod host;
 pub mod live;
 mod master;
 pub mod record;
+mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Linker};
 
 pub use backend::{
-    ExecBackend, ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, OutputStream,
+    ExecBackend, ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, OutputStream, Serve,
 };
 pub use client::SshClient;
 pub use grant::{Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshGrant};
@@ -160,6 +161,11 @@ pub type Admission = Arc<dyn Fn(ExecAsk<'_>) -> Result<Vec<String>, String> + Se
 pub type Describe =
     Arc<dyn Fn(&[String]) -> serde_json::Map<String, serde_json::Value> + Send + Sync>;
 
+/// Chooses, per admitted argument vector, whether a long-lived worker may
+/// answer it instead of a run of its own ([`Serve`]); only asked for an exec
+/// that streams neither its input nor its output.
+pub type ServeSelector = Arc<dyn Fn(&[String]) -> Option<Serve> + Send + Sync>;
+
 /// The capability's state for one call.
 pub struct SshExecState {
     exec: Arc<SshExec>,
@@ -169,6 +175,7 @@ pub struct SshExecState {
     describe: Option<Describe>,
     output: Option<OutputSelector>,
     input: Option<InputSelector>,
+    serve: Option<ServeSelector>,
 }
 
 impl SshExecState {
@@ -182,6 +189,7 @@ impl SshExecState {
             describe: None,
             output: None,
             input: None,
+            serve: None,
         }
     }
 
@@ -203,6 +211,13 @@ impl SshExecState {
     /// [`ExecRequest::output`]); the others collect theirs.
     pub fn with_output(mut self, select: OutputSelector) -> SshExecState {
         self.output = Some(select);
+        self
+    }
+
+    /// Let a long-lived worker answer the execs `select` chooses (see
+    /// [`ServeSelector`]).
+    pub fn with_serve(mut self, select: ServeSelector) -> SshExecState {
+        self.serve = Some(select);
         self
     }
 

@@ -37,6 +37,7 @@ use occ_ssh_target::paths;
 use serde_json::Value;
 
 use super::method::Method;
+use crate::capability::ssh_exec::Serve;
 
 /// The exec request the controller made, as the exec script must carry it.
 #[derive(Debug, Clone, Default)]
@@ -334,6 +335,55 @@ impl CallAdmission {
         }
         Ok(())
     }
+}
+
+/// The workspace operations a long-lived worker may answer: every one that
+/// takes its whole input with it (a stream, seeding or skills, is a session's
+/// own), and of those, the ones that change nothing (sent again to a new
+/// worker when one failed mid-request).
+const SERVED: &[(&str, bool)] = &[
+    ("describe", true),
+    ("read", true),
+    ("stat", true),
+    ("readdir", true),
+    ("workdir", true),
+    (envelope::INPUTS_ABSENT, true),
+    ("write", false),
+    ("create", false),
+    ("mkdirp", false),
+    ("remove", false),
+    ("rename", false),
+    ("stage", false),
+    ("publish", false),
+    ("discard", false),
+    ("remove-runtime", false),
+];
+
+/// How a scope's long-lived worker answers the admitted argument vector
+/// `argv` (`[<interpreter>, "-c", <script>, "workspace", <envelope>, <op>,
+/// <args...>]`), if it may: started as `[<interpreter>, "-c", <script>,
+/// "workspace", "--serve", <workspace root>, <runtime id>]` from the
+/// envelope the host wrote, and sent everything after the script's name.
+pub(super) fn served(argv: &[String], bound: std::time::Duration) -> Option<Serve> {
+    let [interpreter, flag, script, name, json, op, ..] = argv else {
+        return None;
+    };
+    if name != "workspace" {
+        return None;
+    }
+    let idempotent = SERVED.iter().find(|(o, _)| o == op)?.1;
+    let written: Value = serde_json::from_str(json).ok()?;
+    let root = written.get("workspaceRoot")?.as_str()?;
+    let runtime = written.get("runtimeId")?.as_str()?;
+    Some(Serve {
+        start: [interpreter, flag, script, name, "--serve", root, runtime]
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+        request: argv[4..].to_vec(),
+        idempotent,
+        bound,
+    })
 }
 
 /// The nonce in the header of an exec-script run (the argument vector that

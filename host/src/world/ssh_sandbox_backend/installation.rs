@@ -13,6 +13,10 @@
 //!     localWorkspaces: [/home/me/.openclaw]   # where seeds may be read from
 //!     maxRunSeconds: 86400               # optional: the longest one remote run
 //!                                        # (a command, a seed) may last
+//!     workspaceWorker: true              # optional, the default: one long-lived
+//!                                        # workspace worker per scope answers the
+//!                                        # file operations; false: a run each;
+//!                                        # {requestSeconds: 30}: its bound of one
 //!     configuration:                     # OpenClaw's block, verbatim
 //!       agents:
 //!         defaults:
@@ -53,8 +57,17 @@ const SANDBOX_KEYS: &[&str] = &[
     "approvedScripts",
     "localWorkspaces",
     "maxRunSeconds",
+    "workspaceWorker",
     "configuration",
 ];
+
+/// `drivers.sandbox.workspaceWorker.requestSeconds` when absent: a file
+/// operation's input and output are bounded (8 MiB), so one that takes
+/// longer than this is a worker that hangs.
+pub const DEFAULT_WORKER_REQUEST_SECONDS: u64 = 30;
+
+/// The largest `workspaceWorker.requestSeconds`.
+pub const MAX_WORKER_REQUEST_SECONDS: u64 = 3600;
 
 /// `drivers.sandbox.maxRunSeconds` when absent: a day. OpenClaw ends a command
 /// at its own time limit by killing the process it spawned (the relay), which
@@ -90,6 +103,9 @@ pub struct SandboxInstallation {
     pub local_workspaces: Vec<PathBuf>,
     /// `maxRunSeconds`: the host's bound of one remote run.
     pub max_run: Duration,
+    /// `workspaceWorker`: the bound of one request to a scope's long-lived
+    /// workspace worker; none when every operation is a run of its own.
+    pub worker: Option<Duration>,
     /// `configuration`, as written (with any inline key material).
     pub configuration: Value,
 }
@@ -196,6 +212,7 @@ impl SandboxInstallation {
                 }
             },
         };
+        let worker = worker_setting(sandbox.get("workspaceWorker")).map_err(err)?;
         let configuration = match sandbox.get("configuration") {
             Some(v @ Value::Object(_)) => v.clone(),
             Some(_) => return Err(err("drivers.sandbox.configuration: must be a mapping".into())),
@@ -208,8 +225,41 @@ impl SandboxInstallation {
             approved_scripts,
             local_workspaces,
             max_run,
+            worker,
             configuration,
         })
+    }
+}
+
+/// `drivers.sandbox.workspaceWorker`: `true` (or absent), `false`, or
+/// `{requestSeconds: n}`.
+fn worker_setting(value: Option<&Value>) -> Result<Option<Duration>, String> {
+    let default = Duration::from_secs(DEFAULT_WORKER_REQUEST_SECONDS);
+    match value {
+        None | Some(Value::Bool(true)) => Ok(Some(default)),
+        Some(Value::Bool(false)) => Ok(None),
+        Some(Value::Object(m)) => {
+            if let Some(unknown) = m.keys().find(|k| k.as_str() != "requestSeconds") {
+                return Err(format!(
+                    "drivers.sandbox.workspaceWorker.{unknown}: unknown key (expected requestSeconds)"
+                ));
+            }
+            match m.get("requestSeconds") {
+                None => Ok(Some(default)),
+                Some(v) => match v.as_u64() {
+                    Some(n) if (1..=MAX_WORKER_REQUEST_SECONDS).contains(&n) => {
+                        Ok(Some(Duration::from_secs(n)))
+                    }
+                    _ => Err(format!(
+                        "drivers.sandbox.workspaceWorker.requestSeconds: must be a whole number of seconds \
+                         from 1 to {MAX_WORKER_REQUEST_SECONDS}, not {v}"
+                    )),
+                },
+            }
+        }
+        Some(v) => Err(format!(
+            "drivers.sandbox.workspaceWorker: must be true, false or {{requestSeconds: n}}, not {v}"
+        )),
     }
 }
 
@@ -666,7 +716,37 @@ mod tests {
         let doc2 = crate::installation::parse_yaml(&raised).unwrap();
         let i = SandboxInstallation::from_document(path, &doc2, None).unwrap();
         assert_eq!(i.max_run, Duration::from_secs(604_800));
+        assert_eq!(
+            i.worker,
+            Some(Duration::from_secs(DEFAULT_WORKER_REQUEST_SECONDS))
+        );
+        for (setting, expected) in [
+            ("false", None),
+            ("true", Some(DEFAULT_WORKER_REQUEST_SECONDS)),
+            ("{requestSeconds: 5}", Some(5)),
+            ("{}", Some(DEFAULT_WORKER_REQUEST_SECONDS)),
+        ] {
+            let set = text.replace(
+                "    configuration:",
+                &format!("    workspaceWorker: {setting}\n    configuration:"),
+            );
+            let doc = crate::installation::parse_yaml(&set).unwrap();
+            let i = SandboxInstallation::from_document(path, &doc, None).unwrap();
+            assert_eq!(i.worker, expected.map(Duration::from_secs), "{setting}");
+        }
         for (bad, expected) in [
+            (
+                "drivers: {sandbox: {component: c, configuration: {}, workspaceWorker: 1}}",
+                "drivers.sandbox.workspaceWorker: must be true, false or {requestSeconds: n}, not 1",
+            ),
+            (
+                "drivers: {sandbox: {component: c, configuration: {}, workspaceWorker: {idle: 3}}}",
+                "drivers.sandbox.workspaceWorker.idle: unknown key",
+            ),
+            (
+                "drivers: {sandbox: {component: c, configuration: {}, workspaceWorker: {requestSeconds: 0}}}",
+                "drivers.sandbox.workspaceWorker.requestSeconds: must be a whole number of seconds from 1 to 3600, not 0",
+            ),
             (
                 "drivers: {sandbox: {component: c, configuration: {}, bogus: 1}}",
                 "drivers.sandbox.bogus: unknown key",

@@ -436,6 +436,11 @@ impl SandboxBackend {
                 admit.admit(ask.argv, ask.stdin, None)
             }))
             .with_describe(admission::describe());
+        if let Some(bound) = self.installation.worker {
+            ssh = ssh.with_serve(Arc::new(move |argv: &[String]| {
+                admission::served(argv, bound)
+            }));
+        }
         if method == Method::Exec
             && let Some(output) = &options.output
         {

@@ -259,6 +259,17 @@ fn scoped_attack(call: &SandboxCall, exec: Option<&ExecRequest>) -> String {
                 1000,
             )
         }),
+        // The vector that starts a scope's long-lived worker is the host's
+        // to build: asked for by a component, it is one more operation the
+        // workspace script does not have.
+        "serve" => run(|| {
+            ssh_exec::exec(
+                t,
+                &workspace(&["--serve", "/root", "acc-victim"]),
+                &[],
+                1000,
+            )
+        }),
         "exec-env" => exec_run(
             with("env", serde_json::json!({"LD_PRELOAD": "/tmp/evil.so"})),
             &stdin,
