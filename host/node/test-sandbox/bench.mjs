@@ -482,7 +482,7 @@ async function concurrencySection(small) {
     const failed = (x) => (x.failures.length ? `, ${x.failures.length} of ${x.failures.length + x.durations.length} failed (${x.failures[0]})` : "");
     const cell = (who, st, x) => (st ? `${who} ${p90(st)}, ${x.opsPerSecond.toFixed(1)} ops/s${failed(x)}` : `${who}: every op failed (${x.failures[0]})`);
     row(
-      `${k} scope${k > 1 ? "s" : ""} at once, per op (write/read/stat 1 KiB, ${ROUNDS} rounds each)`,
+      `${k} scope${k > 1 ? "s" : ""} at once, per op (write/read/stat 1 KiB, ${ROUNDS} round${ROUNDS > 1 ? "s" : ""} each)`,
       cell("occ-ssh", sa, a),
       cell("OpenClaw `ssh`", sb, b),
       sa && sb ? ratio(sa.median, sb.median) : "",
@@ -520,7 +520,13 @@ try {
   if (only.has("concurrency")) await concurrencySection(small);
 } finally {
   await ours?.close();
-  master.kill();
+  // The master removes its socket as it exits: removing the directory
+  // meanwhile races with it, so wait for it first.
+  if (master.exitCode === null && master.signalCode === null) {
+    const gone = new Promise((resolve) => master.on("exit", resolve));
+    master.kill();
+    await gone;
+  }
   rmSync(base, { recursive: true, force: true });
 }
 
