@@ -12,7 +12,9 @@ import { fileURLToPath } from "node:url";
 export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../..");
 const target = process.env.CARGO_TARGET_DIR ?? join(repo, "target");
 export const hostBinary = process.env.OCC_DRIVER_HOST ?? join(target, "release/occ-driver-host");
-export const component = join(target, "wasm32-wasip2/release/guest_ssh_sandbox.wasm");
+// A component built elsewhere (a benchmark of given binaries) may be named
+// explicitly; otherwise the one `cargo guests` built.
+export const component = process.env.OCC_SANDBOX_COMPONENT ?? join(target, "wasm32-wasip2/release/guest_ssh_sandbox.wasm");
 
 const rigDir = process.env.OCC_RIG ?? "/run/occ-rig";
 const env = Object.fromEntries(
