@@ -42,18 +42,8 @@ if [ -z "${OCC_BENCH_HOST:-}" ]; then
   OCC_BENCH_HOST="${OCC_BENCH_HOST:-occ-h5}"
 fi
 export OCC_BENCH_HOST
-# up.sh leaves a host that is up as it is and names only the hosts it started.
-export OCC_RIG_STARTED
-OCC_RIG_STARTED="$(mktemp)"
-teardown() {
-  local started
-  started="$(sort -u "$OCC_RIG_STARTED" | tr '\n' ' ')"
-  rm -f "$OCC_RIG_STARTED"
-  [ -n "$started" ] && [ -z "${OCC_KEEP_RIG:-}" ] || return 0
-  # shellcheck disable=SC2086
-  bash tests/rig/down.sh $started || say "teardown failed; run OCC_RIG=$OCC_RIG bash tests/rig/down.sh $started"
-}
-trap teardown EXIT
+# shellcheck source=tests/rig/started.sh
+. tests/rig/started.sh
 bash tests/rig/up.sh "$OCC_BENCH_HOST" >&2   # stdout is the table alone
 # shellcheck disable=SC1091
 set -a; . "$OCC_RIG/env"; set +a

@@ -41,19 +41,8 @@ step "test hosts: up"
 # host lives in a rig of its own and is never touched. Only hosts this run started
 # are torn down afterwards.
 export OCC_RIG="${OCC_RIG:-/run/occ-rig}"
-export OCC_RIG_STARTED
-OCC_RIG_STARTED="$(mktemp)"
-teardown() {
-  local started
-  started="$(sort -u "$OCC_RIG_STARTED" | tr '\n' ' ')"
-  rm -f "$OCC_RIG_STARTED"
-  [ -n "$started" ] || return 0
-  # shellcheck disable=SC2086
-  bash tests/rig/down.sh $started || echo "test hosts: teardown failed; run bash tests/rig/down.sh $started" >&2
-}
-if [ -z "${OCC_KEEP_RIG:-}" ]; then
-  trap teardown EXIT
-fi
+# shellcheck source=tests/rig/started.sh
+. tests/rig/started.sh
 bash tests/rig/up.sh occ-h1 occ-h2
 # shellcheck disable=SC1091
 set -a; . "$OCC_RIG/env"; set +a
@@ -70,5 +59,12 @@ export OCC_DRIVER_HOST="$CARGO_TARGET_DIR/release/occ-driver-host"
 # node's own, so quote them.
 "$OCC_RIG_NODE" --test 'host/node/test/*.test.mjs'
 "$OCC_RIG_NODE" --test --test-concurrency=1 'host/node/test-sandbox/*.test.mjs'
+
+step "the sandbox suites again, a run of its own for every operation (workspaceWorker: false)"
+# The long-lived workspace worker is the default; targets that want no
+# long-lived process get the one-shot path, held to the same tests.
+OCC_TEST_WORKSPACE_WORKER=0 cargo test --release -p occ-e2e --test sandbox -- --ignored --test-threads=1
+OCC_TEST_WORKSPACE_WORKER=0 "$OCC_RIG_NODE" --test --test-concurrency=1 \
+  host/node/test-sandbox/sandbox.test.mjs host/node/test-sandbox/openclaw.test.mjs
 
 step "done in $((SECONDS - started)) s"

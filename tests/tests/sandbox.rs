@@ -1642,7 +1642,7 @@ fn a_hung_or_killed_worker_is_replaced_and_leaves_nothing() {
 #[test]
 #[ignore]
 fn a_host_killed_outright_leaves_no_worker_on_the_target() {
-    let fx = Fixture::new(0);
+    let fx = Fixture::new(0).worker(json!(true));
     let mut s = fx.serve();
     s.call("ensureRuntime", fx.p(json!({}))).ok();
     s.call("stat", fx.p(json!({"filePath": "README.md"}))).ok();

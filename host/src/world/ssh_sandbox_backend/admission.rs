@@ -550,6 +550,56 @@ mod tests {
 
     const RUNTIME: &str = "openclaw-ssh-shared-8198076c";
 
+    /// What a scope's worker answers: the admitted vector's operations that
+    /// stream nothing, started from the envelope the host wrote, and sent
+    /// the admitted arguments; the rest run on their own.
+    #[test]
+    fn a_worker_answers_what_was_admitted_and_starts_from_the_envelope() {
+        let bound = std::time::Duration::from_secs(7);
+        let read = admission(Method::ReadFile, Access::ReadWrite, None)
+            .admit(
+                &argv("workspace", &["read", "workspace", "x", "10"]),
+                &[],
+                None,
+            )
+            .unwrap();
+        let serve = served(&read, bound).expect("a read is served");
+        assert_eq!(
+            serve.start,
+            argv("workspace", &["--serve", "/r", RUNTIME]),
+            "the same program, with the envelope's root and runtime"
+        );
+        assert_eq!(serve.request, read[4..].to_vec(), "envelope first");
+        assert!(serve.idempotent);
+        assert_eq!(serve.bound, bound);
+        let write = admission(Method::WriteFile, Access::ReadWrite, None)
+            .admit(
+                &argv("workspace", &["write", "workspace", "x", "0"]),
+                b"data",
+                None,
+            )
+            .unwrap();
+        let serve = served(&write, bound).expect("a write is served");
+        assert!(!serve.idempotent, "a write is never sent twice");
+        // Streams, the other scripts and anything unadmitted-looking run on
+        // their own.
+        for (name, args) in [
+            ("workspace", vec!["unpack", "s", "workspace"]),
+            ("workspace", vec!["skills"]),
+            ("workspace", vec!["inputs"]),
+            ("exec", vec!["exec", "workspace", "", "0", "2"]),
+            ("preflight", vec![]),
+        ] {
+            let mut run = argv(name, &["{}"]);
+            run.extend(args.iter().map(|a| a.to_string()));
+            assert!(served(&run, bound).is_none(), "{name} {args:?}");
+        }
+        // An envelope without a scope names no worker.
+        let mut unscoped = read.clone();
+        unscoped[4] = r#"{"version":1,"workspaceRoot":"/r"}"#.into();
+        assert!(served(&unscoped, bound).is_none());
+    }
+
     #[test]
     fn the_envelope_goes_before_the_components_arguments() {
         let a = admission(Method::ReadFile, Access::ReadWrite, None);
