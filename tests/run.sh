@@ -64,7 +64,6 @@ step "the sandbox suites again, a run of its own for every operation (workspaceW
 # The long-lived workspace worker is the default; targets that want no
 # long-lived process get the one-shot path, held to the same tests.
 OCC_TEST_WORKSPACE_WORKER=0 cargo test --release -p occ-e2e --test sandbox -- --ignored --test-threads=1
-OCC_TEST_WORKSPACE_WORKER=0 "$OCC_RIG_NODE" --test --test-concurrency=1 \
-  host/node/test-sandbox/sandbox.test.mjs host/node/test-sandbox/openclaw.test.mjs
+OCC_TEST_WORKSPACE_WORKER=0 "$OCC_RIG_NODE" --test --test-concurrency=1 'host/node/test-sandbox/*.test.mjs'
 
 step "done in $((SECONDS - started)) s"

@@ -725,7 +725,8 @@ fn run_workspace(envelope: &str, args: &[&str], data: &[u8]) -> std::process::Ou
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(data).unwrap();
+    // A script that refuses early stops reading: a broken pipe is its answer.
+    let _ = child.stdin.take().unwrap().write_all(data);
     child.wait_with_output().unwrap()
 }
 
@@ -1144,4 +1145,78 @@ fn workspace_answer(envelope: &str, args: &[&str], data: &[u8]) -> (Option<i32>,
         out.status.code(),
         String::from_utf8_lossy(text).trim_end().to_string(),
     )
+}
+
+/// The seed's archive reader: a tree as GNU tar writes it (long names, a
+/// link, modes and times) comes out as `tar -x` makes it; an archive cut
+/// short, one whose header does not add up, or an empty stream is refused,
+/// naming the archive.
+#[test]
+fn unpack_reads_what_tar_writes_and_refuses_a_broken_archive() {
+    let t = Target::new();
+    let ensure = t.envelope("ensureRuntime", true).to_json();
+    let local = tempfile::tempdir().unwrap();
+    let long = "n".repeat(120);
+    let deep = local.path().join("deep").join(&long).join(&long);
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join(format!("{long}.txt")), "long\n").unwrap();
+    std::fs::write(local.path().join("empty"), "").unwrap();
+    std::fs::write(local.path().join("big.bin"), vec![7u8; 3 << 20]).unwrap();
+    std::os::unix::fs::symlink("deep", local.path().join("link")).unwrap();
+    let archive = tar_of(local.path());
+    let stage = |n: u8| format!("{RUNTIME}.bootstrap-{}", format!("{n:x}").repeat(32));
+    let (status, line) = workspace(&ensure, &["stage", &stage(1)], b"");
+    assert_eq!(status, Some(0), "{line}");
+    let (status, line) = workspace(&ensure, &["unpack", &stage(1), "workspace"], &archive);
+    assert_eq!(status, Some(0), "{line}");
+    let by_tar = tempfile::tempdir().unwrap();
+    let mut tar = Command::new("tar")
+        .arg("-C")
+        .arg(by_tar.path())
+        .args(["-xpf", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(tar.stdin.as_mut().unwrap(), &archive).unwrap();
+    drop(tar.stdin.take());
+    assert!(tar.wait().unwrap().success());
+    let unpacked = Path::new(&t.root()).join(stage(1)).join("workspace");
+    let listing = |dir: &Path| {
+        let out = Command::new("sh")
+            .arg("-c")
+            // A link's own time is not kept (as before): its target is.
+            .arg(
+                "{ find . -mindepth 1 ! -type l -printf '%p %y %m %T@ %s\\n'; \
+                 find . -type l -printf '%p -> %l\\n'; } | LC_ALL=C sort",
+            )
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(listing(&unpacked), listing(by_tar.path()));
+    assert!(listing(&unpacked).contains(&format!("{long}.txt f 644")));
+    // Broken archives: refused, whatever the stage holds is the publish's
+    // to never see (the seed discards it).
+    let mut bad_sum = archive.clone();
+    bad_sum[600] ^= 0xff;
+    for (n, (what, bytes)) in [
+        ("cut short", archive[..archive.len() / 2].to_vec()),
+        ("a header that does not add up", bad_sum),
+        ("empty", Vec::new()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let stage = stage(n as u8 + 2);
+        let (status, line) = workspace(&ensure, &["stage", &stage], b"");
+        assert_eq!(status, Some(0), "{line}");
+        let (status, line) = workspace(&ensure, &["unpack", &stage, "workspace"], &bytes);
+        assert_eq!(status, Some(1), "{what}: {line}");
+        assert_eq!(code_of(&line), "invalid-operation", "{what}: {line}");
+        assert!(
+            line.contains("the archive is not one the host writes"),
+            "{what}: {line}"
+        );
+    }
 }

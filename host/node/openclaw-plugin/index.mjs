@@ -44,6 +44,7 @@ export function installationFor(cfg, pluginConfig) {
         approvedScripts: pluginConfig.approvedScripts ?? {},
         localWorkspaces: localWorkspaces(pluginConfig),
         ...(pluginConfig.maxRunSeconds !== undefined ? { maxRunSeconds: pluginConfig.maxRunSeconds } : {}),
+        ...(pluginConfig.workspaceWorker !== undefined ? { workspaceWorker: pluginConfig.workspaceWorker } : {}),
         configuration: { agents: { defaults: { sandbox: block } } },
       },
     },

@@ -18,7 +18,7 @@ import { dirname, join } from "node:path";
 import test from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { approvedScripts, component, hostBinary, rig, sh, unique } from "./rig.mjs";
+import { approvedScripts, component, hostBinary, rig, sh, unique, workerConfig } from "./rig.mjs";
 
 const host = rig.hosts[0];
 const plugin = join(dirname(fileURLToPath(import.meta.url)), "../openclaw-plugin");
@@ -94,7 +94,7 @@ async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a p
     const config = {
       plugins: {
         load: { paths: [plugin] },
-        entries: { "occ-sandbox-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base] } } },
+        entries: { "occ-sandbox-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base], ...workerConfig } } },
       },
       models: {
         mode: "merge",

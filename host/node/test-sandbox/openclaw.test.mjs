@@ -19,7 +19,7 @@ import { dirname, join } from "node:path";
 import test from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
-import { hostBinary, installation, localWorkspace, remoteTree, rig, sh, sshBlock, unique, approvedScripts, component } from "./rig.mjs";
+import { hostBinary, installation, localWorkspace, remoteTree, rig, sh, sshBlock, unique, approvedScripts, component, workerConfig } from "./rig.mjs";
 
 const host = rig.hosts[0];
 const openclawDir = dirname(dirname(rig.openclaw));
@@ -274,7 +274,7 @@ test("the plugin registers occ-ssh in OpenClaw's registry, and OpenClaw's own br
   const local = localWorkspace();
   const workspaceRoot = `/tmp/${unique("occ-sbx-plugin")}`;
   const { plugin, cleanup } = await loadPlugin();
-  const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [local.base] });
+  const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [local.base], ...workerConfig });
   try {
     assert.equal(plugin.id, "occ-sandbox-ssh");
     plugin.register(api);

@@ -69,6 +69,9 @@ export function sshBlock(host, workspaceRoot, extra = {}) {
  */
 export const workspaceWorker = process.env.OCC_TEST_WORKSPACE_WORKER !== "0";
 
+/** The same choice as the plugin's config takes it. */
+export const workerConfig = workspaceWorker ? {} : { workspaceWorker: false };
+
 /** The Installation document for the sandbox component. */
 export function installation({ ssh, localWorkspaces, sandbox = {} }) {
   return {
@@ -77,7 +80,7 @@ export function installation({ ssh, localWorkspaces, sandbox = {} }) {
         component,
         approvedScripts: approvedScripts(),
         localWorkspaces,
-        ...(workspaceWorker ? {} : { workspaceWorker: false }),
+        ...workerConfig,
         configuration: {
           agents: { defaults: { sandbox: { mode: "all", backend: "ssh", scope: "session", workspaceAccess: "rw", ...sandbox, ssh } } },
         },
