@@ -154,7 +154,16 @@ test("an agent turn writes to a running command's stdin and outlives no exec tim
   // Our timed-out command is gone from the target (checked before OpenClaw's
   // own backend runs the same one).
   assert.equal(sh(host, "pgrep -f 'sleep 6[0]; echo late-output' || echo none"), "none");
-  const theirs = await turn("ssh", steps, { execTimeoutSeconds: 3 });
+  // OpenClaw's own backend is the reference here, not the subject: on a
+  // loaded machine its background exec (a fresh ssh per step) has once come
+  // back without a session. Its first answer is printed, and its turn run
+  // once more, so that the comparison is with a reference that ran.
+  let theirs = await turn("ssh", steps, { execTimeoutSeconds: 3 });
+  if (session(theirs.results) === "none") {
+    process.stderr.write(`OpenClaw's own backend started no session; its first answer: ${theirs.results[0]}\n`);
+    theirs = await turn("ssh", steps, { execTimeoutSeconds: 3 });
+  }
+  assert.notEqual(session(theirs.results), "none", `OpenClaw's own backend started no session: ${JSON.stringify(theirs.results)}`);
   assert.equal(ours.results.length, 6, JSON.stringify(ours.results));
   // Session ids, process ids and timings differ between runs; the rest is
   // what the Agent sees, and is the same.
