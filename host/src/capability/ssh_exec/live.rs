@@ -295,11 +295,6 @@ impl LiveSsh {
         pids
     }
 
-    /// The remote process ids of the long-lived workers idle now, by alias.
-    pub fn worker_pids(&self) -> Vec<(String, u32)> {
-        self.workers.pids()
-    }
-
     /// The control sockets of the masters serving now, by alias.
     pub fn master_sockets(&self) -> Vec<(String, PathBuf)> {
         let conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());

@@ -46,7 +46,7 @@ use super::master::{Master, remote_command};
 const HEADER_MAX: u32 = 1 << 20;
 
 /// How long a start vector that produced no worker is left to one-shot runs.
-pub(crate) const UNAVAILABLE_FOR: Duration = Duration::from_secs(60);
+const UNAVAILABLE_FOR: Duration = Duration::from_secs(60);
 
 type Key = (String, Vec<String>);
 
@@ -110,27 +110,6 @@ impl Workers {
     fn slot(&self, key: Key) -> Arc<tokio::sync::Mutex<Slot>> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         slots.entry(key).or_default().clone()
-    }
-
-    /// The remote process ids of the workers serving now, by alias (those busy
-    /// with a request are not listed).
-    pub(crate) fn pids(&self) -> Vec<(String, u32)> {
-        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = {
-            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            slots
-                .iter()
-                .map(|((a, _), s)| (a.clone(), s.clone()))
-                .collect()
-        };
-        let mut pids: Vec<(String, u32)> = slots
-            .into_iter()
-            .filter_map(|(alias, slot)| {
-                let slot = slot.try_lock().ok()?;
-                slot.worker.as_ref().map(|w| (alias, w.pid))
-            })
-            .collect();
-        pids.sort();
-        pids
     }
 
     /// Answer `req` by `serve`'s worker, starting it if none serves; `None`

@@ -359,31 +359,41 @@ const SERVED: &[(&str, bool)] = &[
     ("remove-runtime", false),
 ];
 
-/// How a scope's long-lived worker answers the admitted argument vector
-/// `argv` (`[<interpreter>, "-c", <script>, "workspace", <envelope>, <op>,
-/// <args...>]`), if it may: started as `[<interpreter>, "-c", <script>,
-/// "workspace", "--serve", <workspace root>, <runtime id>]` from the
-/// envelope the host wrote, and sent everything after the script's name.
-pub(super) fn served(argv: &[String], bound: std::time::Duration) -> Option<Serve> {
-    let [interpreter, flag, script, name, json, op, ..] = argv else {
-        return None;
-    };
-    if name != "workspace" {
-        return None;
-    }
-    let idempotent = SERVED.iter().find(|(o, _)| o == op)?.1;
-    let written: Value = serde_json::from_str(json).ok()?;
-    let root = written.get("workspaceRoot")?.as_str()?;
-    let runtime = written.get("runtimeId")?.as_str()?;
-    Some(Serve {
-        start: [interpreter, flag, script, name, "--serve", root, runtime]
+impl CallAdmission {
+    /// How the scope's long-lived worker answers the argument vector this
+    /// call admitted (`[<interpreter>, "-c", <script>, "workspace",
+    /// <envelope>, <op>, <args...>]`), if it may: started as
+    /// `[<interpreter>, "-c", <script>, "workspace", "--serve", <workspace
+    /// root>, <runtime id>]` from this call's envelope, and sent everything
+    /// after the script's name.
+    pub(super) fn served(&self, argv: &[String], bound: std::time::Duration) -> Option<Serve> {
+        let [interpreter, flag, script, name, _, op, ..] = argv else {
+            return None;
+        };
+        if name != "workspace" {
+            return None;
+        }
+        let idempotent = SERVED.iter().find(|(o, _)| o == op)?.1;
+        let envelope = &self.facts.as_ref().ok()?.envelope;
+        let runtime = envelope.runtime_id.as_deref()?;
+        Some(Serve {
+            start: [
+                interpreter,
+                flag,
+                script,
+                name,
+                "--serve",
+                &envelope.workspace_root,
+                runtime,
+            ]
             .iter()
             .map(|a| a.to_string())
             .collect(),
-        request: argv[4..].to_vec(),
-        idempotent,
-        bound,
-    })
+            request: argv[4..].to_vec(),
+            idempotent,
+            bound,
+        })
+    }
 }
 
 /// The nonce in the header of an exec-script run (the argument vector that
@@ -563,7 +573,9 @@ mod tests {
                 None,
             )
             .unwrap();
-        let serve = served(&read, bound).expect("a read is served");
+        let serve = admission(Method::ReadFile, Access::ReadWrite, None)
+            .served(&read, bound)
+            .expect("a read is served");
         assert_eq!(
             serve.start,
             argv("workspace", &["--serve", "/r", RUNTIME]),
@@ -579,7 +591,9 @@ mod tests {
                 None,
             )
             .unwrap();
-        let serve = served(&write, bound).expect("a write is served");
+        let serve = admission(Method::WriteFile, Access::ReadWrite, None)
+            .served(&write, bound)
+            .expect("a write is served");
         assert!(!serve.idempotent, "a write is never sent twice");
         // Streams, the other scripts and anything unadmitted-looking run on
         // their own.
@@ -592,12 +606,22 @@ mod tests {
         ] {
             let mut run = argv(name, &["{}"]);
             run.extend(args.iter().map(|a| a.to_string()));
-            assert!(served(&run, bound).is_none(), "{name} {args:?}");
+            assert!(
+                admission(Method::ReadFile, Access::ReadWrite, None)
+                    .served(&run, bound)
+                    .is_none(),
+                "{name} {args:?}"
+            );
         }
         // An envelope without a scope names no worker.
-        let mut unscoped = read.clone();
-        unscoped[4] = r#"{"version":1,"workspaceRoot":"/r"}"#.into();
-        assert!(served(&unscoped, bound).is_none());
+        let unscoped = CallAdmission::new(
+            Method::ReadFile,
+            &settings(Access::ReadWrite),
+            None,
+            None,
+            1,
+        );
+        assert!(unscoped.served(&read, bound).is_none());
     }
 
     #[test]

@@ -437,8 +437,11 @@ impl SandboxBackend {
             }))
             .with_describe(admission::describe());
         if let Some(bound) = self.installation.worker {
+            // The worker is started from this call's envelope, already
+            // written: nothing is parsed again per operation.
+            let admitted = admission.clone();
             ssh = ssh.with_serve(Arc::new(move |argv: &[String]| {
-                admission::served(argv, bound)
+                admitted.served(argv, bound)
             }));
         }
         if method == Method::Exec
