@@ -1770,7 +1770,16 @@ async function servingReady(port, account) {
   return (await probeReady(port, account)).state === 'ready';
 }
 
-async function waitReady(port, timeoutMs, account) {
+// Whether the unit still runs the gateway it was restarted into: a gateway that
+// exited is between restarts (`activating`/`auto-restart`), or `failed` once
+// systemd's start limit is hit; waiting out the readiness bound for it would only
+// delay the same answer. OCC's own helper stops waiting on an inactive unit too.
+function gatewayStopped(state) {
+  if (state.ActiveState === 'active' || state.ActiveState === 'reloading') return false;
+  return !(state.ActiveState === 'activating' && state.SubState !== 'auto-restart');
+}
+
+async function waitReady(port, timeoutMs, account, unitName) {
   const startedAt = Date.now();
   const limit = Math.min(timeoutMs, remainingMs());
   let lastStatus = null;
@@ -1780,6 +1789,13 @@ async function waitReady(port, timeoutMs, account) {
     if (probe.foreign) throw await squatterError(port, probe.foreign, account);
     if (probe.state === 'ready') return Date.now() - startedAt;
     lastStatus = probe.status;
+    const state = await unitState(unitName);
+    if (gatewayStopped(state)) {
+      throw new HelperError('gateway-exited',
+        `${unitName} is ${state.ActiveState} (${state.SubState}) ${Date.now() - startedAt} ms after its restart, ` +
+        `before http://127.0.0.1:${port}/readyz answered 200 (last: ${lastStatus === null ? 'no answer' : lastStatus}): ` +
+        `the gateway exited; see journalctl -u ${unitName}`);
+    }
     const elapsed = Date.now() - startedAt;
     if (elapsed >= limit) {
       if (limit < timeoutMs) throw new HelperError('deadline', `the helper deadline passed while waiting for readiness on port ${port}`);
@@ -2072,6 +2088,12 @@ async function opActivate(op) {
   if (currentHash !== op.revision.hash) await switchCurrent(L, op.revision.hash);
   guard('restart the unit');
   progress('restart', `restarting ${op.agent.unitName}`);
+  // A gateway that kept exiting counts against systemd's start limit and leaves its
+  // unit `failed` on it, which would refuse this restart too: the new revision gets
+  // a counter of its own.
+  if (state.ActiveState !== 'active') {
+    await run('systemctl', ['reset-failed', '--', op.agent.unitName], { allowFailure: true, timeoutMs: 20000 });
+  }
   await systemctl(['restart', '--', op.agent.unitName]);
   const restartedAt = Date.now();
 
@@ -2080,7 +2102,7 @@ async function opActivate(op) {
   // meanwhile. The commit below re-takes the lock and re-checks what it relies on.
   await releaseLock();
   progress('readiness', `waiting for http://127.0.0.1:${agent.port}/readyz`);
-  await waitReady(agent.port, DEFAULT_READINESS_MS, account);
+  await waitReady(agent.port, DEFAULT_READINESS_MS, account, op.agent.unitName);
   const readyAfterMs = Date.now() - restartedAt;
   progress('ready', `ready ${readyAfterMs} ms after restart`);
 
