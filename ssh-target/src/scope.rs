@@ -112,7 +112,8 @@ pub fn scope_key(
                 Some(a) => normalize_agent_id(a),
                 None => agent_of_session_key(session).ok_or_else(|| {
                     format!(
-                        "scope \"agent\" needs the Agent: pass agentId, or a session key agent:<id>:... (found {session:?})"
+                        "scope \"agent\" needs the Agent: pass agentId, or a session key agent:<id>:... (found {})",
+                        crate::quoted(session)
                     )
                 })?,
             };
@@ -246,6 +247,9 @@ mod tests {
         );
         let err = scope_key(Scope::Agent, Some("telegram:123"), None, ws).unwrap_err();
         assert!(err.to_string().contains("needs the Agent"), "{err}");
+        // A long session key is quoted cut short.
+        let err = scope_key(Scope::Agent, Some(&"t".repeat(10_000)), None, ws).unwrap_err();
+        assert!(err.contains("needs the Agent") && err.len() < 300, "{err}");
     }
 
     #[test]
