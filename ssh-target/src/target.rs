@@ -62,17 +62,26 @@ pub fn parse(raw: &str) -> Result<Target, String> {
         };
         (addr.to_string(), port)
     } else {
-        match rest.rsplit_once(':') {
-            Some((h, p)) => (h.to_string(), Some(p)),
-            None => (rest.to_string(), None),
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (rest, None),
+        };
+        // Outside brackets the last `:` ends the host, so a host holding
+        // another one is no IPv6 address (`u@fe80::1` would be `fe80:` on
+        // port 1): it is checked like any other, and refused.
+        if host.parse::<std::net::Ipv4Addr>().is_err() && !is_dns_name(host) {
+            let hint = if host.contains(':') {
+                " (an IPv6 address goes in brackets: user@[address]:port)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "host {} is not an IP address or a DNS name{hint}",
+                quoted(host)
+            ));
         }
+        (host.to_string(), port)
     };
-    if !host.contains(':') && host.parse::<std::net::Ipv4Addr>().is_err() && !is_dns_name(&host) {
-        return Err(format!(
-            "host {} is not an IP address or a DNS name",
-            quoted(&host)
-        ));
-    }
     let port = match port {
         None => 22,
         // Digits only: `+22` and ` 22` parse in some languages, not here.
@@ -140,6 +149,12 @@ mod tests {
             "-oProxyCommand=x@h",
             "u@h:0",
             "u@h:65536",
+            // Unbracketed, a host with a `:` in it is none of the three.
+            "u@::1",
+            "u@fe80::1",
+            "u@-oProxyCommand=x:y:22",
+            "u@a:b c:22",
+            "u@\u{0}:x:22",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
