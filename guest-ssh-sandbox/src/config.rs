@@ -12,6 +12,7 @@
 //! `ssh.updateHostKeys` true; and OpenClaw's: `scope` `agent`,
 //! `workspaceAccess` `none`, `mode` `off`.
 
+use occ_ssh_target::quoted;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
@@ -114,9 +115,18 @@ impl<'a> Object<'a> {
         }
     }
 
+    /// `path.key`, naming the key as written when it is a plain word and
+    /// quoted, cut short, otherwise: a refusal stays one short line whatever
+    /// a document's keys hold (control characters, dots, 10 KB names).
     fn key(&self, key: &str) -> String {
+        let plain = !key.is_empty()
+            && key.len() <= occ_ssh_target::MAX_QUOTED
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let key = if plain { key.to_string() } else { quoted(key) };
         if self.path.is_empty() {
-            key.to_string()
+            key
         } else {
             format!("{}.{key}", self.path)
         }
@@ -170,7 +180,11 @@ impl<'a> Object<'a> {
                 let names: Vec<String> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
                 Error::config(
                     self.key(key),
-                    format!("must be one of {} (found {value:?})", names.join(", ")),
+                    format!(
+                        "must be one of {} (found {})",
+                        names.join(", "),
+                        quoted(value)
+                    ),
                 )
             })
     }
@@ -222,7 +236,8 @@ impl Config {
                     return Err(Error::config(
                         sandbox.key("backend"),
                         format!(
-                            "this component is the SSH backend (\"ssh\", or \"occ-ssh\" as a plugin); found {b:?}"
+                            "this component is the SSH backend (\"ssh\", or \"occ-ssh\" as a plugin); found {}",
+                            quoted(b)
                         ),
                     ));
                 }
@@ -564,6 +579,49 @@ mod tests {
             err.to_string().starts_with("agents.list: unknown key"),
             "{err}"
         );
+    }
+
+    /// A long or odd key or value is quoted, cut short: the refusal stays one
+    /// short line naming the key.
+    #[test]
+    fn long_keys_and_values_are_quoted_cut_short() {
+        let long = "x".repeat(10_000);
+        let cases: &[(Value, &str)] = &[
+            (
+                json!({"ssh": {"target": "me@h", &long: 1}}),
+                "agents.defaults.sandbox.ssh.\"xxxx",
+            ),
+            (
+                json!({"ssh": {"target": "me@h"}, "a\nb": 1}),
+                "agents.defaults.sandbox.\"a\\nb\": unknown key",
+            ),
+            (
+                json!({"ssh": {"target": "me@h"}, "a.b": 1}),
+                "agents.defaults.sandbox.\"a.b\": unknown key",
+            ),
+            (
+                json!({"ssh": {"target": "me@h"}, "scope": long}),
+                "agents.defaults.sandbox.scope: must be one of",
+            ),
+            (
+                json!({"ssh": {"target": "me@h"}, "backend": long}),
+                "agents.defaults.sandbox.backend: this component is the SSH backend",
+            ),
+            (
+                json!({"ssh": {"target": long}}),
+                "agents.defaults.sandbox.ssh.target: \"xxxx",
+            ),
+            (
+                json!({"ssh": {"target": "me@h", "command": long}}),
+                "agents.defaults.sandbox.ssh.command: \"xxxx",
+            ),
+        ];
+        for (sandbox, expected) in cases {
+            let e = Config::parse(&doc(sandbox.clone()))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(expected) && e.len() < 400, "{e:.400}");
+        }
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! host can tell whether the path is an OpenSSH client, and it checks that
 //! before any connection (`capability::ssh_exec::client` in the host).
 
+use crate::quoted;
+
 /// The client's name when `ssh.command` is absent or empty.
 pub const DEFAULT_COMMAND: &str = "ssh";
 
@@ -30,12 +32,14 @@ pub fn parse_command(value: Option<&str>) -> Result<Command, String> {
     }
     if value.chars().any(char::is_control) {
         return Err(format!(
-            "{value:?}: an OpenSSH client's path must not hold control characters"
+            "{}: an OpenSSH client's path must not hold control characters",
+            quoted(value)
         ));
     }
     if !value.starts_with('/') {
         return Err(format!(
-            "{value:?}: name `ssh` (from the host's PATH) or the absolute path of an OpenSSH client, not a relative name"
+            "{}: name `ssh` (from the host's PATH) or the absolute path of an OpenSSH client, not a relative name",
+            quoted(value)
         ));
     }
     Ok(Command::Path(value.to_string()))
@@ -70,6 +74,10 @@ mod tests {
                 (Err(got), Err(want)) => assert!(got.contains(want), "{value:?}: {got}"),
                 (got, want) => panic!("{value:?}: expected {want:?}, got {got:?}"),
             }
+        }
+        for long in ["x".repeat(10_000), format!("/{}x", "\n".repeat(10_000))] {
+            let e = parse_command(Some(&long)).unwrap_err();
+            assert!(e.len() < 300, "{e}");
         }
     }
 }

@@ -18,6 +18,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::quoted;
 use crate::scope::{self, Scope};
 
 /// `ssh.workspaceRoot` when absent.
@@ -121,8 +122,9 @@ impl Settings {
                     .ok_or_else(|| SettingsError {
                         key,
                         reason: format!(
-                            "must be one of {} (found {s:?})",
-                            names.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                            "must be one of {} (found {})",
+                            names.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+                            quoted(s)
                         ),
                     }),
                 Some(_) => Err(SettingsError {
@@ -177,7 +179,10 @@ impl Settings {
 pub fn normalize_workspace_root(raw: &str) -> Result<String, String> {
     let posix = raw.trim().replace('\\', "/");
     if !posix.starts_with('/') {
-        return Err(format!("must be an absolute POSIX path (found {raw:?})"));
+        return Err(format!(
+            "must be an absolute POSIX path (found {})",
+            quoted(raw)
+        ));
     }
     if posix.chars().any(char::is_control) {
         return Err("must not contain control characters".into());
@@ -189,7 +194,8 @@ pub fn normalize_workspace_root(raw: &str) -> Result<String, String> {
             ".." => {
                 return Err(format!(
                     "must not contain `..`: the target resolves it after following links, \
-                     so it is not normalized away (found {raw:?})"
+                     so it is not normalized away (found {})",
+                    quoted(raw)
                 ));
             }
             p => parts.push(p),
@@ -215,7 +221,8 @@ pub fn join(parent: &str, name: &str) -> String {
 fn local_dir(what: &str, path: &str) -> Result<String, String> {
     if !path.starts_with('/') || path.chars().any(char::is_control) {
         return Err(format!(
-            "{what} must be an absolute local path without control characters (found {path:?})"
+            "{what} must be an absolute local path without control characters (found {})",
+            quoted(path)
         ));
     }
     let trimmed = path.trim_end_matches('/');
@@ -484,6 +491,36 @@ mod tests {
                 .unwrap_err()
                 .key,
             "ssh.workspaceRoot"
+        );
+        // A long value is quoted cut short: the refusal stays one short line.
+        for (block, key) in [
+            (json!({"scope": "s".repeat(10_000)}), "scope"),
+            (
+                json!({"workspaceAccess": "\n".repeat(10_000)}),
+                "workspaceAccess",
+            ),
+            (
+                json!({"ssh": {"workspaceRoot": "x".repeat(10_000)}}),
+                "ssh.workspaceRoot",
+            ),
+            (
+                json!({"ssh": {"workspaceRoot": format!("/{}/..", "x".repeat(10_000))}}),
+                "ssh.workspaceRoot",
+            ),
+        ] {
+            let e = read(block).unwrap_err();
+            assert_eq!(e.key, key);
+            assert!(e.to_string().len() < 400, "{e}");
+        }
+        let local = "/a\n".repeat(10_000);
+        let scope = ScopeRef {
+            workspace_dir: &local,
+            ..ScopeRef::default()
+        };
+        let e = Layout::new(&settings("rw", "session"), &scope).unwrap_err();
+        assert!(
+            e.starts_with("workspace-dir must be") && e.len() < 400,
+            "{e}"
         );
     }
 }

@@ -112,7 +112,8 @@ pub fn scope_key(
                 Some(a) => normalize_agent_id(a),
                 None => agent_of_session_key(session).ok_or_else(|| {
                     format!(
-                        "scope \"agent\" needs the Agent: pass agentId, or a session key agent:<id>:... (found {session:?})"
+                        "scope \"agent\" needs the Agent: pass agentId, or a session key agent:<id>:... (found {})",
+                        crate::quoted(session)
                     )
                 })?,
             };
@@ -168,14 +169,16 @@ pub fn runtime_id(scope_key: &str) -> String {
 }
 
 /// Whether `id` is shaped like a runtime id this module produces: it becomes a
-/// directory name on the target, so nothing else is ever used as one.
+/// directory name on the target, so nothing else is ever used as one. Its slug
+/// keeps dots as OpenClaw's does (the key `a..b` gives `openclaw-ssh-a..b-…`),
+/// `..` included: inside one name it is no step up, since no `/` passes and
+/// the prefix keeps the name from being `.` or `..`.
 pub fn is_runtime_id(id: &str) -> bool {
     id.starts_with("openclaw-ssh-")
         && id.len() <= 13 + 32 + 1 + 8 + 10
         && id.bytes().all(|b| {
             b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
         })
-        && !id.contains("..")
 }
 
 #[cfg(test)]
@@ -212,6 +215,9 @@ mod tests {
                 "openclaw-ssh-workspace-bcdf8b8412918cf7065432b9fae0eb5d",
             ),
             ("\u{212a}", "openclaw-ssh-k-2948f"),
+            // Dots stay in the slug, `..` too.
+            ("a..b", "openclaw-ssh-a..b-7c6eac66"),
+            ("..", "openclaw-ssh-..-5966c5"),
         ];
         for (key, id) in cases {
             assert_eq!(runtime_id(key), id, "{key:?}");
@@ -246,6 +252,9 @@ mod tests {
         );
         let err = scope_key(Scope::Agent, Some("telegram:123"), None, ws).unwrap_err();
         assert!(err.to_string().contains("needs the Agent"), "{err}");
+        // A long session key is quoted cut short.
+        let err = scope_key(Scope::Agent, Some(&"t".repeat(10_000)), None, ws).unwrap_err();
+        assert!(err.contains("needs the Agent") && err.len() < 300, "{err}");
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! target: one parser for the component that validates the configuration and
 //! the host that grants the connection.
 
+use crate::quoted;
+
 /// A parsed target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -26,9 +28,12 @@ impl std::fmt::Display for Target {
 pub fn parse(raw: &str) -> Result<Target, String> {
     let text = raw.trim();
     let text = text.strip_prefix("ssh ").map(str::trim).unwrap_or(text);
-    let (user, rest) = text
-        .split_once('@')
-        .ok_or_else(|| format!("{raw:?} is not user@host[:port] (the user is required)"))?;
+    let (user, rest) = text.split_once('@').ok_or_else(|| {
+        format!(
+            "{} is not user@host[:port] (the user is required)",
+            quoted(raw)
+        )
+    })?;
     if user.is_empty()
         || user.len() > 32
         || user.starts_with('-')
@@ -37,33 +42,46 @@ pub fn parse(raw: &str) -> Result<Target, String> {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
     {
         return Err(format!(
-            "user {user:?} must be 1 to 32 of A-Z a-z 0-9 _ . - and not start with -"
+            "user {} must be 1 to 32 of A-Z a-z 0-9 _ . - and not start with -",
+            quoted(user)
         ));
     }
     let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
         let (addr, after) = inner
             .split_once(']')
-            .ok_or_else(|| format!("{rest:?}: an IPv6 address needs its closing ]"))?;
+            .ok_or_else(|| format!("{}: an IPv6 address needs its closing ]", quoted(rest)))?;
         if addr.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(format!("{addr:?} is not an IPv6 address"));
+            return Err(format!("{} is not an IPv6 address", quoted(addr)));
         }
         let port = match after {
             "" => None,
             p => Some(
                 p.strip_prefix(':')
-                    .ok_or_else(|| format!("{rest:?}: expected :port after ]"))?,
+                    .ok_or_else(|| format!("{}: expected :port after ]", quoted(rest)))?,
             ),
         };
         (addr.to_string(), port)
     } else {
-        match rest.rsplit_once(':') {
-            Some((h, p)) => (h.to_string(), Some(p)),
-            None => (rest.to_string(), None),
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (rest, None),
+        };
+        // Outside brackets the last `:` ends the host, so a host holding
+        // another one is no IPv6 address (`u@fe80::1` would be `fe80:` on
+        // port 1): it is checked like any other, and refused.
+        if host.parse::<std::net::Ipv4Addr>().is_err() && !is_dns_name(host) {
+            let hint = if host.contains(':') {
+                " (an IPv6 address goes in brackets: user@[address]:port)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "host {} is not an IP address or a DNS name{hint}",
+                quoted(host)
+            ));
         }
+        (host.to_string(), port)
     };
-    if !host.contains(':') && host.parse::<std::net::Ipv4Addr>().is_err() && !is_dns_name(&host) {
-        return Err(format!("host {host:?} is not an IP address or a DNS name"));
-    }
     let port = match port {
         None => 22,
         // Digits only: `+22` and ` 22` parse in some languages, not here.
@@ -71,7 +89,7 @@ pub fn parse(raw: &str) -> Result<Target, String> {
             .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|p| p.parse::<u16>().ok())
             .filter(|p| *p > 0)
-            .ok_or_else(|| format!("port {p:?} must be an integer from 1 to 65535"))?,
+            .ok_or_else(|| format!("port {} must be an integer from 1 to 65535", quoted(p)))?,
     };
     Ok(Target {
         user: user.to_string(),
@@ -131,8 +149,25 @@ mod tests {
             "-oProxyCommand=x@h",
             "u@h:0",
             "u@h:65536",
+            // Unbracketed, a host with a `:` in it is none of the three.
+            "u@::1",
+            "u@fe80::1",
+            "u@-oProxyCommand=x:y:22",
+            "u@a:b c:22",
+            "u@\u{0}:x:22",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
+        }
+        // A long value is quoted cut short: the refusal stays one short line.
+        for long in [
+            "h".repeat(10_000),
+            format!("{}@h", "u".repeat(10_000)),
+            format!("u@{}", "h ".repeat(5_000)),
+            format!("u@[{}", "1".repeat(10_000)),
+            format!("u@h:{}", "2".repeat(10_000)),
+        ] {
+            let e = parse(&long).unwrap_err();
+            assert!(e.len() < 300, "{e}");
         }
     }
 }
