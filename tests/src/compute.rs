@@ -2,14 +2,19 @@
 //! installation on rig hosts, one-shot calls, and OCC-shaped Agents and
 //! revisions. Shared by the end-to-end and hostile suites.
 
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::rig::{Host, Rig};
-use crate::{component, run_host, write_installation};
+use crate::{component, host_binary, repo_root, run_host, target_dir, write_installation};
 
 /// The runtime root the compute suites deploy under.
 pub const ROOT: &str = "/var/lib/openclaw-enterprise";
@@ -122,6 +127,22 @@ impl Deployment {
             )
         });
         (out.status.code().unwrap_or(-1), v)
+    }
+
+    /// This installation with `runtime.openclawPath` (and each host's) set to
+    /// `entrypoint`: how an operator points hosts at another gateway.
+    pub fn with_entrypoint(&self, entrypoint: &str) -> Deployment {
+        let text = std::fs::read_to_string(&self.installation).unwrap();
+        let rig = Rig::load();
+        let dir = tempfile::tempdir().unwrap();
+        let installation = dir.path().join("installation.yaml");
+        std::fs::write(&installation, text.replace(&rig.openclaw, entrypoint)).unwrap();
+        let audit = dir.path().join("audit.jsonl");
+        Deployment {
+            _dir: dir,
+            installation,
+            audit,
+        }
     }
 
     /// [`Deployment::call`], insisting on success.
@@ -258,5 +279,130 @@ impl<'a> Sweep<'a> {
 impl Drop for Sweep<'_> {
     fn drop(&mut self) {
         self.run();
+    }
+}
+
+/// Installs the stand-in gateway (`tests/rig/stand-in-gateway.mjs`) on `host` as
+/// `mode` (`ready`, `unavailable` or `exits`) and returns its path there: an
+/// entrypoint the unit runs as it runs OpenClaw's.
+pub fn stand_in(rig: &Rig, host: &Host, mode: &str) -> String {
+    let source = std::fs::read(repo_root().join("tests/rig/stand-in-gateway.mjs")).unwrap();
+    let path = format!("/opt/occ-stand-in/{mode}.mjs");
+    rig.sh_input(
+        host,
+        &format!(
+            "mkdir -p /opt/occ-stand-in && cat > {path}.new && chmod 0644 {path}.new && mv {path}.new {path}"
+        ),
+        &source,
+    );
+    path
+}
+
+type Waiters = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, Value>>>>>;
+
+/// A controller of one `occ-driver-host serve` process, as OCC's worker is: it
+/// sends concurrent JSON-RPC calls from any thread, answers every hook request
+/// `hooks/*` as "not selected", and sees each `$/progress` notification.
+pub struct Controller {
+    /// The host process.
+    pub child: Child,
+    stdin: Arc<Mutex<Option<ChildStdin>>>,
+    waiters: Waiters,
+    next: AtomicU64,
+}
+
+/// Sees `(call id, progress params)` for each `$/progress` notification.
+pub type OnProgress = Box<dyn Fn(u64, &Value) + Send>;
+
+impl Controller {
+    /// Start `serve` for `installation`, appending to `audit`.
+    pub fn start(installation: &Path, audit: &Path, on_progress: Option<OnProgress>) -> Controller {
+        let mut child = Command::new(host_binary())
+            .args(["serve", "--installation"])
+            .arg(installation)
+            .arg("--audit-log")
+            .arg(audit)
+            .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start occ-driver-host serve");
+        let stdin = Arc::new(Mutex::new(child.stdin.take()));
+        let stdout = child.stdout.take().unwrap();
+        let waiters: Waiters = Arc::default();
+        let (answers, hooks) = (waiters.clone(), stdin.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if let Some(method) = v["method"].as_str() {
+                    if method == "$/progress"
+                        && let (Some(f), Some(id)) = (&on_progress, v["params"]["id"].as_u64())
+                    {
+                        f(id, &v["params"]);
+                    }
+                    if method.starts_with("hooks/") {
+                        let answer = json!({"jsonrpc": "2.0", "id": v["id"],
+                            "error": {"code": -32601, "message": "no hook selected"}});
+                        if let Some(stdin) = hooks.lock().unwrap().as_mut() {
+                            let _ = writeln!(stdin, "{answer}").and_then(|_| stdin.flush());
+                        }
+                    }
+                    continue;
+                }
+                let Some(id) = v["id"].as_u64() else { continue };
+                if let Some(tx) = answers.lock().unwrap().remove(&id) {
+                    let outcome = match v.get("error") {
+                        Some(e) => Err(e.clone()),
+                        None => Ok(v["result"].clone()),
+                    };
+                    let _ = tx.send(outcome);
+                }
+            }
+            // The host is gone: every call still waiting ends.
+            answers.lock().unwrap().clear();
+        });
+        Controller {
+            child,
+            stdin,
+            waiters,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Send `method` and return its id without waiting, and the receiver of its answer.
+    pub fn send(&self, method: &str, params: Value) -> (u64, mpsc::Receiver<Result<Value, Value>>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        self.waiters.lock().unwrap().insert(id, tx);
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        // A host that died answers nothing; the receiver then ends empty.
+        if let Some(stdin) = self.stdin.lock().unwrap().as_mut() {
+            let _ = writeln!(stdin, "{line}").and_then(|_| stdin.flush());
+        }
+        (id, rx)
+    }
+
+    /// One call and its answer (`Err` with the JSON-RPC error, or `null` when the
+    /// host died first).
+    pub fn call(&self, method: &str, params: Value) -> Result<Value, Value> {
+        let (_, rx) = self.send(method, params);
+        rx.recv_timeout(Duration::from_secs(600))
+            .unwrap_or(Err(Value::Null))
+    }
+
+    /// [`Controller::call`], insisting on success.
+    pub fn ok(&self, method: &str, params: Value) -> Value {
+        self.call(method, params)
+            .unwrap_or_else(|e| panic!("{method} failed: {e}"))
+    }
+
+    /// Close stdin and wait for the host process to exit.
+    pub fn close(mut self) {
+        self.stdin.lock().unwrap().take();
+        let _ = self.child.wait();
     }
 }
