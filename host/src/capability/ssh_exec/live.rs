@@ -603,6 +603,25 @@ impl LiveSsh {
     }
 }
 
+/// Whether the master closed the control connection before it answered:
+/// the end of the stream where its reply (a hello, or the session's
+/// confirmation) belonged.
+fn dropped_unanswered(e: &openssh::Error) -> bool {
+    if !matches!(e, openssh::Error::SshMux(_)) {
+        return false;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::UnexpectedEof
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
 /// An openssh error with its causes, for the caller.
 fn error_text(e: &openssh::Error) -> String {
     let mut text = e.to_string();
@@ -675,14 +694,24 @@ impl LiveSsh {
                 // session (its own idle timer, counted from its last
                 // session's end, or a dropped connection). The master
                 // refused the session, so the remote command did not
-                // start: connect anew and open it once more.
-                Err(e) if !reconnected && !master.is_alive().await => {
+                // start: connect anew and open it once more. A master that
+                // lives on but closed this control connection without an
+                // answer dropped the request before it opened a channel
+                // (it answers a channel it opened, and closes a client's
+                // connection only on a request it could not take): the
+                // command did not start either, and the same master gets
+                // it once more.
+                Err(e) if !reconnected && (!master.is_alive().await || dropped_unanswered(&e)) => {
+                    let alive = master.is_alive().await;
                     tracing::debug!(
                         host = req.alias,
-                        "ssh master ended as a session opened ({}); reconnecting",
+                        alive,
+                        "ssh master refused a session ({}); opening it once more",
                         error_text(&e)
                     );
-                    self.forget(req.alias, &master).await;
+                    if !alive {
+                        self.forget(req.alias, &master).await;
+                    }
                     reconnected = true;
                     continue;
                 }
@@ -708,6 +737,7 @@ impl ExecBackend for LiveSsh {
             if req.argv.is_empty() {
                 return Err(ExecError::Io("empty argument vector".into()));
             }
+            let started = Instant::now();
             if let Some(serve) = req.serve
                 && req.stdin_stream.is_none()
                 && req.output.is_none()
@@ -728,15 +758,31 @@ impl ExecBackend for LiveSsh {
                     })
                     .await;
                 if let Some(result) = served {
+                    log_exec(alias, "worker", started, &result);
                     return result;
                 }
             }
-            self.one_shot(req).await
+            let alias = req.alias;
+            let result = self.one_shot(req).await;
+            log_exec(alias, "session", started, &result);
+            result
         })
     }
 
     fn kind(&self) -> &'static str {
         "live"
+    }
+}
+
+/// One debug line per exec (`-vv`): the host, how it ran (a long-lived
+/// worker's request or a session of its own), how long it took and how it
+/// ended. Never the command or its input: they may carry what a driver keeps
+/// out of logs.
+fn log_exec(alias: &str, how: &str, started: Instant, result: &Result<ExecOutput, ExecError>) {
+    let ms = started.elapsed().as_millis();
+    match result {
+        Ok(out) => tracing::debug!(host = alias, how, ms, status = ?out.exit_status, "exec ended"),
+        Err(e) => tracing::debug!(host = alias, how, ms, "exec failed: {e}"),
     }
 }
 
