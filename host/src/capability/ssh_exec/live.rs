@@ -607,29 +607,25 @@ impl LiveSsh {
 /// the end of the stream where its reply (a hello, or the session's
 /// confirmation) belonged.
 fn dropped_unanswered(e: &openssh::Error) -> bool {
-    if !matches!(e, openssh::Error::SshMux(_)) {
-        return false;
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::UnexpectedEof
-        {
-            return true;
-        }
-        source = cause.source();
-    }
-    false
+    matches!(e, openssh::Error::SshMux(_))
+        && causes(e).any(|cause| {
+            cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof)
+        })
+}
+
+/// The errors `e` was caused by, nearest first.
+fn causes(e: &openssh::Error) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(e), |cause| cause.source())
 }
 
 /// An openssh error with its causes, for the caller.
 fn error_text(e: &openssh::Error) -> String {
     let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
+    for cause in causes(e) {
         text.push_str(": ");
         text.push_str(&cause.to_string());
-        source = cause.source();
     }
     text
 }
@@ -701,21 +697,23 @@ impl LiveSsh {
                 // connection only on a request it could not take): the
                 // command did not start either, and the same master gets
                 // it once more.
-                Err(e) if !reconnected && (!master.is_alive().await || dropped_unanswered(&e)) => {
-                    let alive = master.is_alive().await;
-                    tracing::debug!(
-                        host = req.alias,
-                        alive,
-                        "ssh master refused a session ({}); opening it once more",
-                        error_text(&e)
-                    );
-                    if !alive {
-                        self.forget(req.alias, &master).await;
-                    }
-                    reconnected = true;
-                    continue;
-                }
                 Err(e) => {
+                    if !reconnected {
+                        let alive = master.is_alive().await;
+                        if !alive || dropped_unanswered(&e) {
+                            tracing::debug!(
+                                host = req.alias,
+                                alive,
+                                "ssh master refused a session ({}); opening it once more",
+                                error_text(&e)
+                            );
+                            if !alive {
+                                self.forget(req.alias, &master).await;
+                            }
+                            reconnected = true;
+                            continue;
+                        }
+                    }
                     return Err(ExecError::Io(format!("{}: {}", req.alias, error_text(&e))));
                 }
             };
