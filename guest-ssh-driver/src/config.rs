@@ -8,11 +8,13 @@
 //! in unit lines.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
+use occ_ssh_target::settings::{self, MAX_NAME_LEN};
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, named, quoted};
+
+pub use occ_ssh_target::settings::PATH_PUNCTUATION;
 
 /// Where units go when `runtime.systemdUnitDirectory` is omitted.
 pub const DEFAULT_UNIT_DIRECTORY: &str = "/etc/systemd/system";
@@ -24,12 +26,6 @@ pub const MAX_CONNECT_TIMEOUT_SECONDS: u64 = 300;
 /// Bound on `runtime.user`. Accounts take its first 19 characters (the spec's
 /// rule), so a longer prefix is accepted and cut, as OCC's driver cuts it.
 const MAX_USER_LEN: usize = 255;
-/// A DNS name is at most 253 characters; Namespace names are held to the same bound.
-const MAX_NAME_LEN: usize = 253;
-
-const PATH_RULE: &str = "must be an absolute path without whitespace, quotes, control \
-                         characters, shell metacharacters or systemd expansion (`%`, `$`)";
-
 /// The lowest gateway port: an Agent's unprivileged account cannot bind below it.
 pub const MIN_GATEWAY_PORT: u16 = 1024;
 
@@ -384,11 +380,12 @@ fn parse_hosts(hosts: &Object<'_>) -> Result<BTreeMap<String, Host>, Error> {
     let mut parsed = BTreeMap::new();
     for name in hosts.sorted_keys() {
         let key_path = key_path(&hosts.path, name);
-        check_namespace_name(&key_path, name)?;
+        settings::check_namespace_name(name).map_err(|r| Error::config(&key_path, r))?;
         let host = hosts.object(name)?;
         host.closed(&names(HOST_KEYS))?;
         let address = host.string("address")?;
-        check_address(&host.key_path("address"), &address)?;
+        settings::check_address(&address)
+            .map_err(|r| Error::config(host.key_path("address"), r))?;
         let user = host.string("user")?;
         if user != "root" {
             return Err(Error::config(
@@ -549,99 +546,12 @@ impl<'a> Object<'a> {
     }
 }
 
-/// Paths: absolute, normalized (so the layout derived from them has one spelling), and
-/// made only of `A-Z a-z 0-9 _ . / : @ + -`. A trailing `/` names the same
-/// directory, as it does for OCC's driver: it is dropped, and the path returned
-/// without it.
-pub(crate) fn check_path(key_path: &str, value: &str) -> Result<String, Error> {
-    if let Some(c) = value.chars().find(|c| !is_path_char(*c)) {
-        return Err(Error::config(
-            key_path,
-            format!("{PATH_RULE}: contains {}", describe_char(c)),
-        ));
-    }
-    if !value.starts_with('/') {
-        return Err(Error::config(
-            key_path,
-            format!("{PATH_RULE}: not absolute"),
-        ));
-    }
-    let value = match value.strip_suffix('/') {
-        Some(stripped) if stripped.len() > 1 && !stripped.ends_with('/') => stripped,
-        _ => value,
-    };
-    let normalized = value.len() > 1
-        && !value.ends_with('/')
-        && value[1..]
-            .split('/')
-            .all(|part| !part.is_empty() && part != "." && part != "..");
-    if !normalized {
-        return Err(Error::config(
-            key_path,
-            "must be a normalized path below / (no `//`, `.` or `..`)",
-        ));
-    }
-    Ok(value.to_string())
-}
-
-/// Besides ASCII letters and digits, the only characters a path may hold. The
-/// helper's `SAFE_PATH` admits exactly these (`tests/helper_protocol.rs`).
-pub const PATH_PUNCTUATION: &str = "_./:@+-";
-
-fn is_path_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || PATH_PUNCTUATION.contains(c)
-}
-
-fn describe_char(c: char) -> String {
-    if c.is_whitespace() {
-        format!("whitespace {c:?}")
-    } else if c.is_control() {
-        format!("control character {c:?}")
-    } else if matches!(c, '"' | '\'' | '`') {
-        format!("quote {c:?}")
-    } else if matches!(c, '%' | '$') {
-        format!("systemd expansion syntax {c:?}")
-    } else if c.is_ascii() {
-        format!("shell metacharacter {c:?}")
-    } else {
-        format!("unsupported character {c:?}")
-    }
-}
-
-/// Namespace names become exec aliases and key paths in messages.
-fn check_namespace_name(key_path: &str, name: &str) -> Result<(), Error> {
-    if name.is_empty() || name.len() > MAX_NAME_LEN || name.chars().any(char::is_control) {
-        return Err(Error::config(
-            key_path,
-            format!(
-                "a Namespace name must be 1 to {MAX_NAME_LEN} bytes without control characters"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// An IP address or a DNS name; a leading `-` would read as an ssh option.
-fn check_address(key_path: &str, address: &str) -> Result<(), Error> {
-    if address.parse::<IpAddr>().is_ok() || is_dns_name(address) {
-        return Ok(());
-    }
-    Err(Error::config(
-        key_path,
-        format!("{} is not an IP address or a DNS name", quoted(address)),
-    ))
-}
-
-fn is_dns_name(name: &str) -> bool {
-    name.len() <= MAX_NAME_LEN
-        && name.split('.').all(|label| {
-            (1..=63).contains(&label.len())
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
+/// A path setting, checked with the rule the host's grant reads it by
+/// ([`settings::check_path`]): the path without a trailing `/`.
+fn check_path(key_path: &str, value: &str) -> Result<String, Error> {
+    settings::check_path(value)
+        .map(str::to_string)
+        .map_err(|reason| Error::config(key_path, reason))
 }
 
 /// `runtime.user` prefixes every Agent account name, so it must be made of a Linux

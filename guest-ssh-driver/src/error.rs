@@ -231,34 +231,7 @@ impl Error {
     }
 }
 
-/// A caller's word as a message names it: as written when it is a short plain
-/// word (letters, digits, `.`, `_`, `-`), else [`quoted`].
-pub fn named(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text.len() <= MAX_QUOTED
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if plain {
-        text.to_string()
-    } else {
-        quoted(text)
-    }
-}
-
-/// The most characters of a caller's value a message quotes.
-pub const MAX_QUOTED: usize = 64;
-
-/// A caller's value (or key) as a message quotes it: escaped like a Rust
-/// string, and cut after [`MAX_QUOTED`] characters with its length, so that a
-/// refusal stays one short line whatever the value holds.
-pub fn quoted(text: &str) -> String {
-    if text.chars().count() <= MAX_QUOTED {
-        return format!("{text:?}");
-    }
-    let head: String = text.chars().take(MAX_QUOTED).collect();
-    format!("{head:?}... ({} bytes)", text.len())
-}
+pub use occ_ssh_target::text::{MAX_QUOTED, named, quoted};
 
 #[cfg(test)]
 mod tests {

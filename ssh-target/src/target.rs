@@ -3,6 +3,7 @@
 //! the host that grants the connection.
 
 use crate::quoted;
+use crate::settings::is_dns_name;
 
 /// A parsed target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,19 +97,6 @@ pub fn parse(raw: &str) -> Result<Target, String> {
         host,
         port,
     })
-}
-
-fn is_dns_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            (1..=63).contains(&label.len())
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
 }
 
 #[cfg(test)]

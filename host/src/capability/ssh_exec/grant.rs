@@ -1,17 +1,18 @@
 //! The SSH grant: what the trusted installation lets a driver reach, and the
 //! bounds every exec is held to.
 //!
-//! The grant is read from the driver's `configuration` with the same rules the
-//! SSH Compute Driver applies to the same keys (a test runs the driver's own
-//! fixtures through both and compares the verdicts), so a configuration the
-//! driver accepts is always one the host can grant, and a refusal names the same
-//! key path whichever side finds it first.
+//! The grant is read from the driver's `configuration` with the rules the SSH
+//! Compute Driver applies to the same keys (`occ_ssh_target::settings`, which
+//! both link; a test runs the driver's own fixtures through both readers and
+//! compares the verdicts), so a configuration the driver accepts is always one
+//! the host can grant, and a refusal names the same key path whichever side
+//! finds it first.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use occ_ssh_target::settings;
 use serde_json::{Map, Value};
 
 use super::client::SshClient;
@@ -171,11 +172,6 @@ const DEFAULT_CONNECT_TIMEOUT: u64 = 10;
 /// Bound on `ssh.connectTimeoutSeconds`: above five minutes a connect attempt
 /// would outlive the operation bound it is part of.
 const MAX_CONNECT_TIMEOUT: u64 = 300;
-/// A DNS name is at most 253 characters; Namespace names are held to the same bound.
-const MAX_NAME_LEN: usize = 253;
-const PATH_RULE: &str = "must be an absolute path without whitespace, quotes, control \
-                         characters, shell metacharacters or systemd expansion (`%`, `$`)";
-
 fn err(path: impl Into<String>, reason: impl Into<String>) -> GrantError {
     GrantError {
         path: path.into(),
@@ -241,22 +237,10 @@ impl SshGrant {
         let mut hosts = BTreeMap::new();
         for name in names {
             let at = format!("configuration.hosts.{name}");
-            if name.is_empty() || name.len() > MAX_NAME_LEN || name.chars().any(char::is_control) {
-                return Err(err(
-                    &at,
-                    format!(
-                        "a Namespace name must be 1 to {MAX_NAME_LEN} bytes without control characters"
-                    ),
-                ));
-            }
+            settings::check_namespace_name(name).map_err(|r| err(&at, r))?;
             let host = object(&at, hosts_map.get(name))?;
             let address = string(&format!("{at}.address"), host.get("address"))?;
-            if address.parse::<IpAddr>().is_err() && !is_dns_name(&address) {
-                return Err(err(
-                    format!("{at}.address"),
-                    format!("{address:?} is not an IP address or a DNS name"),
-                ));
-            }
+            settings::check_address(&address).map_err(|r| err(format!("{at}.address"), r))?;
             let user = string(&format!("{at}.user"), host.get("user"))?;
             if user != "root" {
                 return Err(err(
@@ -372,65 +356,13 @@ pub(crate) fn integer(
         .ok_or_else(|| err(path, format!("must be an integer from {min} to {max}")))
 }
 
-/// Absolute, normalized, and made only of `A-Z a-z 0-9 _ . / : @ + -`; a
-/// trailing `/` (the same directory) is dropped.
+/// A path setting, by the rule the driver reads it with
+/// ([`settings::check_path`]); a trailing `/` (the same directory) is dropped.
 pub(crate) fn path(key: &str, v: Option<&Value>) -> Result<PathBuf, GrantError> {
     let value = string(key, v)?;
-    if let Some(c) = value.chars().find(|c| {
-        !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | ':' | '@' | '+' | '-'))
-    }) {
-        return Err(err(
-            key,
-            format!("{PATH_RULE}: contains {}", describe_char(c)),
-        ));
-    }
-    if !value.starts_with('/') {
-        return Err(err(key, format!("{PATH_RULE}: not absolute")));
-    }
-    let value = match value.strip_suffix('/') {
-        Some(stripped) if stripped.len() > 1 && !stripped.ends_with('/') => stripped,
-        _ => value.as_str(),
-    };
-    let normalized = value.len() > 1
-        && !value.ends_with('/')
-        && value[1..]
-            .split('/')
-            .all(|part| !part.is_empty() && part != "." && part != "..");
-    if !normalized {
-        return Err(err(
-            key,
-            "must be a normalized path below / (no `//`, `.` or `..`)",
-        ));
-    }
-    Ok(PathBuf::from(value))
-}
-
-fn describe_char(c: char) -> String {
-    if c.is_whitespace() {
-        format!("whitespace {c:?}")
-    } else if c.is_control() {
-        format!("control character {c:?}")
-    } else if matches!(c, '"' | '\'' | '`') {
-        format!("quote {c:?}")
-    } else if matches!(c, '%' | '$') {
-        format!("systemd expansion syntax {c:?}")
-    } else if c.is_ascii() {
-        format!("shell metacharacter {c:?}")
-    } else {
-        format!("unsupported character {c:?}")
-    }
-}
-
-fn is_dns_name(name: &str) -> bool {
-    name.len() <= MAX_NAME_LEN
-        && name.split('.').all(|label| {
-            (1..=63).contains(&label.len())
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
+    settings::check_path(&value)
+        .map(PathBuf::from)
+        .map_err(|reason| err(key, reason))
 }
 
 #[cfg(test)]
