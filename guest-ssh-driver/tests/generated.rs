@@ -14,20 +14,14 @@ use guest_ssh_driver::ids::{
 };
 use guest_ssh_driver::model::{Agent, AgentBinding, ComputeRef, Harness, Namespace, Revision};
 use guest_ssh_driver::validate_configuration;
+use occ_strategies::{cases, default_cases, hostile_text, json_value, key_paths, object_at};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError};
+use proptest::test_runner::TestCaseError;
 use serde_json::{Map, Value, json};
 
 /// The longest refusal a generated input may produce: a message names the key
 /// and the rule, and quotes at most a bounded excerpt of a value.
 const MAX_MESSAGE: usize = 1024;
-
-fn config() -> Config {
-    Config {
-        failure_persistence: None,
-        ..Config::default()
-    }
-}
 
 /// A valid configuration, the starting point every mutation changes one key of.
 fn base() -> Value {
@@ -45,33 +39,12 @@ fn base() -> Value {
     })
 }
 
-/// Every key path of `v` (objects only), outermost first.
-fn key_paths(v: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    if let Value::Object(map) = v {
-        for (k, child) in map {
-            prefix.push(k.clone());
-            out.push(prefix.clone());
-            key_paths(child, prefix, out);
-            prefix.pop();
-        }
-    }
-}
-
-fn object_at<'a>(v: &'a mut Value, path: &[String]) -> &'a mut Map<String, Value> {
-    let mut at = v;
-    for k in path {
-        at = at.get_mut(k).unwrap();
-    }
-    at.as_object_mut().unwrap()
-}
-
 /// Text a hostile document would try: any Unicode, path separators and `..`,
 /// NUL and other controls, shell and systemd metacharacters, and 10 KB runs.
-fn text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        any::<String>(),
-        "[a-z0-9./\\\\ %$\"'`;|&*?~\\x00\\n\\t-]{0,40}",
-        prop::sample::select(vec![
+fn text() -> BoxedStrategy<String> {
+    hostile_text(
+        "a-z0-9./\\\\ %$\"'`;|&*?~\\x00\\n\\t-",
+        &[
             "",
             ".",
             "..",
@@ -86,29 +59,14 @@ fn text() -> impl Strategy<Value = String> {
             "%h",
             "\u{202e}",
             "\u{fffd}",
-        ])
-        .prop_map(str::to_string),
-        ("[a-z/.]{1,4}", 1usize..3000).prop_map(|(unit, n)| unit.repeat(n)),
-    ]
+        ],
+        "a-z/.",
+    )
 }
 
 /// Any JSON value, texts and keys drawn from [`text`].
-fn value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(|f| json!(f)),
-        text().prop_map(Value::String),
-    ];
-    leaf.prop_recursive(3, 24, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map(text(), inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+fn value() -> BoxedStrategy<Value> {
+    json_value(text())
 }
 
 /// The dotted key path the driver names (`configuration.a.b`).
@@ -228,7 +186,7 @@ fn required(path: &[String]) -> bool {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(default_cases())]
 
     /// One key of a valid document replaced by any value.
     #[test]
@@ -237,8 +195,7 @@ proptest! {
         replacement in value(),
     ) {
         let mut doc = base();
-        let mut paths = Vec::new();
-        key_paths(&doc, &mut Vec::new(), &mut paths);
+        let paths = key_paths(&doc);
         let path = pick.get(&paths).clone();
         let (last, parent) = path.split_last().unwrap();
         object_at(&mut doc, parent).insert(last.clone(), replacement);
@@ -254,8 +211,7 @@ proptest! {
     ) {
         let doc = base();
         let mut objects = vec![Vec::new()];
-        let mut paths = Vec::new();
-        key_paths(&doc, &mut Vec::new(), &mut paths);
+        let paths = key_paths(&doc);
         objects.extend(paths.into_iter().filter(|p| {
             let mut at = &doc;
             for k in p { at = &at[k]; }
@@ -311,7 +267,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(Config { failure_persistence: None, ..Config::with_cases(512) })]
+    #![proptest_config(cases(512))]
 
     /// Up to three keys of a valid document deleted, at any depth (512
     /// cases): refused naming a deleted key exactly when the schema requires
@@ -322,8 +278,7 @@ proptest! {
         picks in prop::collection::vec(any::<prop::sample::Index>(), 1..4),
     ) {
         let mut doc = base();
-        let mut paths = Vec::new();
-        key_paths(&doc, &mut Vec::new(), &mut paths);
+        let paths = key_paths(&doc);
         let mut deleted: Vec<Vec<String>> = picks.iter().map(|i| i.get(&paths).clone()).collect();
         deleted.sort();
         deleted.dedup();
@@ -393,7 +348,7 @@ fn path_text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(Config { failure_persistence: None, ..Config::with_cases(1024) })]
+    #![proptest_config(cases(1024))]
 
     /// A path key of a valid document given path-like text (1024 cases):
     /// accepted exactly when the text, less one trailing `/`, obeys the rule,
@@ -404,8 +359,7 @@ proptest! {
         value in path_text(),
     ) {
         let mut doc = base();
-        let mut paths = Vec::new();
-        key_paths(&doc, &mut Vec::new(), &mut paths);
+        let mut paths = key_paths(&doc);
         paths.retain(|p| {
             let mut at = &doc;
             for k in p { at = &at[k]; }
@@ -555,7 +509,7 @@ fn check_derived<T>(
 }
 
 proptest! {
-    #![proptest_config(Config { failure_persistence: None, ..Config::with_cases(1024) })]
+    #![proptest_config(cases(1024))]
 
     /// The IDs of a binding and of a revision, as the layout types take them
     /// (1024 cases): refused naming the first field the rule refuses, or every

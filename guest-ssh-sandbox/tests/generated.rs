@@ -11,19 +11,13 @@
 use guest_ssh_sandbox::config::{Config, SshCommand};
 use guest_ssh_sandbox::layout::Layout;
 use guest_ssh_sandbox::model::SandboxScope;
+use occ_strategies::{cases, hostile_text, json_value, key_paths, object_at};
 use proptest::prelude::*;
-use proptest::test_runner::{Config as Cases, TestCaseError};
-use serde_json::{Map, Value, json};
+use proptest::test_runner::TestCaseError;
+use serde_json::{Value, json};
 
 /// The longest refusal a generated input may produce.
 const MAX_MESSAGE: usize = 2048;
-
-fn cases(n: u32) -> Cases {
-    Cases {
-        failure_persistence: None,
-        ..Cases::with_cases(n)
-    }
-}
 
 /// A sound document that sets every key the parser reads, the starting point
 /// of every change.
@@ -44,34 +38,13 @@ fn base() -> Value {
     }}}})
 }
 
-/// Every key path of `v` (objects only), outermost first.
-fn key_paths(v: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    if let Value::Object(map) = v {
-        for (k, child) in map {
-            prefix.push(k.clone());
-            out.push(prefix.clone());
-            key_paths(child, prefix, out);
-            prefix.pop();
-        }
-    }
-}
-
-fn object_at<'a>(v: &'a mut Value, path: &[String]) -> &'a mut Map<String, Value> {
-    let mut at = v;
-    for k in path {
-        at = at.get_mut(k).unwrap();
-    }
-    at.as_object_mut().unwrap()
-}
-
 /// Text a hostile configuration would hold: any Unicode, separators and `..`,
 /// NUL and other controls, metacharacters, targets and roots almost right,
 /// and 10 KB runs.
-fn text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        any::<String>(),
-        "[a-z0-9./\\\\ @:%$\"'`;|&*?~\\x00\\n\\t-]{0,40}",
-        prop::sample::select(vec![
+fn text() -> BoxedStrategy<String> {
+    hostile_text(
+        "a-z0-9./\\\\ @:%$\"'`;|&*?~\\x00\\n\\t-",
+        &[
             "",
             " ",
             ".",
@@ -92,28 +65,14 @@ fn text() -> impl Strategy<Value = String> {
             "env",
             "\u{0}",
             "\u{202e}",
-        ])
-        .prop_map(str::to_string),
-        ("[a-z@/.:-]{1,4}", 1usize..3000).prop_map(|(unit, n)| unit.repeat(n)),
-    ]
+        ],
+        "a-z@/.:-",
+    )
 }
 
 /// Any JSON value, texts and keys drawn from [`text`].
-fn value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_map(|f| json!(f)),
-        text().prop_map(Value::String),
-    ];
-    leaf.prop_recursive(3, 24, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map(text(), inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+fn value() -> BoxedStrategy<Value> {
+    json_value(text())
 }
 
 /// Whether `key` is named as written: a plain word of a bounded length.
@@ -239,8 +198,7 @@ proptest! {
         replacement in prop::option::of(prop_oneof![2 => value(), 1 => text().prop_map(Value::String)]),
     ) {
         let mut doc = base();
-        let mut paths = Vec::new();
-        key_paths(&doc, &mut Vec::new(), &mut paths);
+        let paths = key_paths(&doc);
         let path = pick.get(&paths).clone();
         let (last, parent) = path.split_last().unwrap();
         match replacement {
@@ -261,8 +219,7 @@ proptest! {
     ) {
         let doc = base();
         let mut objects = vec![Vec::new()];
-        let mut paths = Vec::new();
-        key_paths(&doc, &mut Vec::new(), &mut paths);
+        let paths = key_paths(&doc);
         objects.extend(paths.into_iter().filter(|p| doc.pointer(&format!("/{}", p.join("/"))).is_some_and(Value::is_object)));
         let parent = pick.get(&objects).clone();
         let mut changed = doc.clone();

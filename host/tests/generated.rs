@@ -15,8 +15,8 @@ use occ_driver_host::capability::ssh_exec::SshMode;
 use occ_driver_host::rpc::envelope::Incoming;
 use occ_driver_host::rpc::framing::{Frame, MessageCodec};
 use occ_driver_host::{CallOptions, Driver, DriverOptions, Installation, Method, Runtime};
+use occ_strategies::{default_cases, hostile_text, json_value, key_paths, object_at};
 use proptest::prelude::*;
-use proptest::test_runner::Config;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::bytes::BytesMut;
@@ -25,43 +25,18 @@ use tokio_util::codec::Decoder;
 /// The longest refusal a generated input may produce.
 const MAX_MESSAGE: usize = 2048;
 
-fn config() -> Config {
-    Config {
-        failure_persistence: None,
-        ..Config::default()
-    }
-}
-
 /// Text a hostile peer would send: any Unicode, separators and `..`, NUL and
 /// other controls, metacharacters, 10 KB runs.
-fn text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        any::<String>(),
-        "[a-z0-9./\\\\ %$\"'`;:|&*\\x00\\n\\t-]{0,40}",
-        prop::sample::select(vec![
-            "", ".", "..", "../..", "/", "\u{0}", "a\nb", "%h", "$(id)"
-        ])
-        .prop_map(str::to_string),
-        ("[a-z/.:-]{1,4}", 1usize..3000).prop_map(|(unit, n)| unit.repeat(n)),
-    ]
+fn text() -> BoxedStrategy<String> {
+    hostile_text(
+        "a-z0-9./\\\\ %$\"'`;:|&*\\x00\\n\\t-",
+        &["", ".", "..", "../..", "/", "\u{0}", "a\nb", "%h", "$(id)"],
+        "a-z/.:-",
+    )
 }
 
-fn value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(|f| json!(f)),
-        text().prop_map(Value::String),
-    ];
-    leaf.prop_recursive(3, 24, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map(text(), inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+fn value() -> BoxedStrategy<Value> {
+    json_value(text())
 }
 
 /// Lines as `LinesCodec` defines them: split at `\n`, the limit counted with a
@@ -100,7 +75,7 @@ fn bytes() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(default_cases())]
 
     /// Bytes in chunks of any size: never an error, every line of the limit or
     /// less delivered whole, every longer line and every non-UTF-8 line a frame
@@ -178,7 +153,7 @@ fn entry_line() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(default_cases())]
 
     /// A recording of any lines loads, or is refused naming the file and the
     /// first line at fault.
@@ -292,26 +267,6 @@ fn revision_params() -> Value {
     .unwrap()
 }
 
-/// Every key path of `v`'s objects.
-fn key_paths(v: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    if let Value::Object(map) = v {
-        for (k, child) in map {
-            prefix.push(k.clone());
-            out.push(prefix.clone());
-            key_paths(child, prefix, out);
-            prefix.pop();
-        }
-    }
-}
-
-fn object_at<'a>(v: &'a mut Value, path: &[String]) -> &'a mut Map<String, Value> {
-    let mut at = v;
-    for k in path {
-        at = at.get_mut(k).unwrap();
-    }
-    at.as_object_mut().unwrap()
-}
-
 /// Where the IDs the driver writes into markers and the unit header sit in
 /// the params, and the field name the driver's rule gives each.
 const ID_PATHS: [(&str, &str); 5] = [
@@ -407,7 +362,7 @@ fn call(method: Method, params: &Value) -> Result<Outcome, String> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(default_cases())]
 
     /// One field of OCC's params replaced by any value, for the calls that
     /// bind, admit and prepare: a short refusal, or an effect only with IDs
@@ -428,8 +383,7 @@ proptest! {
         if method == Method::ValidateHarnessAuth {
             params = json!({"harness": params["revision"]["harness"], "auth": params["revision"]["harnessAuth"]});
         }
-        let mut paths = Vec::new();
-        key_paths(&params, &mut Vec::new(), &mut paths);
+        let paths = key_paths(&params);
         let path = pick.get(&paths).clone();
         let (last, parent) = path.split_last().unwrap();
         object_at(&mut params, parent).insert(last.clone(), replacement);

@@ -13,19 +13,13 @@ use std::sync::LazyLock;
 use occ_ssh_target::layout::{Access, Layout, Mount, MountInfo, ScopeRef, Settings, join};
 use occ_ssh_target::paths::{PathError, Resolved, exec_workdir, resolve};
 use occ_ssh_target::scope::{Scope, is_runtime_id, runtime_id, scope_key};
+use occ_strategies::{cases, hostile_text, json_value, key_paths, object_at};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError};
-use serde_json::{Map, Value, json};
+use proptest::test_runner::TestCaseError;
+use serde_json::{Value, json};
 
 /// The longest refusal a generated input may produce.
 const MAX_MESSAGE: usize = 2048;
-
-fn config(cases: u32) -> Config {
-    Config {
-        failure_persistence: None,
-        ..Config::with_cases(cases)
-    }
-}
 
 /// Layouts of every shape: one mount or two, an Agent workspace inside the
 /// sandbox's own, the filesystem root as a local workspace or as the
@@ -266,7 +260,7 @@ fn check_resolved(
 }
 
 proptest! {
-    #![proptest_config(config(2048))]
+    #![proptest_config(cases(2048))]
 
     /// Any path and `cwd` against any layout (2048 cases): where the model
     /// puts it, which is a refusal for the reason the input gives or a place
@@ -374,7 +368,7 @@ fn is_one_component(name: &str) -> bool {
 }
 
 proptest! {
-    #![proptest_config(config(2048))]
+    #![proptest_config(cases(2048))]
 
     /// Any scope key (2048 cases): its runtime id is one this crate
     /// recognizes and a single path component, and so is every stage of it.
@@ -441,37 +435,15 @@ fn sandbox() -> Value {
            "ssh": {"target": "me@h:22", "workspaceRoot": "/srv/sandboxes"}})
 }
 
-/// Every key path of `v`'s objects.
-fn key_paths(v: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    if let Value::Object(map) = v {
-        for (k, child) in map {
-            prefix.push(k.clone());
-            out.push(prefix.clone());
-            key_paths(child, prefix, out);
-            prefix.pop();
-        }
-    }
-}
-
-fn object_at<'a>(v: &'a mut Value, path: &[String]) -> &'a mut Map<String, Value> {
-    let mut at = v;
-    for k in path {
-        at = at.get_mut(k).unwrap();
-    }
-    at.as_object_mut().unwrap()
-}
-
 /// Text a hostile configuration would hold.
-fn text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        any::<String>(),
-        "[a-z0-9./\\\\ %$\"'`;|&*?~\\x00\\n\\t-]{0,40}",
-        prop::sample::select(vec![
-            "", "/", "..", "/a/..", "//x//", " /x ", "session", "rw", "\u{0}"
-        ])
-        .prop_map(str::to_string),
-        ("[a-z/.]{1,4}", 1usize..3000).prop_map(|(unit, n)| unit.repeat(n)),
-    ]
+fn text() -> BoxedStrategy<String> {
+    hostile_text(
+        "a-z0-9./\\\\ %$\"'`;|&*?~\\x00\\n\\t-",
+        &[
+            "", "/", "..", "/a/..", "//x//", " /x ", "session", "rw", "\u{0}",
+        ],
+        "a-z/.",
+    )
 }
 
 /// Absolute paths of names, dot segments, separators and white space, as a
@@ -481,21 +453,8 @@ fn root_text() -> impl Strategy<Value = String> {
     prop::collection::vec(part, 1..6).prop_map(|parts| format!("/{}", parts.join("/")))
 }
 
-fn value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_map(|f| json!(f)),
-        text().prop_map(Value::String),
-    ];
-    leaf.prop_recursive(3, 24, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map(text(), inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+fn value() -> BoxedStrategy<Value> {
+    json_value(text())
 }
 
 /// A workspace root as the layout joins it: absolute, normalized, without
@@ -510,7 +469,7 @@ fn is_normalized_root(root: &str) -> bool {
 }
 
 proptest! {
-    #![proptest_config(config(1024))]
+    #![proptest_config(cases(1024))]
 
     /// One key of a sound settings object replaced by any value or deleted
     /// (1024 cases): refused in a short message naming that key, or settings
@@ -521,8 +480,7 @@ proptest! {
         replacement in prop::option::of(prop_oneof![2 => value(), 1 => root_text().prop_map(Value::String)]),
     ) {
         let mut block = sandbox();
-        let mut paths = Vec::new();
-        key_paths(&block, &mut Vec::new(), &mut paths);
+        let paths = key_paths(&block);
         let path = pick.get(&paths).clone();
         let (last, parent) = path.split_last().unwrap();
         match replacement {

@@ -1,0 +1,134 @@
+//! What the parsers' property tests generate, defined once: text a hostile
+//! peer would send, any JSON value made of it, and the walk over a sound
+//! document that lets a test change one key at a time. Each parser's tests
+//! add the texts that matter to it (targets almost right, IDs, roots) and keep
+//! their own properties.
+//!
+//! A dev-dependency only: no component or host build links it.
+
+use proptest::prelude::*;
+use proptest::strategy::BoxedStrategy;
+use proptest::string::string_regex;
+use proptest::test_runner::Config;
+use serde_json::{Map, Value, json};
+
+/// The number of cases `PROPTEST_CASES` sets (256 by default), with no
+/// failure files written into the source tree.
+pub fn default_cases() -> Config {
+    Config {
+        failure_persistence: None,
+        ..Config::default()
+    }
+}
+
+/// Exactly `n` cases, with no failure files written into the source tree.
+pub fn cases(n: u32) -> Config {
+    Config {
+        failure_persistence: None,
+        ..Config::with_cases(n)
+    }
+}
+
+/// Text a hostile document or peer would hold: any Unicode; up to 40
+/// characters of `class` (a regex character class body: separators, controls,
+/// shell and systemd metacharacters); one of `samples` (the values almost
+/// right for the parser at hand); or `unit` repeated into runs of up to
+/// 10 KB.
+pub fn hostile_text(
+    class: &'static str,
+    samples: &[&'static str],
+    unit: &'static str,
+) -> BoxedStrategy<String> {
+    let regex = |pattern: String| {
+        string_regex(&pattern).unwrap_or_else(|e| panic!("{pattern:?} is not a regex: {e}"))
+    };
+    prop_oneof![
+        any::<String>(),
+        regex(format!("[{class}]{{0,40}}")),
+        prop::sample::select(samples.to_vec()).prop_map(str::to_string),
+        (regex(format!("[{unit}]{{1,4}}")), 1usize..3000).prop_map(|(unit, n)| unit.repeat(n)),
+    ]
+    .boxed()
+}
+
+/// Any JSON value up to three levels deep, its strings and keys drawn from
+/// `text`.
+pub fn json_value(text: BoxedStrategy<String>) -> BoxedStrategy<Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>().prop_map(|f| json!(f)),
+        text.clone().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 4, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(text.clone(), inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+    .boxed()
+}
+
+/// Every key path of `v`'s objects, outermost first.
+pub fn key_paths(v: &Value) -> Vec<Vec<String>> {
+    fn walk(v: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        if let Value::Object(map) = v {
+            for (k, child) in map {
+                prefix.push(k.clone());
+                out.push(prefix.clone());
+                walk(child, prefix, out);
+                prefix.pop();
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, &mut Vec::new(), &mut out);
+    out
+}
+
+/// The object at `path` of `v`; panics when there is none (a test's own
+/// document is at fault).
+pub fn object_at<'a>(v: &'a mut Value, path: &[String]) -> &'a mut Map<String, Value> {
+    let mut at = v;
+    for k in path {
+        at = at
+            .get_mut(k)
+            .unwrap_or_else(|| panic!("no key {k:?} on the way to {path:?}"));
+    }
+    at.as_object_mut()
+        .unwrap_or_else(|| panic!("{path:?} is not an object"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+
+    #[test]
+    fn key_paths_walk_every_object_outermost_first() {
+        let doc = json!({"a": {"b": 1, "c": {"d": []}}, "e": [{"f": 1}]});
+        let paths = key_paths(&doc);
+        let as_text: Vec<String> = paths.iter().map(|p| p.join(".")).collect();
+        assert_eq!(as_text, ["a", "a.b", "a.c", "a.c.d", "e"]);
+        let mut doc = doc;
+        object_at(&mut doc, &paths[2]).insert("g".into(), json!(true));
+        assert_eq!(doc["a"]["c"]["g"], json!(true));
+    }
+
+    #[test]
+    fn hostile_text_reaches_every_arm() {
+        let text = hostile_text("a/", &["sample"], "xy");
+        let mut runner = TestRunner::deterministic();
+        let mut seen = (false, false);
+        for _ in 0..2000 {
+            let t = text.new_tree(&mut runner).unwrap().current();
+            seen.0 |= t == "sample";
+            seen.1 |= t.len() > 1000 && t.chars().all(|c| c == 'x' || c == 'y');
+        }
+        assert_eq!(seen, (true, true));
+    }
+}
