@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::rig::{Host, Rig};
-use crate::{component, host_binary, repo_root, run_host, target_dir, write_installation};
+use crate::{component, repo_root, run_host, spawn_serve, write_installation};
 
 /// The runtime root the compute suites deploy under.
 pub const ROOT: &str = "/var/lib/openclaw-enterprise";
@@ -317,17 +317,7 @@ pub type OnProgress = Box<dyn Fn(u64, &Value) + Send>;
 impl Controller {
     /// Start `serve` for `installation`, appending to `audit`.
     pub fn start(installation: &Path, audit: &Path, on_progress: Option<OnProgress>) -> Controller {
-        let mut child = Command::new(host_binary())
-            .args(["serve", "--installation"])
-            .arg(installation)
-            .arg("--audit-log")
-            .arg(audit)
-            .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start occ-driver-host serve");
+        let mut child = spawn_serve(installation, &["--audit-log".as_ref(), audit.as_os_str()]);
         let stdin = Arc::new(Mutex::new(child.stdin.take()));
         let stdout = child.stdout.take().unwrap();
         let waiters: Waiters = Arc::default();

@@ -1,8 +1,9 @@
 //! Shared support for the workspace-level tests: where the built artifacts are,
 //! installation files for them, and access to the disposable test hosts.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -91,6 +92,21 @@ pub fn run_host(args: &[&str]) -> Output {
         .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
         .output()
         .expect("run occ-driver-host")
+}
+
+/// Start `occ-driver-host serve --installation <installation> <extra>` with
+/// JSON-RPC on its stdin and stdout (both piped) and its stderr shown.
+pub fn spawn_serve(installation: &Path, extra: &[&OsStr]) -> Child {
+    Command::new(host_binary())
+        .args(["serve", "--installation"])
+        .arg(installation)
+        .args(extra)
+        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start occ-driver-host serve")
 }
 
 /// Deploying with a compute component through the host binary.

@@ -3,14 +3,15 @@
 //! request's `$/output` notifications collected in the order they came.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc;
 
 use serde_json::{Value, json};
 
-use crate::{component, host_binary, repo_root, target_dir};
+use crate::{component, repo_root, spawn_serve};
 
 /// SHA-256 of each remote script in the repository: what an operator approves
 /// after auditing `guest-ssh-sandbox/scripts/`.
@@ -130,16 +131,8 @@ pub struct Serve {
 impl Serve {
     /// Start serving `installation`, with extra command-line arguments.
     pub fn start(installation: &Path, extra: &[&str]) -> Serve {
-        let mut child = Command::new(host_binary())
-            .args(["serve", "--installation"])
-            .arg(installation)
-            .args(extra)
-            .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start occ-driver-host serve");
+        let extra: Vec<&OsStr> = extra.iter().map(OsStr::new).collect();
+        let mut child = spawn_serve(installation, &extra);
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
