@@ -19,42 +19,42 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 
 import { assertValidExecCommand } from "./exec-command.mjs";
+import { DriverError, Peer } from "./rpc.mjs";
 
-/** A failed sandbox call: the backend's verdict, or the host's. */
-export class SandboxError extends Error {
-  constructor(message, { failure, code, rpcCode } = {}) {
-    super(message);
-    this.name = "SandboxError";
-    /** "retryable" or "permanent". */
-    this.failure = failure ?? "retryable";
-    /** The backend's code: not-found, escapes-workspace, symlink, ... */
-    this.code = code ?? "sandbox-error";
-    this.rpcCode = rpcCode ?? null;
-  }
-}
+/**
+ * A failed sandbox call: the backend's verdict, or the host's. The one error
+ * class of this package's clients (./rpc.mjs), under the name sandbox callers
+ * know it by; `code` is the backend's: not-found, escapes-workspace, symlink, ...
+ */
+export { DriverError as SandboxError };
 
 /** The backend id this client registers under (see openclaw-plugin/). */
 export const BACKEND_ID = "occ-ssh";
 
 const b64 = (data) => Buffer.from(typeof data === "string" ? data : data ?? []).toString("base64");
 
-/** One JSON-RPC connection to the host's socket. */
+/**
+ * One JSON-RPC connection to the host's socket (the peer is ./rpc.mjs). It
+ * keeps this process alive only while a call is pending.
+ */
 export class Connection {
+  #outputs = new Map();
+
   constructor(socket) {
     this.socket = socket;
-    this.pending = new Map();
-    this.nextId = 1;
-    this.closed = null;
-    // Referenced only while a call is pending (see call()).
+    this.peer = new Peer({
+      write: (line) => socket.write(line),
+      // A command's output as it arrives, for the call that runs it.
+      onNotification: (method, params) => {
+        if (method === "$/output") this.#outputs.get(params?.id)?.(params.stream, Buffer.from(params.data, "base64"));
+      },
+      abortedError: () => Object.assign(new Error("Aborted"), { name: "AbortError" }),
+      onBusy: (busy) => (busy ? socket.ref() : socket.unref()),
+    });
     socket.unref();
-    createInterface({ input: socket }).on("line", (line) => this.#receive(line));
-    const fail = (error) => {
-      this.closed = error;
-      for (const { reject } of this.pending.values()) reject(error);
-      this.pending.clear();
-    };
-    socket.on("error", (e) => fail(new SandboxError(`occ-driver-host socket: ${e.message}`, { code: "host-exited" })));
-    socket.on("close", () => fail(new SandboxError("occ-driver-host closed the connection", { code: "host-exited" })));
+    createInterface({ input: socket }).on("line", (line) => this.peer.receive(line));
+    socket.on("error", (e) => this.peer.close(new DriverError(`occ-driver-host socket: ${e.message}`, { code: "host-exited" })));
+    socket.on("close", () => this.peer.close(new DriverError("occ-driver-host closed the connection", { code: "host-exited" })));
   }
 
   static open(socketPath) {
@@ -65,52 +65,23 @@ export class Connection {
     });
   }
 
-  #receive(line) {
-    let message;
-    try {
-      message = JSON.parse(line);
-    } catch {
-      return;
-    }
-    if (message.method === "$/output") {
-      const waiter = this.pending.get(message.params?.id);
-      waiter?.onOutput?.(message.params.stream, Buffer.from(message.params.data, "base64"));
-      return;
-    }
-    if (message.method) return;
-    const waiter = this.pending.get(message.id);
-    if (!waiter) return;
-    this.pending.delete(message.id);
-    if (message.error) {
-      const data = message.error.data ?? {};
-      waiter.reject(new SandboxError(message.error.message, { failure: data.failure, code: data.code, rpcCode: message.error.code }));
-    } else {
-      waiter.resolve(message.result);
-    }
+  /** The error calls fail with once the connection has ended, else null. */
+  get closed() {
+    return this.peer.closed;
   }
 
-  /** Call `method`; `signal` cancels it (the host kills the remote command). */
-  call(method, params, { signal, onOutput } = {}) {
-    if (this.closed) return Promise.reject(this.closed);
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted) {
-        const error = new Error("Aborted");
-        error.name = "AbortError";
-        reject(error);
-        return;
-      }
-      const onAbort = () => this.socket.write(JSON.stringify({ jsonrpc: "2.0", method: "$/cancelRequest", params: { id } }) + "\n");
-      signal?.addEventListener("abort", onAbort, { once: true });
-      const done = (f) => (value) => {
-        signal?.removeEventListener("abort", onAbort);
-        if (this.pending.size === 0) this.socket.unref();
-        f(value);
-      };
-      this.socket.ref();
-      this.pending.set(id, { resolve: done(resolve), reject: done(reject), onOutput });
-      this.socket.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
-    });
+  /**
+   * Call `method`; `signal` cancels it (the host kills the remote command);
+   * `onOutput(stream, bytes)` sees the command's output as it arrives.
+   */
+  async call(method, params, { signal, onOutput } = {}) {
+    const id = this.peer.nextId();
+    if (onOutput) this.#outputs.set(id, onOutput);
+    try {
+      return await this.peer.call(method, params, { signal, id });
+    } finally {
+      this.#outputs.delete(id);
+    }
   }
 
   close() {
@@ -159,9 +130,9 @@ export async function startSandboxHost(options) {
       if (line.startsWith("listening ")) resolve();
     });
     exited.then(({ code, signal }) =>
-      reject(new SandboxError(`occ-driver-host exited (${signal ?? code})${stderrTail ? ": " + stderrTail.trim() : ""}`, { code: "host-exited", failure: "permanent" })),
+      reject(new DriverError(`occ-driver-host exited (${signal ?? code})${stderrTail ? ": " + stderrTail.trim() : ""}`, { code: "host-exited", failure: "permanent" })),
     );
-    child.on("error", (e) => reject(new SandboxError(`cannot start ${binary}: ${e.message}`, { code: "host-missing", failure: "permanent" })));
+    child.on("error", (e) => reject(new DriverError(`cannot start ${binary}: ${e.message}`, { code: "host-missing", failure: "permanent" })));
   });
   try {
     await ready;
@@ -344,7 +315,7 @@ function createFsBridge(call, mounts) {
   // A missing file reads as OpenClaw's bridge reports it: code ENOENT (its
   // memory flush checks for it).
   const notFound = (error, containerPath) => {
-    if (error instanceof SandboxError && error.code === "not-found") {
+    if (error instanceof DriverError && error.code === "not-found") {
       return Object.assign(new Error(`Sandbox file not found: ${containerPath}`), { code: "ENOENT", failure: error.failure });
     }
     return error;
@@ -382,7 +353,7 @@ function createFsBridge(call, mounts) {
       const inContainer = mounts.some((m) => inside(m.containerRoot, normalizeRemote(posixIfAbsolute(trimmed(filePath)))));
       const containerPath = resolveContainer(inContainer ? posixIfAbsolute(trimmed(filePath)) : trimmed(filePath), cwd);
       const mount = containerPath && [...mounts].sort((a, b) => b.containerRoot.length - a.containerRoot.length).find((m) => inside(m.containerRoot, containerPath));
-      if (!mount) throw new SandboxError(`Sandbox path escapes allowed mounts; cannot access: ${filePath}`, { code: "escapes-workspace", failure: "permanent" });
+      if (!mount) throw new DriverError(`Sandbox path escapes allowed mounts; cannot access: ${filePath}`, { code: "escapes-workspace", failure: "permanent" });
       const relativePath = path.posix.relative(mount.containerRoot, containerPath);
       return { hostPath: path.join(mount.hostRoot, relativePath), relativePath, containerPath };
     },
