@@ -7,7 +7,7 @@
 //! - [`paths`]: resolving and confining the paths callers name;
 //! - [`scripts`]: the fixed remote scripts and how their answers are read;
 //! - [`backend`]: every operation, seeding decided there, behind one
-//!   [`backend::Effects`] seam;
+//!   [`backend::Effects`] seam; the runtime, exec and the fs bridge each in a file;
 //! - [`edit`], [`patch`], [`media`]: edit, apply_patch and media reads as pure
 //!   functions of file contents.
 //!
