@@ -102,6 +102,20 @@ impl Installation {
             message,
         };
         let doc = parse_yaml(text).map_err(|e| err(format!("not valid YAML: {e}")))?;
+        Installation::from_document(path, &doc, component_override)
+    }
+
+    /// Parse `drivers.compute` of an already read document; `component_override`
+    /// (the caller's) replaces the document's component.
+    pub fn from_document(
+        path: &Path,
+        doc: &Value,
+        component_override: Option<&Path>,
+    ) -> Result<Installation, LoadError> {
+        let err = |message: String| LoadError::Installation {
+            path: path.to_path_buf(),
+            message,
+        };
         let compute = doc
             .get("drivers")
             .and_then(|d| d.get("compute"))

@@ -17,7 +17,8 @@
 //! - [`rpc`]: JSON-RPC 2.0 for controllers in other languages, one
 //!   [`rpc::Service`] per world.
 //! - [`audit`] and [`installation`]: the audit log sink and the Installation
-//!   document.
+//!   document; [`open`]: what an installation selects, read once and opened
+//!   for the world its component's exports name.
 //!
 //! Data flows one way: surface (CLI, JSON-RPC, this API) -> world -> runtime
 //! and capabilities -> transport.
@@ -42,6 +43,7 @@ pub mod audit;
 pub mod capability;
 pub mod error;
 pub mod installation;
+pub mod open;
 pub mod rpc;
 pub mod runtime;
 pub mod world;

@@ -17,7 +17,7 @@ use occ_driver_host::rpc::framing::{Frame, MessageCodec};
 use occ_driver_host::{CallOptions, Driver, DriverOptions, Installation, Method, Runtime};
 use occ_strategies::{default_cases, hostile_text, json_value, key_paths, object_at};
 use proptest::prelude::*;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::Decoder;

@@ -17,14 +17,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use occ_driver_host::capability::ssh_exec::SshMode;
-use occ_driver_host::world::ssh_sandbox_backend::installation::SandboxInstallation;
-use occ_driver_host::world::ssh_sandbox_backend::{
-    self as sandbox, BackendOptions, SandboxBackend,
-};
-use occ_driver_host::world::{self, ssh_compute_driver};
-use occ_driver_host::{
-    CallError, ComponentCache, Driver, DriverOptions, Installation, Limits, LoadError, Runtime,
-};
+use occ_driver_host::open::OpenOptions;
+pub(crate) use occ_driver_host::open::Opened;
+use occ_driver_host::{CallError, ComponentCache, Limits, LoadError, Runtime};
 
 /// The host could not load the driver or read its input.
 pub(crate) const EXIT_LOCAL: u8 = 1;
@@ -141,14 +136,6 @@ pub(crate) fn init_tracing(verbose: u8) {
         .init();
 }
 
-/// A component opened for its world.
-pub(crate) enum Opened {
-    /// An SSH Compute Driver.
-    Compute(Driver),
-    /// OpenClaw's SSH sandbox backend.
-    Sandbox(SandboxBackend),
-}
-
 /// What every command that opens a driver shares.
 pub(crate) struct Setup {
     pub(crate) runtime: Arc<Runtime>,
@@ -197,124 +184,14 @@ impl Setup {
         audit_log: Option<PathBuf>,
         require_bind: bool,
     ) -> Result<Opened, LoadError> {
-        let doc = occ_driver_host::installation::read_document(installation)?;
-        let selected = |kind: &str| doc.pointer(&format!("/drivers/{kind}")).is_some();
-        let err = |message: String| LoadError::Installation {
-            path: installation.to_path_buf(),
-            message,
+        let options = OpenOptions {
+            component: self.component.clone(),
+            cache: self.cache.clone(),
+            audit_log,
+            ssh: self.ssh.clone(),
+            require_bind,
         };
-        let component = match &self.component {
-            Some(c) => c.clone(),
-            None => {
-                let kind = match (selected("compute"), selected("sandbox")) {
-                    (true, false) => "compute",
-                    (false, true) => "sandbox",
-                    (true, true) => {
-                        return Err(err(
-                            "selects both drivers.compute and drivers.sandbox; name the component to load with --component".into(),
-                        ));
-                    }
-                    (false, false) => {
-                        return Err(err(
-                            "drivers.compute or drivers.sandbox: missing; select a compute driver or a sandbox backend".into(),
-                        ));
-                    }
-                };
-                match doc
-                    .pointer(&format!("/drivers/{kind}/component"))
-                    .and_then(|c| c.as_str())
-                {
-                    // Loading reports the missing key in the selection's own words.
-                    None if kind == "compute" => {
-                        return self
-                            .open(installation, audit_log, require_bind)
-                            .map(Opened::Compute);
-                    }
-                    None => {
-                        return Err(err(
-                            "drivers.sandbox.component: missing; name the sandbox component (.wasm) here or with --component".into(),
-                        ));
-                    }
-                    Some(c) => {
-                        let c = PathBuf::from(c);
-                        if c.is_relative() {
-                            installation.parent().unwrap_or(Path::new(".")).join(c)
-                        } else {
-                            c
-                        }
-                    }
-                }
-            }
-        };
-        let bytes = std::fs::read(&component).map_err(|source| LoadError::ReadComponent {
-            path: component.clone(),
-            source,
-        })?;
-        let exports =
-            occ_driver_host::runtime::component::export_names(&bytes).map_err(|message| {
-                LoadError::InvalidComponent {
-                    path: component.clone(),
-                    message,
-                }
-            })?;
-        world::check_version(&component, exports.iter().map(String::as_str))?;
-        match world::identify(exports.iter().map(String::as_str)) {
-            Some(w) if w.name == sandbox::WORLD.name => {
-                if !selected("sandbox") {
-                    return Err(err(format!(
-                        "drivers.sandbox: missing; {} is a sandbox backend ({})",
-                        component.display(),
-                        w.name
-                    )));
-                }
-                let inst =
-                    SandboxInstallation::from_document(installation, &doc, Some(&component))?;
-                SandboxBackend::open(
-                    self.runtime.clone(),
-                    inst,
-                    &BackendOptions {
-                        cache: self.cache.clone(),
-                        audit_log,
-                        ssh: self.ssh.clone(),
-                    },
-                )
-                .map(Opened::Sandbox)
-            }
-            Some(w) if w.name == ssh_compute_driver::WORLD.name => self
-                .open(installation, audit_log, require_bind)
-                .map(Opened::Compute),
-            _ => Err(LoadError::MissingExport {
-                path: component,
-                expected: world::WORLDS
-                    .iter()
-                    .map(|w| w.export)
-                    .collect::<Vec<_>>()
-                    .join(" or "),
-                found: exports,
-            }),
-        }
-    }
-
-    /// Read the installation and open its driver. `require_bind`: revision calls
-    /// use only bindings bindAgent accepted (a long-running serve).
-    pub(crate) fn open(
-        &self,
-        installation: &Path,
-        audit_log: Option<PathBuf>,
-        require_bind: bool,
-    ) -> Result<Driver, LoadError> {
-        let installation =
-            Installation::load_with_component(installation, self.component.as_deref())?;
-        Driver::open(
-            self.runtime.clone(),
-            installation,
-            &DriverOptions {
-                cache: self.cache.clone(),
-                audit_log,
-                ssh: self.ssh.clone(),
-                require_bind,
-            },
-        )
+        occ_driver_host::open::open(self.runtime.clone(), installation, &options)
     }
 }
 

@@ -64,17 +64,31 @@ pub(crate) fn compile(
     path: &Path,
     cache: Option<&ComponentCache>,
 ) -> Result<CompiledComponent, LoadError> {
-    let bytes = std::fs::read(path).map_err(|source| LoadError::ReadComponent {
+    compile_bytes(engine, path, &read(path)?, cache)
+}
+
+/// A component file's bytes.
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, LoadError> {
+    std::fs::read(path).map_err(|source| LoadError::ReadComponent {
         path: path.to_path_buf(),
         source,
-    })?;
-    let sha256 = sha256_hex(&bytes);
+    })
+}
+
+/// [`compile`] for a file already read: `bytes` are `path`'s.
+pub(crate) fn compile_bytes(
+    engine: &Engine,
+    path: &Path,
+    bytes: &[u8],
+    cache: Option<&ComponentCache>,
+) -> Result<CompiledComponent, LoadError> {
+    let sha256 = sha256_hex(bytes);
     let started = Instant::now();
     let invalid = |e: wasmtime::Error| LoadError::InvalidComponent {
         path: path.to_path_buf(),
         message: format!("{e:#}"),
     };
-    let sections = occ_sections(&bytes).map_err(|message| LoadError::InvalidComponent {
+    let sections = occ_sections(bytes).map_err(|message| LoadError::InvalidComponent {
         path: path.to_path_buf(),
         message,
     })?;
@@ -92,15 +106,15 @@ pub(crate) fn compile(
                     component
                 }
                 None => {
-                    let serialized = engine.precompile_component(&bytes).map_err(invalid)?;
+                    let serialized = engine.precompile_component(bytes).map_err(invalid)?;
                     if let Err(e) = cache.store(&artifact, &serialized) {
                         tracing::warn!(artifact = %artifact.display(), "cannot cache the compiled component: {e}");
                     }
-                    Component::new(engine, &bytes).map_err(invalid)?
+                    Component::new(engine, bytes).map_err(invalid)?
                 }
             }
         }
-        None => Component::new(engine, &bytes).map_err(invalid)?,
+        None => Component::new(engine, bytes).map_err(invalid)?,
     };
     let ty = component.component_type();
     let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();

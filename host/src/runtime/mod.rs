@@ -176,6 +176,17 @@ impl Runtime {
         component::compile(&self.engine, path, cache)
     }
 
+    /// [`Runtime::compile`] for a component file already read: `bytes` are
+    /// `path`'s, read once by whoever opened the installation.
+    pub fn compile_bytes(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        cache: Option<&ComponentCache>,
+    ) -> Result<CompiledComponent, LoadError> {
+        component::compile_bytes(&self.engine, path, bytes, cache)
+    }
+
     /// A linker with the sealed WASI interfaces; the world adds its capabilities.
     pub fn linker<D: CallData>(&self) -> Result<Linker<D>, LoadError> {
         let mut linker = Linker::new(&self.engine);

@@ -7,8 +7,9 @@
 //! exports. Adding a kind of driver is a new module here and its WIT.
 //!
 //! What every world does alike lives here: admitting a component by its
-//! imports and exports ([`WorldInfo::admit`]), and numbering, scoping and
-//! auditing its calls ([`Calls`]).
+//! imports and exports ([`WorldInfo::admit`]), compiling, linking and
+//! instantiating it for each call ([`World`], [`Linked`]), and numbering,
+//! scoping and auditing its calls ([`Calls`]).
 
 pub mod ssh_compute_driver;
 pub mod ssh_sandbox_backend;
@@ -19,13 +20,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+use wasmtime::Store;
+use wasmtime::component::{InstancePre, Linker};
 
 use crate::audit::{Audit, AuditLog};
 use crate::capability::hooks::bindings::occ::compute::types;
 use crate::capability::{CallScope, Scope};
-use crate::error::{FailureKind, LoadError};
-use crate::runtime::CompiledComponent;
+use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::sandbox::is_sealed_wasi;
+use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime};
 
 /// A step of remote work, for people watching a long operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +103,93 @@ impl WorldInfo {
             });
         }
         Ok(())
+    }
+}
+
+/// What sets one world's components apart in loading and calling them: the
+/// data a call's store holds, the capabilities linked for it, and the
+/// bindings an instance is used through. [`Linked`] does the phases every
+/// world shares with these; a new world implements this once.
+pub(crate) trait World: 'static {
+    /// The world as the host knows it before loading anything.
+    const INFO: &'static WorldInfo;
+    /// A store's data for one call: the runtime's sandbox and each
+    /// capability's state.
+    type Data: CallData;
+    /// The bindings of one instance.
+    type Guest: Send + Sync;
+    /// The bindings' instantiation, prepared once at load.
+    type Pre: Clone + Send + Sync + 'static;
+    /// Add the world's capabilities to a linker that holds the sealed WASI.
+    fn link(linker: &mut Linker<Self::Data>) -> wasmtime::Result<()>;
+    /// The typed form of a checked instantiation.
+    fn prepare(pre: InstancePre<Self::Data>) -> wasmtime::Result<Self::Pre>;
+    /// A fresh instance in `store`.
+    fn instantiate<'a>(
+        pre: &'a Self::Pre,
+        store: &'a mut Store<Self::Data>,
+    ) -> CallFuture<'a, Self::Guest>;
+}
+
+/// A component compiled, admitted into its world `W` and linked with the
+/// world's capabilities: what every call instantiates afresh.
+pub(crate) struct Linked<W: World> {
+    /// The compiled component.
+    pub(crate) component: CompiledComponent,
+    pre: W::Pre,
+}
+
+impl<W: World> Linked<W> {
+    /// Compile `bytes` (the file at `path`) or load them from `cache`, admit
+    /// the component into `W` by its imports and exports, run the world's
+    /// own `check` of it, and link it.
+    pub(crate) fn load(
+        runtime: &Runtime,
+        path: &Path,
+        bytes: &[u8],
+        cache: Option<&ComponentCache>,
+        check: impl FnOnce(&CompiledComponent) -> Result<(), LoadError>,
+    ) -> Result<Linked<W>, LoadError> {
+        let component = runtime.compile_bytes(path, bytes, cache)?;
+        W::INFO.admit(path, &component)?;
+        check(&component)?;
+        let mut linker = runtime.linker::<W::Data>()?;
+        W::link(&mut linker).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+        let invalid = |e: wasmtime::Error| LoadError::InvalidComponent {
+            path: path.to_path_buf(),
+            message: format!("{e:#}"),
+        };
+        let pre = linker
+            .instantiate_pre(&component.component)
+            .map_err(invalid)?;
+        let pre = W::prepare(pre).map_err(invalid)?;
+        Ok(Linked { component, pre })
+    }
+
+    /// Run `f` against a fresh instance in a fresh store holding `data`,
+    /// bounded by `runtime`'s limits and cancelled by `cancel`.
+    pub(crate) async fn invoke<R, F>(
+        &self,
+        runtime: &Runtime,
+        data: W::Data,
+        cancel: &CancellationToken,
+        f: F,
+    ) -> Result<R, CallError>
+    where
+        R: Send + 'static,
+        F: for<'a> FnOnce(&'a W::Guest, &'a mut Store<W::Data>) -> CallFuture<'a, R>
+            + Send
+            + 'static,
+    {
+        let pre = self.pre.clone();
+        runtime
+            .call(&self.component.name(), data, cancel, move |store| {
+                Box::pin(async move {
+                    let guest = W::instantiate(&pre, &mut *store).await?;
+                    f(&guest, store).await
+                })
+            })
+            .await
     }
 }
 

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
+use wasmtime::component::{InstancePre, Linker};
 
 pub use method::{HelperOp, Method};
 
@@ -33,7 +34,7 @@ use crate::capability::ssh_exec::{self, LineSink, SshExec, SshExecState, SshGran
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::installation::Installation;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
-use crate::world::{Calls, ProgressSink, WorldInfo, warnings};
+use crate::world::{Calls, Linked, ProgressSink, World, WorldInfo, warnings};
 use bindings::{SshComputeDriver, SshComputeDriverPre};
 use envelope::{Subjects, TrustedRuntime};
 use params::{Binding, NamespaceParams, RevisionParams};
@@ -127,8 +128,35 @@ impl CallGrant {
     }
 }
 
+/// This world's linking and instantiation.
+pub(crate) struct ComputeWorld;
+
+impl World for ComputeWorld {
+    const INFO: &'static WorldInfo = &WORLD;
+    type Data = ComputeCall;
+    type Guest = SshComputeDriver;
+    type Pre = SshComputeDriverPre<ComputeCall>;
+
+    fn link(linker: &mut Linker<ComputeCall>) -> wasmtime::Result<()> {
+        ssh_exec::add_to_linker(linker, |c| &mut c.ssh)?;
+        hooks::add_to_linker(linker, |c| &mut c.hooks)?;
+        log::add_to_linker(linker, |c| &mut c.log)
+    }
+
+    fn prepare(pre: InstancePre<ComputeCall>) -> wasmtime::Result<Self::Pre> {
+        SshComputeDriverPre::new(pre)
+    }
+
+    fn instantiate<'a>(
+        pre: &'a Self::Pre,
+        store: &'a mut Store<ComputeCall>,
+    ) -> CallFuture<'a, SshComputeDriver> {
+        Box::pin(pre.instantiate_async(store))
+    }
+}
+
 /// A store's data for one call: the runtime's sandbox and each capability's state.
-struct ComputeCall {
+pub(crate) struct ComputeCall {
     sandbox: Sandbox,
     ssh: SshExecState,
     hooks: HooksState,
@@ -144,8 +172,7 @@ impl CallData for ComputeCall {
 /// A driver component loaded from an installation, with its grants.
 pub struct Driver {
     runtime: Arc<Runtime>,
-    component: CompiledComponent,
-    pre: SshComputeDriverPre<ComputeCall>,
+    linked: Linked<ComputeWorld>,
     installation: Installation,
     configuration: String,
     ssh: Arc<SshExec>,
@@ -160,7 +187,7 @@ pub struct Driver {
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver")
-            .field("component", &self.component.path)
+            .field("component", &self.linked.component.path)
             .field("ssh", &self.ssh)
             .finish()
     }
@@ -175,6 +202,18 @@ impl Driver {
     pub fn open(
         runtime: Arc<Runtime>,
         installation: Installation,
+        options: &DriverOptions,
+    ) -> Result<Driver, LoadError> {
+        let bytes = crate::runtime::component::read(&installation.component)?;
+        Driver::open_read(runtime, installation, &bytes, options)
+    }
+
+    /// [`Driver::open`] for a component file already read: `bytes` are
+    /// `installation.component`'s.
+    pub fn open_read(
+        runtime: Arc<Runtime>,
+        installation: Installation,
+        bytes: &[u8],
         options: &DriverOptions,
     ) -> Result<Driver, LoadError> {
         let grant = SshGrant::from_configuration(
@@ -198,7 +237,7 @@ impl Driver {
             ),
         })?;
         let (grant, trusted) = grant;
-        Driver::with_grant(runtime, installation, grant, trusted, options)
+        Driver::with_grant(runtime, installation, bytes, grant, trusted, options)
     }
 
     /// Open a component with no installation and nothing granted: no host to
@@ -217,9 +256,11 @@ impl Driver {
             component: component.to_path_buf(),
             configuration: json!({}),
         };
+        let bytes = crate::runtime::component::read(component)?;
         Driver::with_grant(
             runtime,
             installation,
+            &bytes,
             SshGrant::none(),
             TrustedRuntime::none(),
             options,
@@ -229,38 +270,29 @@ impl Driver {
     fn with_grant(
         runtime: Arc<Runtime>,
         installation: Installation,
+        bytes: &[u8],
         grant: SshGrant,
         trusted: TrustedRuntime,
         options: &DriverOptions,
     ) -> Result<Driver, LoadError> {
-        let path = &installation.component;
-        let component = runtime.compile(path, options.cache.as_ref())?;
-        WORLD.admit(path, &component)?;
-        let engine_error = |e: wasmtime::Error| LoadError::Engine(format!("{e:#}"));
-        let mut linker = runtime.linker::<ComputeCall>()?;
-        ssh_exec::add_to_linker(&mut linker, |c| &mut c.ssh).map_err(engine_error)?;
-        hooks::add_to_linker(&mut linker, |c| &mut c.hooks).map_err(engine_error)?;
-        log::add_to_linker(&mut linker, |c| &mut c.log).map_err(engine_error)?;
-        let invalid = |e: wasmtime::Error| LoadError::InvalidComponent {
-            path: path.clone(),
-            message: format!("{e:#}"),
-        };
-        let pre = linker
-            .instantiate_pre(&component.component)
-            .map_err(invalid)?;
-        let pre = SshComputeDriverPre::new(pre).map_err(invalid)?;
+        let linked = Linked::<ComputeWorld>::load(
+            &runtime,
+            &installation.component,
+            bytes,
+            options.cache.as_ref(),
+            |_| Ok(()),
+        )?;
         let ssh =
             SshExec::open(grant, &options.ssh).map_err(|message| LoadError::Installation {
                 path: installation.path.clone(),
                 message,
             })?;
-        let calls = Calls::open(&component, options.audit_log.as_ref())?;
+        let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
         let driver = Driver {
             runtime,
             configuration: installation.configuration.to_string(),
             installation,
-            component,
-            pre,
+            linked,
             ssh: Arc::new(ssh),
             trusted: Arc::new(trusted),
             hooks_grant: HooksGrant::default(),
@@ -271,8 +303,8 @@ impl Driver {
         };
         driver.calls.audit_load(
             json!({
-                "component": driver.component.path,
-                "helperSha256": helper_of(&driver.component).map(|(_, sha)| sha),
+                "component": driver.linked.component.path,
+                "helperSha256": helper_of(&driver.linked.component).map(|(_, sha)| sha),
                 "world": WORLD.name,
                 "installation": driver.installation.path,
                 "sshBackend": driver.ssh.backend_kind(),
@@ -285,7 +317,7 @@ impl Driver {
 
     /// The loaded component.
     pub fn component(&self) -> &CompiledComponent {
-        &self.component
+        &self.linked.component
     }
 
     /// The installation it was opened from.
@@ -300,7 +332,7 @@ impl Driver {
 
     /// The helper the component ships and its SHA-256.
     pub fn helper(&self) -> Option<(&[u8], String)> {
-        helper_of(&self.component)
+        helper_of(&self.linked.component)
     }
 
     /// The driver as the guest sees it.
@@ -360,16 +392,9 @@ impl Driver {
             .with_accepted(accepted),
             log: LogState::new(self.log_grant.clone(), scope.clone()),
         };
-        let pre = self.pre.clone();
-        let name = self.component.name();
         let result = self
-            .runtime
-            .call(&name, data, &scope.cancel, move |store| {
-                Box::pin(async move {
-                    let guest = pre.instantiate_async(&mut *store).await?;
-                    f(&guest, store).await
-                })
-            })
+            .linked
+            .invoke(&self.runtime, data, &scope.cancel, f)
             .await?;
         result.map_err(driver_error)
     }

@@ -29,6 +29,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
+use wasmtime::component::{InstancePre, Linker};
 
 pub use method::Method;
 
@@ -43,7 +44,7 @@ use crate::capability::ssh_exec::{
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::cache::sha256_hex;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
-use crate::world::{Calls, WorldInfo, warnings};
+use crate::world::{Calls, Linked, World, WorldInfo, warnings};
 use admission::{Asked, CallAdmission};
 use bindings::exports::occ::compute::sandbox_backend as wit;
 use bindings::{SshSandboxBackend, SshSandboxBackendPre};
@@ -196,8 +197,35 @@ pub struct SandboxCallOptions {
     pub input: Option<stdin::CommandInput>,
 }
 
+/// This world's linking and instantiation.
+pub(crate) struct SandboxWorld;
+
+impl World for SandboxWorld {
+    const INFO: &'static WorldInfo = &WORLD;
+    type Data = SandboxCallData;
+    type Guest = SshSandboxBackend;
+    type Pre = SshSandboxBackendPre<SandboxCallData>;
+
+    fn link(linker: &mut Linker<SandboxCallData>) -> wasmtime::Result<()> {
+        ssh_exec::add_to_linker(linker, |c| &mut c.ssh)?;
+        local_workspace::add_to_linker(linker, |c| &mut c.local)?;
+        log::add_to_linker(linker, |c| &mut c.log)
+    }
+
+    fn prepare(pre: InstancePre<SandboxCallData>) -> wasmtime::Result<Self::Pre> {
+        SshSandboxBackendPre::new(pre)
+    }
+
+    fn instantiate<'a>(
+        pre: &'a Self::Pre,
+        store: &'a mut Store<SandboxCallData>,
+    ) -> CallFuture<'a, SshSandboxBackend> {
+        Box::pin(pre.instantiate_async(store))
+    }
+}
+
 /// A store's data for one call.
-struct SandboxCallData {
+pub(crate) struct SandboxCallData {
     sandbox: Sandbox,
     ssh: SshExecState,
     local: LocalWorkspaceState,
@@ -213,8 +241,7 @@ impl CallData for SandboxCallData {
 /// A sandbox component loaded from an installation, with its grants.
 pub struct SandboxBackend {
     runtime: Arc<Runtime>,
-    component: CompiledComponent,
-    pre: SshSandboxBackendPre<SandboxCallData>,
+    linked: Linked<SandboxWorld>,
     installation: SandboxInstallation,
     configuration: String,
     /// What the envelopes carry from the installation; the reason when the
@@ -230,7 +257,7 @@ pub struct SandboxBackend {
 impl std::fmt::Debug for SandboxBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SandboxBackend")
-            .field("component", &self.component.path)
+            .field("component", &self.linked.component.path)
             .field("ssh", &self.ssh)
             .finish()
     }
@@ -248,6 +275,18 @@ impl SandboxBackend {
     pub fn open(
         runtime: Arc<Runtime>,
         installation: SandboxInstallation,
+        options: &BackendOptions,
+    ) -> Result<SandboxBackend, LoadError> {
+        let bytes = crate::runtime::component::read(&installation.component)?;
+        SandboxBackend::open_read(runtime, installation, &bytes, options)
+    }
+
+    /// [`SandboxBackend::open`] for a component file already read: `bytes`
+    /// are `installation.component`'s.
+    pub fn open_read(
+        runtime: Arc<Runtime>,
+        installation: SandboxInstallation,
+        bytes: &[u8],
         options: &BackendOptions,
     ) -> Result<SandboxBackend, LoadError> {
         let refuse = |message: String| LoadError::Installation {
@@ -275,44 +314,37 @@ impl SandboxBackend {
         let local = LocalWorkspaceGrant::new(&installation.local_workspaces)
             .map_err(|m| refuse(format!("drivers.sandbox.localWorkspaces: {m}")))?;
         let path = &installation.component;
-        let component = runtime.compile(path, options.cache.as_ref())?;
-        WORLD.admit(path, &component)?;
-        let shipped = component
-            .sections
-            .iter()
-            .filter(|(n, _)| n.starts_with(SCRIPT_SECTION_PREFIX))
-            .count();
-        let scripts = scripts_of(&component);
-        if shipped != scripts.len() {
-            return Err(LoadError::InvalidComponent {
-                path: path.clone(),
-                message: "it ships a script name twice; the host cannot tell which text an approval means".into(),
-            });
-        }
-        let engine_error = |e: wasmtime::Error| LoadError::Engine(format!("{e:#}"));
-        let mut linker = runtime.linker::<SandboxCallData>()?;
-        ssh_exec::add_to_linker(&mut linker, |c| &mut c.ssh).map_err(engine_error)?;
-        local_workspace::add_to_linker(&mut linker, |c| &mut c.local).map_err(engine_error)?;
-        log::add_to_linker(&mut linker, |c| &mut c.log).map_err(engine_error)?;
-        let invalid = |e: wasmtime::Error| LoadError::InvalidComponent {
-            path: path.clone(),
-            message: format!("{e:#}"),
-        };
-        let pre = linker
-            .instantiate_pre(&component.component)
-            .map_err(invalid)?;
-        let pre = SshSandboxBackendPre::new(pre).map_err(invalid)?;
+        let linked = Linked::<SandboxWorld>::load(
+            &runtime,
+            path,
+            bytes,
+            options.cache.as_ref(),
+            |component| {
+                let shipped = component
+                    .sections
+                    .iter()
+                    .filter(|(n, _)| n.starts_with(SCRIPT_SECTION_PREFIX))
+                    .count();
+                if shipped != scripts_of(component).len() {
+                    return Err(LoadError::InvalidComponent {
+                        path: path.clone(),
+                        message: "it ships a script name twice; the host cannot tell which text an approval means".into(),
+                    });
+                }
+                Ok(())
+            },
+        )?;
+        let scripts = scripts_of(&linked.component);
         let wall = grant.bounds.operation + CALL_SLACK;
         let ssh = SshExec::open(grant, &options.ssh).map_err(refuse)?;
-        let calls = Calls::open(&component, options.audit_log.as_ref())?;
+        let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
         let settings = installation::sandbox_settings(&installation.configuration);
         let backend = SandboxBackend {
             runtime: Arc::new(runtime.with_wall(wall)),
             configuration: redacted_configuration(&installation.configuration).to_string(),
             settings,
             installation,
-            component,
-            pre,
+            linked,
             ssh: Arc::new(ssh),
             local: Arc::new(local),
             log_grant: LogGrant::default(),
@@ -320,7 +352,7 @@ impl SandboxBackend {
         };
         backend.calls.audit_load(
             json!({
-                    "component": backend.component.path,
+                    "component": backend.linked.component.path,
                     "world": WORLD.name,
                     "installation": backend.installation.path,
                     "scripts": scripts.iter().map(|s| json!({"name": s.name, "sha256": s.sha256})).collect::<Vec<_>>(),
@@ -334,7 +366,7 @@ impl SandboxBackend {
 
     /// The loaded component.
     pub fn component(&self) -> &CompiledComponent {
-        &self.component
+        &self.linked.component
     }
 
     /// The installation it was opened from.
@@ -352,7 +384,7 @@ impl SandboxBackend {
         let ExecPolicy::PinnedScripts { approved } = &self.ssh.grant().policy else {
             return Vec::new();
         };
-        scripts_of(&self.component)
+        scripts_of(&self.linked.component)
             .into_iter()
             .map(|s| {
                 let ok = approved.get(&s.name) == Some(&s.sha256);
@@ -481,16 +513,9 @@ impl SandboxBackend {
             local: LocalWorkspaceState::new(self.local.clone(), roots, upload_exec, scope.clone()),
             log: LogState::new(self.log_grant.clone(), scope.clone()),
         };
-        let pre = self.pre.clone();
-        let name = self.component.name();
         let result = self
-            .runtime
-            .call(&name, data, &scope.cancel, move |store| {
-                Box::pin(async move {
-                    let guest = pre.instantiate_async(&mut *store).await?;
-                    f(&guest, store).await
-                })
-            })
+            .linked
+            .invoke(&self.runtime, data, &scope.cancel, f)
             .await?;
         result.map_err(sandbox_error)
     }
