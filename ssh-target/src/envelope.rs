@@ -175,6 +175,44 @@ pub fn script_of(op: &str) -> Option<&'static str> {
     }
 }
 
+/// Seeding a missing workspace on first use: `describe`, then staging,
+/// unpacking and publishing it (or discarding the stage).
+const SEEDING: [&str; 5] = [DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD];
+
+/// What runs before a command, a shell script, a working directory's
+/// validation and each operation of the filesystem bridge: seeding, then the
+/// skills and staged-inputs refresh.
+const PREPARED: [&str; SEEDING.len() + 3] = then(&SEEDING, &[SKILLS, INPUTS_ABSENT, INPUTS]);
+
+/// `first` then `rest`, as one row of [`METHOD_OPS`]; `N` must be their
+/// length together (checked when the table is built).
+const fn then<const N: usize>(first: &[&'static str], rest: &[&'static str]) -> [&'static str; N] {
+    assert!(
+        first.len() + rest.len() == N,
+        "a row's length is its parts' together"
+    );
+    let mut row = [""; N];
+    let mut i = 0;
+    while i < first.len() {
+        row[i] = first[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < rest.len() {
+        row[i + j] = rest[j];
+        j += 1;
+    }
+    row
+}
+
+/// A row of [`METHOD_OPS`]: [`PREPARED`], then the method's own operations.
+macro_rules! prepared {
+    ($($op:expr),+ $(,)?) => {{
+        const ROW: [&str; PREPARED.len() + [$($op),+].len()] = then(&PREPARED, &[$($op),+]);
+        &ROW
+    }};
+}
+
 /// Which operations each method may run, by the method's name. Seeding
 /// (`describe`, then `stage`, `unpack`, `publish` and `discard`) belongs to
 /// the methods that seed a missing workspace on first use; `remove-runtime`
@@ -187,228 +225,32 @@ pub const METHOD_OPS: &[(&str, &[&str])] = &[
     ("validateConfiguration", &[]),
     ("preflight", &[PREFLIGHT]),
     ("describeRuntime", &[DESCRIBE]),
-    (
-        "ensureRuntime",
-        &[DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD],
-    ),
+    ("ensureRuntime", &SEEDING),
     ("removeRuntime", &[REMOVE_RUNTIME]),
-    (
-        "recreateRuntime",
-        &[REMOVE_RUNTIME, DESCRIBE, STAGE, UNPACK, PUBLISH, DISCARD],
-    ),
-    (
-        "validateWorkdir",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            WORKDIR,
-        ],
-    ),
-    (
-        "exec",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            EXEC,
-        ],
-    ),
-    (
-        "runShellCommand",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            SHELL,
-        ],
-    ),
+    ("recreateRuntime", {
+        const ROW: [&str; 1 + SEEDING.len()] = then(&[REMOVE_RUNTIME], &SEEDING);
+        &ROW
+    }),
+    ("validateWorkdir", prepared![WORKDIR]),
+    ("exec", prepared![EXEC]),
+    ("runShellCommand", prepared![SHELL]),
     // Resolving a path is lexical: nothing runs.
     ("resolvePath", &[]),
-    (
-        "readFile",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            READ,
-        ],
-    ),
-    (
-        "readMedia",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            READ,
-        ],
-    ),
-    (
-        "writeFile",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            STAT,
-            WRITE,
-        ],
-    ),
-    (
-        "createFileExclusive",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            STAT,
-            CREATE,
-        ],
-    ),
-    (
-        "mkdirp",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            STAT,
-            MKDIRP,
-        ],
-    ),
-    (
-        "remove",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            STAT,
-            REMOVE,
-        ],
-    ),
-    (
-        "rename",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            STAT,
-            RENAME,
-        ],
-    ),
-    (
-        "stat",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            STAT,
-        ],
-    ),
-    (
-        "readDirectory",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            READDIR,
-        ],
-    ),
+    ("readFile", prepared![READ]),
+    ("readMedia", prepared![READ]),
+    ("writeFile", prepared![STAT, WRITE]),
+    ("createFileExclusive", prepared![STAT, CREATE]),
+    ("mkdirp", prepared![STAT, MKDIRP]),
+    ("remove", prepared![STAT, REMOVE]),
+    ("rename", prepared![STAT, RENAME]),
+    ("stat", prepared![STAT]),
+    ("readDirectory", prepared![READDIR]),
     // A change asks `stat` whether a protected skills directory it would
     // touch exists (OpenClaw's read-only skills mounts).
     // An edit reads the file and writes it whole.
-    (
-        "edit",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            STAT,
-            READ,
-            WRITE,
-        ],
-    ),
+    ("edit", prepared![STAT, READ, WRITE]),
     // A patch is planned against the files, then applied.
-    (
-        "applyPatch",
-        &[
-            DESCRIBE,
-            STAGE,
-            UNPACK,
-            PUBLISH,
-            DISCARD,
-            SKILLS,
-            INPUTS_ABSENT,
-            INPUTS,
-            STAT,
-            READ,
-            CREATE,
-            WRITE,
-            REMOVE,
-        ],
-    ),
+    ("applyPatch", prepared![STAT, READ, CREATE, WRITE, REMOVE]),
 ];
 
 /// The operations `method` may run; `None` for a name that is no method.
@@ -510,6 +352,32 @@ mod tests {
     use super::*;
     use crate::layout::{Access, ScopeRef, Settings};
     use crate::scope::Scope;
+
+    #[test]
+    fn rows_are_seeding_and_the_refresh_then_the_methods_own() {
+        let prepared = [
+            DESCRIBE,
+            STAGE,
+            UNPACK,
+            PUBLISH,
+            DISCARD,
+            SKILLS,
+            INPUTS_ABSENT,
+            INPUTS,
+        ];
+        let row = |m| method_ops(m).unwrap().to_vec();
+        assert_eq!(row("exec"), [&prepared[..], &[EXEC]].concat());
+        assert_eq!(
+            row("applyPatch"),
+            [&prepared[..], &[STAT, READ, CREATE, WRITE, REMOVE]].concat()
+        );
+        assert_eq!(row("ensureRuntime"), prepared[..5]);
+        assert_eq!(
+            row("recreateRuntime"),
+            [&[REMOVE_RUNTIME], &prepared[..5]].concat()
+        );
+        assert_eq!(row("resolvePath"), Vec::<&str>::new());
+    }
 
     #[test]
     fn every_operation_of_a_method_is_a_script_operation() {
