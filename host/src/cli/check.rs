@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use occ_driver_host::capability::ssh_exec::ExecPolicy;
+use occ_driver_host::capability::ssh_exec::SHIPPED_HELPER;
 use occ_driver_host::world::ssh_sandbox_backend::{SandboxBackend, SandboxCallOptions};
 use occ_driver_host::{CallOptions, Method};
 use serde_json::json;
@@ -37,12 +37,8 @@ pub(crate) fn run(setup: &Setup, args: CheckArgs) -> Result<ExitCode> {
     ));
     let inst = driver.installation();
     let helper = driver.helper().map(|(_, sha)| sha);
-    let pinned = match &driver.ssh().grant().policy {
-        ExecPolicy::NodeHelper { approved } => {
-            helper.as_ref().is_some_and(|h| approved.contains(h))
-        }
-        ExecPolicy::PinnedScripts { .. } => false,
-    };
+    // Decided once, when the driver was opened.
+    let pinned = driver.ssh().ships_approved(SHIPPED_HELPER);
     // The line an operator adds once the helper is audited.
     let pin_line = helper
         .as_ref()

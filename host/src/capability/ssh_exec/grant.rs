@@ -102,6 +102,19 @@ pub enum ExecPolicy {
     },
 }
 
+impl ExecPolicy {
+    /// Whether the policy approves the program `name` (a script's name; a
+    /// helper's is not part of its approval) whose text has SHA-256 `sha256`.
+    pub fn approves(&self, name: &str, sha256: &str) -> bool {
+        match self {
+            ExecPolicy::NodeHelper { approved } => approved.iter().any(|a| a == sha256),
+            ExecPolicy::PinnedScripts { approved } => {
+                approved.get(name).is_some_and(|a| a == sha256)
+            }
+        }
+    }
+}
+
 /// A credential file ssh reads: a local file the installation names, or inline
 /// text the host writes to a private file of its own (mode 0600, removed with
 /// the connection's control directory) so that ssh can read it.

@@ -108,6 +108,9 @@ impl SshExecState {
                         "the operation argument must be one base64 string".into(),
                     ));
                 }
+                if self.exec.is_shipped_approved(super::SHIPPED_HELPER, stdin) {
+                    return Ok(());
+                }
                 let sha = sha256_hex(stdin);
                 if approved.is_empty() {
                     return Err(ExecError::Refused(format!(
@@ -140,28 +143,32 @@ impl SshExecState {
                 }
                 let name_shown =
                     crate::runtime::escape_control(&name.chars().take(64).collect::<String>());
-                let sha = sha256_hex(script.as_bytes());
-                match approved.get(name.as_str()) {
-                    None if approved.is_empty() => {
-                        return Err(ExecError::Refused(format!(
-                            "no script is approved for this backend; after auditing the scripts the component ships \
-                             (`occ-driver-host inspect` shows each SHA-256), approve them under drivers.sandbox in the \
-                             installation: approvedScripts: {{{name_shown}: \"{sha}\", ...}}"
-                        )));
+                // The approved script the component ships, byte for byte, was
+                // approved at load; any other text is hashed and judged here.
+                if !self.exec.is_shipped_approved(name, script.as_bytes()) {
+                    let sha = sha256_hex(script.as_bytes());
+                    match approved.get(name.as_str()) {
+                        None if approved.is_empty() => {
+                            return Err(ExecError::Refused(format!(
+                                "no script is approved for this backend; after auditing the scripts the component ships \
+                                 (`occ-driver-host inspect` shows each SHA-256), approve them under drivers.sandbox in the \
+                                 installation: approvedScripts: {{{name_shown}: \"{sha}\", ...}}"
+                            )));
+                        }
+                        None => {
+                            return Err(ExecError::Refused(format!(
+                                "script {name_shown:?} is not approved (the installation approves {})",
+                                approved.keys().cloned().collect::<Vec<_>>().join(", ")
+                            )));
+                        }
+                        Some(pinned) if *pinned != sha => {
+                            return Err(ExecError::Refused(format!(
+                                "script {name_shown:?} has SHA-256 {sha}, not the approved {pinned}; audit it and \
+                                 update drivers.sandbox.approvedScripts, or run the approved one"
+                            )));
+                        }
+                        Some(_) => {}
                     }
-                    None => {
-                        return Err(ExecError::Refused(format!(
-                            "script {name_shown:?} is not approved (the installation approves {})",
-                            approved.keys().cloned().collect::<Vec<_>>().join(", ")
-                        )));
-                    }
-                    Some(pinned) if *pinned != sha => {
-                        return Err(ExecError::Refused(format!(
-                            "script {name_shown:?} has SHA-256 {sha}, not the approved {pinned}; audit it and \
-                             update drivers.sandbox.approvedScripts, or run the approved one"
-                        )));
-                    }
-                    Some(_) => {}
                 }
                 match interpreter_of(script) {
                     Some(expected) if expected == program => Ok(()),

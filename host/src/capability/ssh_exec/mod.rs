@@ -26,6 +26,7 @@ mod master;
 pub mod record;
 mod worker;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -40,6 +41,7 @@ pub use host::{MAX_COMMAND_LINE, command_line_len, interpreter_of};
 pub use master::remote_command;
 
 use super::Scope;
+use crate::runtime::cache::sha256_hex;
 
 /// The generated bindings of the `ssh-exec` interface, shared with the worlds
 /// that import it.
@@ -68,7 +70,16 @@ pub enum SshMode {
 pub struct SshExec {
     grant: SshGrant,
     backend: Box<dyn ExecBackend>,
+    /// The programs the component ships that the policy approves, by name
+    /// ([`SHIPPED_HELPER`] for a driver's helper), as their exact text:
+    /// approval decided once, at load, so that an exec carrying one of them
+    /// byte for byte is not hashed again.
+    shipped: BTreeMap<String, Vec<u8>>,
 }
+
+/// The name a driver's shipped helper is approved under in
+/// [`SshExec::with_shipped`].
+pub const SHIPPED_HELPER: &str = "helper";
 
 impl std::fmt::Debug for SshExec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -97,7 +108,37 @@ impl SshExec {
             }
             SshMode::Replay(path) => Box::new(record::Replay::load(path)?),
         };
-        Ok(SshExec { grant, backend })
+        Ok(SshExec {
+            grant,
+            backend,
+            shipped: BTreeMap::new(),
+        })
+    }
+
+    /// Decide, once, which of the programs the component ships (`(name,
+    /// text)`) the policy approves; those are then recognized by their text.
+    /// A program the policy does not approve is still refused at each exec
+    /// with the reason, as any other text is.
+    pub fn with_shipped<'a>(
+        mut self,
+        programs: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    ) -> SshExec {
+        for (name, text) in programs {
+            if self.grant.policy.approves(name, &sha256_hex(text)) {
+                self.shipped.insert(name.to_string(), text.to_vec());
+            }
+        }
+        self
+    }
+
+    /// Whether the component ships `name` and the policy approves it.
+    pub fn ships_approved(&self, name: &str) -> bool {
+        self.shipped.contains_key(name)
+    }
+
+    /// Whether `text` is the approved program the component ships as `name`.
+    fn is_shipped_approved(&self, name: &str, text: &[u8]) -> bool {
+        self.shipped.get(name).is_some_and(|t| t == text)
     }
 
     /// The grant.
@@ -241,4 +282,51 @@ pub fn add_to_linker<T: Send + 'static>(
     get: fn(&mut T) -> &mut SshExecState,
 ) -> wasmtime::Result<()> {
     bindings::occ::compute::ssh_exec::add_to_linker::<T, HasSshExec>(linker, get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exec(policy: ExecPolicy) -> SshExec {
+        let dir = std::env::temp_dir().join(format!("occ-shipped-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.jsonl");
+        std::fs::write(&empty, "").unwrap();
+        let grant = SshGrant {
+            policy,
+            ..SshGrant::none()
+        };
+        SshExec::open(grant, &SshMode::Replay(empty)).unwrap()
+    }
+
+    /// Only what the policy approves is approved at load; a text that merely
+    /// carries an approved name is not recognized as the shipped one.
+    #[test]
+    fn shipped_programs_are_approved_once_by_their_hash() {
+        let helper: &[u8] = b"#!/usr/bin/env node\n";
+        let approved = sha256_hex(helper);
+        let helpers = exec(ExecPolicy::NodeHelper {
+            approved: vec![approved.clone()],
+        })
+        .with_shipped([(SHIPPED_HELPER, helper)]);
+        assert!(helpers.ships_approved(SHIPPED_HELPER));
+        assert!(helpers.is_shipped_approved(SHIPPED_HELPER, helper));
+        assert!(!helpers.is_shipped_approved(SHIPPED_HELPER, b"#!/usr/bin/env node\n "));
+        let unapproved = exec(ExecPolicy::NodeHelper {
+            approved: vec!["0".repeat(64)],
+        })
+        .with_shipped([(SHIPPED_HELPER, helper)]);
+        assert!(!unapproved.ships_approved(SHIPPED_HELPER));
+
+        let script: &[u8] = b"#!/bin/sh\nexit 0\n";
+        let scripts = exec(ExecPolicy::PinnedScripts {
+            approved: BTreeMap::from([("exec".to_string(), sha256_hex(script))]),
+        })
+        .with_shipped([("exec", script), ("workspace", script)]);
+        assert!(scripts.ships_approved("exec"));
+        // The same text under a name the installation does not approve.
+        assert!(!scripts.ships_approved("workspace"));
+        assert!(!scripts.is_shipped_approved("workspace", script));
+    }
 }

@@ -30,7 +30,9 @@ use crate::capability::hooks::{
     self, AcceptedHooks, HookScope, HooksGrant, HooksState, LifecycleHooks, NoHooks,
 };
 use crate::capability::log::{self, LogGrant, LogState};
-use crate::capability::ssh_exec::{self, LineSink, SshExec, SshExecState, SshGrant, SshMode};
+use crate::capability::ssh_exec::{
+    self, LineSink, SHIPPED_HELPER, SshExec, SshExecState, SshGrant, SshMode,
+};
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::installation::Installation;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
@@ -282,11 +284,12 @@ impl Driver {
             options.cache.as_ref(),
             |_| Ok(()),
         )?;
-        let ssh =
-            SshExec::open(grant, &options.ssh).map_err(|message| LoadError::Installation {
+        let ssh = SshExec::open(grant, &options.ssh)
+            .map_err(|message| LoadError::Installation {
                 path: installation.path.clone(),
                 message,
-            })?;
+            })?
+            .with_shipped(helper_of(&linked.component).map(|(text, _)| (SHIPPED_HELPER, text)));
         let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
         let driver = Driver {
             runtime,

@@ -336,7 +336,20 @@ impl SandboxBackend {
         )?;
         let scripts = scripts_of(&linked.component);
         let wall = grant.bounds.operation + CALL_SLACK;
-        let ssh = SshExec::open(grant, &options.ssh).map_err(refuse)?;
+        let ssh = SshExec::open(grant, &options.ssh)
+            .map_err(refuse)?
+            .with_shipped(
+                linked
+                    .component
+                    .sections
+                    .iter()
+                    .filter_map(|(section, text)| {
+                        Some((
+                            section.strip_prefix(SCRIPT_SECTION_PREFIX)?,
+                            text.as_slice(),
+                        ))
+                    }),
+            );
         let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
         let settings = installation::sandbox_settings(&installation.configuration);
         let backend = SandboxBackend {
