@@ -107,6 +107,37 @@ fn last_line_hash(file: &mut File, len: u64) -> Result<(String, u64), String> {
     }
 }
 
+/// Why an audit log cannot be opened: each refusal protects the trail.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The path is a symbolic link.
+    #[error("is a symlink; the audit log is never written through a link")]
+    Symlink,
+    /// It cannot be opened or created.
+    #[error("cannot open the audit log: {0}")]
+    Open(std::io::Error),
+    /// It cannot be examined.
+    #[error("cannot stat the audit log: {0}")]
+    Stat(std::io::Error),
+    /// It is a directory, a device or a pipe.
+    #[error("is not a regular file")]
+    NotAFile,
+    /// Another user owns it.
+    #[error("is owned by uid {owner}, not by this user ({uid})")]
+    Owner {
+        /// Its owner.
+        owner: u32,
+        /// This process's user.
+        uid: u32,
+    },
+    /// Other users may read or write it (the mode's permission bits).
+    #[error("has mode {0:o}; other users could read or change the audit trail (chmod 600 it)")]
+    Mode(u32),
+    /// Its last record cannot be read, or ends mid-record.
+    #[error("{0}")]
+    Chain(std::io::Error),
+}
+
 impl std::fmt::Debug for AuditLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuditLog")
@@ -119,7 +150,7 @@ impl AuditLog {
     /// Open `path` for appending, creating it with mode 0600. A symlink is not
     /// followed, and an existing file must be a regular file of this user that
     /// no other user can read or write: the log names hosts and commands.
-    pub fn open(path: &Path) -> Result<AuditLog, String> {
+    pub fn open(path: &Path) -> Result<AuditLog, OpenError> {
         use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         // Read too: the chain continues from the last line already there.
         let file = OpenOptions::new()
@@ -130,36 +161,29 @@ impl AuditLog {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) => {
-                    "is a symlink; the audit log is never written through a link".to_string()
-                }
-                _ => format!("cannot open the audit log: {e}"),
+                Some(libc::ELOOP) => OpenError::Symlink,
+                _ => OpenError::Open(e),
             })?;
-        let meta = file
-            .metadata()
-            .map_err(|e| format!("cannot stat the audit log: {e}"))?;
+        let meta = file.metadata().map_err(OpenError::Stat)?;
         let uid = current_uid();
         if !meta.is_file() {
-            return Err("is not a regular file".into());
+            return Err(OpenError::NotAFile);
         }
         if meta.uid() != uid {
-            return Err(format!(
-                "is owned by uid {}, not by this user ({uid})",
-                meta.uid()
-            ));
+            return Err(OpenError::Owner {
+                owner: meta.uid(),
+                uid,
+            });
         }
         if meta.mode() & 0o077 != 0 {
-            return Err(format!(
-                "has mode {:o}; other users could read or change the audit trail (chmod 600 it)",
-                meta.mode() & 0o777
-            ));
+            return Err(OpenError::Mode(meta.mode() & 0o777));
         }
         let mut chain = Chain {
             file,
             len: u64::MAX,
             last: GENESIS.to_string(),
         };
-        chain.sync(path).map_err(|e| e.to_string())?;
+        chain.sync(path).map_err(OpenError::Chain)?;
         Ok(AuditLog {
             path: path.to_path_buf(),
             file: Mutex::new(chain),
@@ -397,7 +421,12 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let e = log.write(&json!({"n": 2})).unwrap_err();
         assert!(e.to_string().contains("no newline"), "{e}");
-        assert!(AuditLog::open(&path).unwrap_err().contains("no newline"));
+        assert!(
+            AuditLog::open(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("no newline")
+        );
         assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing was appended");
     }
 
@@ -409,8 +438,18 @@ mod tests {
         std::fs::write(&target, "").unwrap();
         let link = dir.path().join("audit.jsonl");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        assert!(AuditLog::open(&link).unwrap_err().contains("symlink"));
+        assert!(
+            AuditLog::open(&link)
+                .unwrap_err()
+                .to_string()
+                .contains("symlink")
+        );
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(AuditLog::open(&target).unwrap_err().contains("mode 644"));
+        assert!(
+            AuditLog::open(&target)
+                .unwrap_err()
+                .to_string()
+                .contains("mode 644")
+        );
     }
 }

@@ -172,6 +172,7 @@ proptest! {
         match (occ_driver_host::capability::ssh_exec::record::Replay::load(&path), first_bad) {
             (Ok(_), None) => {}
             (Err(e), Some(n)) => {
+                let e = e.to_string();
                 let at = format!("{}:{}: ", path.display(), n + 1);
                 prop_assert!(e.starts_with(&at), "{e:.200} does not start with {at}");
                 prop_assert!(e.len() <= MAX_MESSAGE + at.len(), "{} bytes", e.len());

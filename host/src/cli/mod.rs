@@ -151,7 +151,7 @@ impl Setup {
         } else {
             let dir = match &cli.cache_dir {
                 Some(dir) => dir.clone(),
-                None => ComponentCache::default_dir().map_err(anyhow::Error::msg)?,
+                None => ComponentCache::default_dir()?,
             };
             Some(
                 ComponentCache::open(&dir)

@@ -125,6 +125,13 @@ fn check_chain(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// None of the variables that name a cache directory is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "no component cache directory: set OCC_DRIVER_CACHE, XDG_CACHE_HOME or HOME, pass --cache-dir, or --no-cache"
+)]
+pub struct NoCacheDir;
+
 impl ComponentCache {
     /// A cache in `dir`, created (mode 0700) if missing, after the checks of the
     /// module documentation.
@@ -149,7 +156,7 @@ impl ComponentCache {
 
     /// The default location: `$OCC_DRIVER_CACHE`, else `$XDG_CACHE_HOME/occ-driver-host`,
     /// else `$HOME/.cache/occ-driver-host`; none of them set is an error.
-    pub fn default_dir() -> Result<PathBuf, String> {
+    pub fn default_dir() -> Result<PathBuf, NoCacheDir> {
         let from = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
         if let Some(dir) = from("OCC_DRIVER_CACHE") {
             return Ok(dir.into());
@@ -160,7 +167,7 @@ impl ComponentCache {
         if let Some(home) = from("HOME") {
             return Ok(Path::new(&home).join(".cache/occ-driver-host"));
         }
-        Err("no component cache directory: set OCC_DRIVER_CACHE, XDG_CACHE_HOME or HOME, pass --cache-dir, or --no-cache".into())
+        Err(NoCacheDir)
     }
 
     /// The cache directory.

@@ -210,10 +210,10 @@ impl Calls {
         audit_log: Option<&PathBuf>,
     ) -> Result<Calls, LoadError> {
         let audit = match audit_log {
-            Some(path) => Some(Arc::new(AuditLog::open(path).map_err(|message| {
+            Some(path) => Some(Arc::new(AuditLog::open(path).map_err(|e| {
                 LoadError::LocalFile {
                     path: path.clone(),
-                    message,
+                    message: e.to_string(),
                 }
             })?)),
             None => None,

@@ -45,7 +45,7 @@ impl LocalWorkspaceState {
         let dir = self
             .grant
             .admit(path)
-            .map_err(wit::UploadError::NotGranted)?;
+            .map_err(|e| wit::UploadError::NotGranted(e.to_string()))?;
         if root != wit::WorkspaceRoot::Inputs {
             return Ok(Some(dir));
         }

@@ -49,19 +49,11 @@ pub struct LocalWorkspaceGrant {
 
 impl LocalWorkspaceGrant {
     /// A grant of the directories `allowed` (made canonical; each must exist).
-    pub fn new(allowed: &[PathBuf]) -> Result<LocalWorkspaceGrant, String> {
+    pub fn new(allowed: &[PathBuf]) -> Result<LocalWorkspaceGrant, WorkspaceError> {
         let allowed = allowed
             .iter()
-            .map(|p| {
-                let c = p
-                    .canonicalize()
-                    .map_err(|e| format!("{}: {e}", p.display()))?;
-                if !c.is_dir() {
-                    return Err(format!("{}: not a directory", p.display()));
-                }
-                Ok(c)
-            })
-            .collect::<Result<_, String>>()?;
+            .map(|p| directory(p))
+            .collect::<Result<_, _>>()?;
         Ok(LocalWorkspaceGrant {
             allowed,
             bounds: tree::Bounds {
@@ -103,30 +95,65 @@ impl LocalWorkspaceGrant {
     }
 
     /// The canonical directory of `path` if the grant covers it.
-    pub fn admit(&self, path: &Path) -> Result<PathBuf, String> {
-        let canonical = path
-            .canonicalize()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        if !canonical.is_dir() {
-            return Err(format!("{}: not a directory", path.display()));
-        }
+    pub fn admit(&self, path: &Path) -> Result<PathBuf, WorkspaceError> {
+        let canonical = directory(path)?;
         if !self.allowed.iter().any(|a| canonical.starts_with(a)) {
-            return Err(format!(
-                "{} is outside the local workspaces the installation lists ({})",
-                canonical.display(),
-                if self.allowed.is_empty() {
-                    "none".to_string()
-                } else {
-                    self.allowed
-                        .iter()
-                        .map(|a| a.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
-            ));
+            return Err(WorkspaceError::Outside {
+                path: canonical,
+                allowed: self.allowed.clone(),
+            });
         }
         Ok(canonical)
     }
+}
+
+/// `path` made canonical, if it is a directory.
+fn directory(path: &Path) -> Result<PathBuf, WorkspaceError> {
+    let canonical = path
+        .canonicalize()
+        .map_err(|source| WorkspaceError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if !canonical.is_dir() {
+        return Err(WorkspaceError::NotADirectory(path.to_path_buf()));
+    }
+    Ok(canonical)
+}
+
+/// Why a local directory is not granted.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// It cannot be resolved (missing, or a component unreadable).
+    #[error("{}: {source}", path.display())]
+    Unreadable {
+        /// As named.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It is not a directory.
+    #[error("{}: not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    /// It lies outside every directory the installation lists.
+    #[error("{} is outside the local workspaces the installation lists ({})", path.display(), listed(allowed))]
+    Outside {
+        /// Its canonical path.
+        path: PathBuf,
+        /// The installation's directories.
+        allowed: Vec<PathBuf>,
+    },
+}
+
+fn listed(allowed: &[PathBuf]) -> String {
+    if allowed.is_empty() {
+        return "none".into();
+    }
+    allowed
+        .iter()
+        .map(|a| a.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The local directories one call names (as the caller named them).

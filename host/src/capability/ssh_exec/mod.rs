@@ -77,6 +77,25 @@ pub struct SshExec {
     shipped: BTreeMap<String, Vec<u8>>,
 }
 
+/// Why the SSH capability cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The private control directory cannot be prepared.
+    #[error("cannot prepare ssh: {0}")]
+    Prepare(std::io::Error),
+    /// The recording cannot be created.
+    #[error("ssh recording {}: {source}", path.display())]
+    Recording {
+        /// Where it was to be written.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The recording to replay cannot be read.
+    #[error(transparent)]
+    Replay(#[from] record::ReplayError),
+}
+
 /// The name a driver's shipped helper is approved under in
 /// [`SshExec::with_shipped`].
 pub const SHIPPED_HELPER: &str = "helper";
@@ -92,19 +111,19 @@ impl std::fmt::Debug for SshExec {
 
 impl SshExec {
     /// Open the capability over `grant` in `mode`.
-    pub fn open(grant: SshGrant, mode: &SshMode) -> Result<SshExec, String> {
+    pub fn open(grant: SshGrant, mode: &SshMode) -> Result<SshExec, OpenError> {
         let backend: Box<dyn ExecBackend> = match mode {
-            SshMode::Live => Box::new(
-                live::LiveSsh::new(grant.clone())
-                    .map_err(|e| format!("cannot prepare ssh: {e}"))?,
-            ),
+            SshMode::Live => {
+                Box::new(live::LiveSsh::new(grant.clone()).map_err(OpenError::Prepare)?)
+            }
             SshMode::Record(path) => {
-                let live = live::LiveSsh::new(grant.clone())
-                    .map_err(|e| format!("cannot prepare ssh: {e}"))?;
-                Box::new(
-                    record::Recording::create(live, path)
-                        .map_err(|e| format!("ssh recording {}: {e}", path.display()))?,
-                )
+                let live = live::LiveSsh::new(grant.clone()).map_err(OpenError::Prepare)?;
+                Box::new(record::Recording::create(live, path).map_err(|source| {
+                    OpenError::Recording {
+                        path: path.clone(),
+                        source,
+                    }
+                })?)
             }
             SshMode::Replay(path) => Box::new(record::Replay::load(path)?),
         };

@@ -186,6 +186,22 @@ impl<B: ExecBackend> ExecBackend for Recording<B> {
     }
 }
 
+/// Why a recording cannot be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The file cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The recording.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A line is no recorded exec: `<file>:<line>: <what is wrong>`.
+    #[error("{0}")]
+    Entry(String),
+}
+
 /// Answers execs from a recording, in order.
 pub struct Replay {
     path: PathBuf,
@@ -194,8 +210,11 @@ pub struct Replay {
 
 impl Replay {
     /// Read a recording.
-    pub fn load(path: &Path) -> Result<Replay, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Replay, ReplayError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ReplayError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let entries = text
             .lines()
             .enumerate()
@@ -205,7 +224,8 @@ impl Replay {
                 let v: Value = serde_json::from_str(l).map_err(|e| format!("{at}: {e}"))?;
                 Entry::from_json(&v, &at)
             })
-            .collect::<Result<VecDeque<_>, _>>()?;
+            .collect::<Result<VecDeque<_>, String>>()
+            .map_err(ReplayError::Entry)?;
         Ok(Replay {
             path: path.to_path_buf(),
             state: Mutex::new((1, entries)),

@@ -285,9 +285,9 @@ impl Driver {
             |_| Ok(()),
         )?;
         let ssh = SshExec::open(grant, &options.ssh)
-            .map_err(|message| LoadError::Installation {
+            .map_err(|e| LoadError::Installation {
                 path: installation.path.clone(),
-                message,
+                message: e.to_string(),
             })?
             .with_shipped(helper_of(&linked.component).map(|(text, _)| (SHIPPED_HELPER, text)));
         let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;

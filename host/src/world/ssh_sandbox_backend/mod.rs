@@ -337,7 +337,7 @@ impl SandboxBackend {
         let scripts = scripts_of(&linked.component);
         let wall = grant.bounds.operation + CALL_SLACK;
         let ssh = SshExec::open(grant, &options.ssh)
-            .map_err(refuse)?
+            .map_err(|e| refuse(e.to_string()))?
             .with_shipped(
                 linked
                     .component
@@ -543,7 +543,10 @@ impl SandboxBackend {
         ] {
             let Some(root) = root else { continue };
             let admitted = if root.exists() {
-                self.local.admit(root).map(|_| ())
+                self.local
+                    .admit(root)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
             } else if self.local.allowed.iter().any(|a| root.starts_with(a)) {
                 Ok(())
             } else {
