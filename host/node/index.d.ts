@@ -177,6 +177,8 @@ export declare class DriverError extends Error {
   readonly failure: "retryable" | "permanent";
   readonly code: string;
   readonly host: string | null;
+  /** The host's own refusal during the call, when it refused the component something. */
+  readonly refusal: string | null;
   readonly rpcCode: number | null;
 }
 

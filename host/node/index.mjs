@@ -120,6 +120,7 @@ function cliError(result) {
     failure: data.failure ?? (result.status === 75 ? "retryable" : "permanent"),
     code: data.code ?? "invalid-configuration",
     host: data.host,
+    refusal: data.refusal,
   });
 }
 

@@ -21,7 +21,7 @@ export const RPC = {
  * backend's), or the host's own when it refused or went away.
  */
 export class DriverError extends Error {
-  constructor(message, { failure, code, host, rpcCode } = {}) {
+  constructor(message, { failure, code, host, refusal, rpcCode } = {}) {
     super(message);
     this.name = "DriverError";
     /** "retryable" or "permanent". */
@@ -30,6 +30,8 @@ export class DriverError extends Error {
     this.code = code ?? "driver-error";
     /** The configured host alias involved, when there is one. */
     this.host = host ?? null;
+    /** The host's own refusal during the call, when it refused the component something. */
+    this.refusal = refusal ?? null;
     /** The JSON-RPC error code of the answer, when there was an answer. */
     this.rpcCode = rpcCode ?? null;
   }
@@ -38,7 +40,7 @@ export class DriverError extends Error {
 /** The error a JSON-RPC error answer stands for. */
 function answerError(error) {
   const data = error.data ?? {};
-  return new DriverError(error.message, { failure: data.failure, code: data.code, host: data.host, rpcCode: error.code });
+  return new DriverError(error.message, { failure: data.failure, code: data.code, host: data.host, refusal: data.refusal, rpcCode: error.code });
 }
 
 export class Peer {

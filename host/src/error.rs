@@ -52,6 +52,12 @@ pub struct CallError {
     /// The configured host alias involved, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// The host's own refusal, in the host's words, when the host refused
+    /// something the component asked for during the call (an exec, a
+    /// workspace): beside the component's verdict, which may describe it
+    /// in its own words or not at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
 }
 
 impl CallError {
@@ -62,7 +68,16 @@ impl CallError {
             code: code.to_string(),
             message: message.into(),
             host: None,
+            refusal: None,
         }
+    }
+
+    /// The same error, carrying the host's first refusal of the call, if any.
+    pub fn with_refusal(mut self, refusal: Option<String>) -> Self {
+        if self.refusal.is_none() {
+            self.refusal = refusal;
+        }
+        self
     }
 
     /// An error in the parameters the controller passed.
@@ -155,7 +170,7 @@ pub enum LoadError {
         /// The installation file.
         path: PathBuf,
         /// The driver's error, naming the key path.
-        error: CallError,
+        error: Box<CallError>,
     },
     /// A local file the host needs (the audit log, the cache) is unusable.
     #[error("{path}: {message}")]

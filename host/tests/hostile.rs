@@ -151,6 +151,17 @@ async fn only_the_pinned_helper_runs_and_everything_else_is_refused_before_any_c
         let refused: Vec<&Value> = events.iter().filter(|e| e["event"] == "refused").collect();
         assert_eq!(refused.len(), 1, "{fault}: {events:?}");
         assert_eq!(refused[0]["error"], "refused");
+        // Beside the driver's words, the host's own, as it audited them:
+        // whatever the component makes of a refusal, the caller sees it.
+        assert_eq!(
+            err.refusal.as_deref(),
+            refused[0]["message"]
+                .as_str()
+                .and_then(|m| m.strip_prefix("refused: "))
+                .map(|why| format!("ssh-exec on granted: {why}"))
+                .as_deref(),
+            "{fault}"
+        );
         assert!(
             events.iter().all(|e| e["event"] != "begin"),
             "{fault}: an exec began: {events:?}"

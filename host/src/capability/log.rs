@@ -151,6 +151,7 @@ mod tests {
             driver: "hostile".into(),
             cancel: tokio_util::sync::CancellationToken::new(),
             audit: crate::audit::Audit::new(None, serde_json::Map::new()),
+            refusal: Default::default(),
         });
         let grant = LogGrant::default();
         let mut by_count = LogState::new(grant.clone(), scope.clone());

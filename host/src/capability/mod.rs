@@ -42,6 +42,24 @@ pub struct CallScope {
     pub cancel: CancellationToken,
     /// Where the call's audit records go.
     pub audit: Audit,
+    /// The first thing the host refused the component during the call.
+    pub refusal: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl CallScope {
+    /// Note that the host refused `what` (kept if it is the call's first).
+    pub fn refused(&self, what: String) {
+        let mut first = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert(what);
+    }
+
+    /// The call's first refusal, if the host refused anything.
+    pub fn refusal(&self) -> Option<String> {
+        self.refusal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 /// A shared call scope.

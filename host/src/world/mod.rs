@@ -258,6 +258,7 @@ impl Calls {
             method: method.to_string(),
             driver: self.driver.clone(),
             cancel,
+            refusal: Default::default(),
         })
     }
 

@@ -54,6 +54,8 @@ impl LocalWorkspaceState {
 
     fn refused(&self, root: wit::WorkspaceRoot, message: &str) -> Result<(), wit::UploadError> {
         self.scope
+            .refused(format!("local-workspace {}: {message}", root_name(root)));
+        self.scope
             .audit
             .event(
                 "refused",

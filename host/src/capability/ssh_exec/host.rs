@@ -249,6 +249,11 @@ impl SshExecState {
                            "error": refusal.code(), "message": refusal.to_string()}),
                     )
                     .map_err(|e| ExecError::Refused(e.to_string()))?;
+                let why = match &refusal {
+                    ExecError::Refused(why) => why.clone(),
+                    other => other.to_string(),
+                };
+                self.scope.refused(format!("ssh-exec on {alias}: {why}"));
                 return Err(refusal);
             }
         };

@@ -232,11 +232,11 @@ impl Driver {
         })
         .map_err(|e| LoadError::Configuration {
             path: installation.path.clone(),
-            error: CallError::new(
+            error: Box::new(CallError::new(
                 FailureKind::Permanent,
                 "invalid-configuration",
                 e.to_string(),
-            ),
+            )),
         })?;
         let (grant, trusted) = grant;
         Driver::with_grant(runtime, installation, bytes, grant, trusted, options)
@@ -395,11 +395,11 @@ impl Driver {
             .with_accepted(accepted),
             log: LogState::new(self.log_grant.clone(), scope.clone()),
         };
-        let result = self
-            .linked
+        self.linked
             .invoke(&self.runtime, data, &scope.cancel, f)
-            .await?;
-        result.map_err(driver_error)
+            .await
+            .and_then(|result| result.map_err(driver_error))
+            .map_err(|e| e.with_refusal(scope.refusal()))
     }
 
     /// Create a fresh store and instance and drop them: what every call pays
@@ -467,15 +467,13 @@ impl Driver {
             Method::Preflight => {
                 // A replay uses no identity or known-hosts file: nothing to verify.
                 if !self.ssh.is_offline() {
-                    self.ssh
-                        .grant()
-                        .verify_local_files()
-                        .map_err(|m| CallError {
-                            failure: FailureKind::Permanent,
-                            code: "local-ssh-files".into(),
-                            message: format!("preflight: {m}"),
-                            host: None,
-                        })?;
+                    self.ssh.grant().verify_local_files().map_err(|m| {
+                        CallError::new(
+                            FailureKind::Permanent,
+                            "local-ssh-files",
+                            format!("preflight: {m}"),
+                        )
+                    })?;
                 }
                 let w = guest!(none(), Subjects::default(), |g, s| g
                     .occ_compute_compute_driver()
@@ -715,6 +713,7 @@ fn driver_error(e: wit::DriverError) -> CallError {
         code: e.code,
         message: crate::runtime::escape_control(&e.message),
         host: e.host,
+        refusal: None,
     }
 }
 

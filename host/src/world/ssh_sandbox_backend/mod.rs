@@ -305,11 +305,11 @@ impl SandboxBackend {
         )
         .map_err(|e| LoadError::Configuration {
             path: installation.path.clone(),
-            error: CallError::new(
+            error: Box::new(CallError::new(
                 FailureKind::Permanent,
                 "invalid-configuration",
                 e.to_string(),
-            ),
+            )),
         })?;
         let local = LocalWorkspaceGrant::new(&installation.local_workspaces)
             .map_err(|m| refuse(format!("drivers.sandbox.localWorkspaces: {m}")))?;
@@ -526,11 +526,11 @@ impl SandboxBackend {
             local: LocalWorkspaceState::new(self.local.clone(), roots, upload_exec, scope.clone()),
             log: LogState::new(self.log_grant.clone(), scope.clone()),
         };
-        let result = self
-            .linked
+        self.linked
             .invoke(&self.runtime, data, &scope.cancel, f)
-            .await?;
-        result.map_err(sandbox_error)
+            .await
+            .and_then(|result| result.map_err(sandbox_error))
+            .map_err(|e| e.with_refusal(scope.refusal()))
     }
 
     /// The scope's local directories must lie inside the installation's
@@ -828,6 +828,7 @@ fn sandbox_error(e: wit::SandboxError) -> CallError {
         // The message names the path; the one target needs no naming.
         message: crate::runtime::escape_control(&e.message),
         host: None,
+        refusal: None,
     }
 }
 
