@@ -6,22 +6,27 @@
 //! ([`crate::capability::log`]); nothing else.
 //!
 //! [`SandboxBackend`] opens a component of this world from an installation
-//! ([`installation`]) and calls it with a controller's JSON, one fresh
-//! instance per call. Per call the host also admits what may run
+//! ([`installation`]) and calls it with a controller's JSON (`dispatch.rs`),
+//! one fresh instance per call. Per call the host also admits what may run
 //! (`admission.rs`): each script operation only from its own method, each
 //! argument of the kind the operation takes, the exec script only with the
 //! caller's own request; and every script runs with the envelope the host
 //! writes (the workspace root, the scope's runtime id and mounts). It streams
-//! a command's output to the caller while the component gets the end of it.
+//! a command's output to the caller while the component gets the end of it
+//! (`output.rs`).
+//!
+//! [`ExecPolicy::PinnedScripts`]: crate::capability::ssh_exec::ExecPolicy::PinnedScripts
 
 mod admission;
 mod bindings;
+mod dispatch;
 pub mod installation;
 mod method;
+mod output;
 mod params;
+mod scripts;
 pub mod stdin;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,24 +37,23 @@ use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
 
 pub use method::Method;
+pub use scripts::{SCRIPT_SECTION_PREFIX, ShippedScript, scripts_of};
 
 use crate::capability::Scope;
 use crate::capability::local_workspace::{
     self, CallRoots, LocalWorkspaceGrant, LocalWorkspaceState,
 };
 use crate::capability::log::{self, LogGrant, LogState};
-use crate::capability::ssh_exec::{
-    self, ExecAsk, ExecPolicy, OutputSink, OutputStream, SshExec, SshExecState, SshMode,
-};
+use crate::capability::ssh_exec::{self, ExecAsk, OutputSink, SshExec, SshExecState, SshMode};
 use crate::error::{CallError, FailureKind, LoadError};
-use crate::runtime::cache::sha256_hex;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
-use crate::world::{Calls, Linked, World, WorldInfo, warnings};
+use crate::world::{Calls, Linked, World, WorldInfo};
 use admission::{Asked, CallAdmission};
 use bindings::exports::occ::compute::sandbox_backend as wit;
 use bindings::{SshSandboxBackend, SshSandboxBackendPre};
 use installation::{SandboxInstallation, TARGET_ALIAS, redacted_configuration, sandbox_ssh_grant};
 use occ_ssh_target::layout::{ScopeRef, Settings};
+use output::without_reports;
 
 /// The world as the host knows it before loading anything.
 pub const WORLD: WorldInfo = WorldInfo {
@@ -62,113 +66,6 @@ pub const WORLD: WorldInfo = WorldInfo {
         "occ:compute/log@0.2.0",
     ],
 };
-
-/// Custom sections named `occ:script:<name>` hold the component's scripts.
-pub const SCRIPT_SECTION_PREFIX: &str = "occ:script:";
-
-/// `sink`, without the exec script's own report lines (`occ-sandbox-exec
-/// <nonce> <json>\n` on stderr): they are for the component, which reads them
-/// in the stderr tail. The nonce is the exec's own random one, from the header
-/// on its stdin, so a command's output cannot be taken for a report. A
-/// partial line that may still become a report is held back until it is
-/// decided, or until the stream ends (an empty chunk).
-fn without_reports(sink: OutputSink, nonce: &str) -> OutputSink {
-    let marker = format!("occ-sandbox-exec {nonce} ").into_bytes();
-    let held = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    Arc::new(move |stream, chunk| {
-        if stream == OutputStream::Stdout {
-            return sink(stream, chunk);
-        }
-        let end = chunk.is_empty();
-        let pass = {
-            let mut held = held.lock().unwrap_or_else(|p| p.into_inner());
-            held.extend_from_slice(&chunk);
-            let mut pass = Vec::new();
-            loop {
-                match find(&held, &marker) {
-                    Some(at) => match held[at..].iter().position(|b| *b == b'\n') {
-                        // A whole report: drop it.
-                        Some(nl) => {
-                            pass.extend_from_slice(&held[..at]);
-                            held.drain(..at + nl + 1);
-                        }
-                        // A report still arriving.
-                        None => {
-                            pass.extend_from_slice(&held[..at]);
-                            held.drain(..at);
-                            break;
-                        }
-                    },
-                    None => {
-                        // Keep only a tail that may be the start of a report.
-                        let keep = (1..=held.len().min(marker.len() - 1))
-                            .rev()
-                            .find(|&n| marker.starts_with(&held[held.len() - n..]))
-                            .unwrap_or(0);
-                        let cut = held.len() - keep;
-                        pass.extend_from_slice(&held[..cut]);
-                        held.drain(..cut);
-                        break;
-                    }
-                }
-            }
-            if end {
-                // Whatever is held was not a report after all (or a cut one).
-                if !held.starts_with(&marker) {
-                    pass.append(&mut held);
-                }
-                held.clear();
-            }
-            pass
-        };
-        let sink = sink.clone();
-        Box::pin(async move {
-            if !pass.is_empty() {
-                sink(OutputStream::Stderr, pass).await;
-            }
-            if end {
-                sink(OutputStream::Stderr, Vec::new()).await;
-            }
-        })
-    })
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// One remote script a component ships.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShippedScript {
-    /// Its name, as the installation approves it.
-    pub name: String,
-    /// SHA-256 of its text.
-    pub sha256: String,
-    /// Its size in bytes.
-    pub size: usize,
-    /// The interpreter its first line names, if it names one the host knows.
-    pub interpreter: Option<&'static str>,
-}
-
-/// The scripts a component ships, by name (a name shipped twice is listed once,
-/// with the first text: the host then refuses to load it).
-pub fn scripts_of(component: &CompiledComponent) -> Vec<ShippedScript> {
-    let mut seen = BTreeMap::new();
-    for (section, bytes) in &component.sections {
-        if let Some(name) = section.strip_prefix(SCRIPT_SECTION_PREFIX) {
-            seen.entry(name.to_string())
-                .or_insert_with(|| ShippedScript {
-                    name: name.to_string(),
-                    sha256: sha256_hex(bytes),
-                    size: bytes.len(),
-                    interpreter: std::str::from_utf8(bytes)
-                        .ok()
-                        .and_then(ssh_exec::interpreter_of),
-                });
-        }
-    }
-    seen.into_values().collect()
-}
 
 /// How a sandbox backend is opened.
 #[derive(Debug, Default, Clone)]
@@ -392,20 +289,6 @@ impl SandboxBackend {
         &self.ssh
     }
 
-    /// The scripts the component ships, and whether the installation approves each.
-    pub fn scripts(&self) -> Vec<(ShippedScript, bool)> {
-        let ExecPolicy::PinnedScripts { approved } = &self.ssh.grant().policy else {
-            return Vec::new();
-        };
-        scripts_of(&self.linked.component)
-            .into_iter()
-            .map(|s| {
-                let ok = approved.get(&s.name) == Some(&s.sha256);
-                (s, ok)
-            })
-            .collect()
-    }
-
     /// The OpenSSH client the transport runs, for the audit log: what the
     /// configuration named, the program that runs, and its version.
     pub fn ssh_client(&self) -> Value {
@@ -561,264 +444,6 @@ impl SandboxBackend {
         }
         Ok(())
     }
-
-    /// Call one method with a controller's JSON params; the result in the
-    /// shape OpenClaw's handle and bridge return.
-    pub async fn call_json(
-        &self,
-        method_name: &str,
-        params: &Value,
-        options: SandboxCallOptions,
-    ) -> Result<Value, CallError> {
-        let method = Method::from_name(method_name).ok_or_else(|| {
-            CallError::new(
-                FailureKind::Permanent,
-                "unknown-method",
-                format!(
-                    "unknown method {method_name:?}; one of: {}",
-                    Method::names()
-                ),
-            )
-        })?;
-        let p = params::Params::new(method, params)?;
-        // An open stdin only for a caller that asks for one (the relay,
-        // `openStdin`); otherwise the request's `stdin` is written and closed.
-        let mut options = options;
-        if method != Method::Exec || !p.flag("openStdin", false)? {
-            options.input = None;
-        }
-        let scope = self.scope(method.name(), &options);
-        let configuration = self.configuration.clone();
-        if !method.scoped() {
-            // The configuration alone: no scope, no local workspace, no command.
-            macro_rules! unscoped {
-                (|$g:ident, $s:ident| $body:expr) => {
-                    self.invoke(
-                        scope,
-                        method,
-                        CallRoots::default(),
-                        self.admission(method, None, None),
-                        &options,
-                        move |$g, $s| Box::pin(async move { $body.await }),
-                    )
-                    .await?
-                };
-            }
-            return Ok(match method {
-                Method::ValidateConfiguration => {
-                    let w = unscoped!(|g, s| g
-                        .occ_compute_sandbox_backend()
-                        .call_validate_configuration(s, &configuration));
-                    json!({"warnings": warnings(w)})
-                }
-                Method::Preflight => {
-                    let r = unscoped!(|g, s| g
-                        .occ_compute_sandbox_backend()
-                        .call_preflight(s, &configuration));
-                    json!({"target": r.target, "python": r.python, "warnings": warnings(r.warnings)})
-                }
-                other => unreachable!("{other} is scoped"),
-            });
-        }
-        let (sandbox_scope, roots) = p.scope()?;
-        self.check_roots(method, &roots)?;
-        let call = wit::SandboxCall {
-            configuration,
-            scope: sandbox_scope,
-        };
-        macro_rules! guest {
-            ($asked:expr, |$g:ident, $s:ident, $c:ident| $body:expr) => {
-                self.invoke(
-                    scope.clone(),
-                    method,
-                    roots.clone(),
-                    self.admission(method, Some(&call.scope), $asked),
-                    &options,
-                    move |$g, $s| {
-                        Box::pin(async move {
-                            let $c = &call;
-                            $body.await
-                        })
-                    },
-                )
-                .await?
-            };
-        }
-        let result = match method {
-            Method::DescribeRuntime => {
-                let r = guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_describe_runtime(s, c));
-                params::runtime_info(&r)
-            }
-            Method::EnsureRuntime => params::ensured(&guest!(None, |g, s, c| g
-                .occ_compute_sandbox_backend()
-                .call_ensure_runtime(s, c))),
-            Method::RecreateRuntime => params::ensured(&guest!(None, |g, s, c| g
-                .occ_compute_sandbox_backend()
-                .call_recreate_runtime(s, c))),
-            Method::RemoveRuntime => {
-                let removed = guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_remove_runtime(s, c));
-                json!({"removed": removed})
-            }
-            Method::ValidateWorkdir => {
-                let workdir = p.string("workdir")?;
-                let r = guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_validate_workdir(s, c, &workdir));
-                json!({"workdir": r})
-            }
-            Method::Exec => {
-                let request = wit::ExecRequest {
-                    command: p.string("command")?,
-                    workdir: p.opt_string("workdir")?,
-                    env: p.env("env")?,
-                    stdin: p.bytes("stdin", "stdinText")?,
-                    timeout_ms: p.opt_u32("timeoutMs")?,
-                };
-                let asked = Asked {
-                    mode: occ_ssh_target::envelope::EXEC,
-                    command: request.command.clone(),
-                    env: request.env.iter().cloned().collect(),
-                    args: Vec::new(),
-                    stdin: request.stdin.clone().unwrap_or_default(),
-                    workdir: request.workdir.clone(),
-                    timeout_ms: request.timeout_ms,
-                    tty: p.flag("pty", false)?,
-                };
-                params::exec_result(&guest!(Some(asked), |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_exec(s, c, &request)))
-            }
-            Method::RunShellCommand => {
-                let request = wit::ShellRequest {
-                    script: p.string("script")?,
-                    args: p.strings("args")?,
-                    stdin: p.bytes("stdin", "stdinText")?,
-                    allow_failure: p.flag("allowFailure", false)?,
-                    timeout_ms: p.opt_u32("timeoutMs")?,
-                };
-                let asked = Asked {
-                    mode: occ_ssh_target::envelope::SHELL,
-                    command: request.script.clone(),
-                    env: BTreeMap::new(),
-                    args: request.args.clone(),
-                    stdin: request.stdin.clone().unwrap_or_default(),
-                    workdir: None,
-                    timeout_ms: request.timeout_ms,
-                    tty: false,
-                };
-                params::shell_result(&guest!(Some(asked), |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_run_shell(s, c, &request)))
-            }
-            Method::ResolvePath => {
-                let f = p.file("filePath")?;
-                params::resolved(&guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_resolve_path(s, c, &f)))
-            }
-            Method::ReadFile | Method::ReadMedia => {
-                let f = p.file("filePath")?;
-                let max = p.opt_u64("maxBytes")?;
-                if method == Method::ReadFile {
-                    params::data(&guest!(None, |g, s, c| g
-                        .occ_compute_sandbox_backend()
-                        .call_read_file(s, c, &f, max)))
-                } else {
-                    params::media(&guest!(None, |g, s, c| g
-                        .occ_compute_sandbox_backend()
-                        .call_read_media(s, c, &f, max)))
-                }
-            }
-            Method::WriteFile | Method::CreateFileExclusive => {
-                let f = p.file("filePath")?;
-                let data = p.bytes("data", "text")?.ok_or_else(|| {
-                    CallError::invalid_params(format!(
-                        "{method}: params.data (base64) or params.text is required"
-                    ))
-                })?;
-                let mkdir = p.flag("mkdir", true)?;
-                if method == Method::WriteFile {
-                    guest!(None, |g, s, c| g
-                        .occ_compute_sandbox_backend()
-                        .call_write_file(s, c, &f, &data, mkdir));
-                    Value::Null
-                } else {
-                    let r = guest!(None, |g, s, c| g
-                        .occ_compute_sandbox_backend()
-                        .call_create_file_exclusive(s, c, &f, &data, mkdir));
-                    json!(match r {
-                        wit::CreateOutcome::Created => "created",
-                        wit::CreateOutcome::Exists => "exists",
-                    })
-                }
-            }
-            Method::Mkdirp => {
-                let f = p.file("filePath")?;
-                guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_mkdirp(s, c, &f));
-                Value::Null
-            }
-            Method::Remove => {
-                let f = p.file("filePath")?;
-                let (recursive, force) = (p.flag("recursive", false)?, p.flag("force", true)?);
-                guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_remove(s, c, &f, recursive, force));
-                Value::Null
-            }
-            Method::Rename => {
-                let from = p.file("from")?;
-                let to = p.file("to")?;
-                guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_rename(s, c, &from, &to));
-                Value::Null
-            }
-            Method::Stat => {
-                let f = p.file("filePath")?;
-                params::stat(&guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_stat(s, c, &f)))
-            }
-            Method::ReadDirectory => {
-                let f = p.file("filePath")?;
-                params::entries(&guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_read_directory(s, c, &f)))
-            }
-            Method::Edit => {
-                let f = p.file("filePath")?;
-                let edits = p.edits()?;
-                let r = guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_edit(s, c, &f, &edits));
-                json!({"replacements": r.replacements, "path": r.path})
-            }
-            Method::ApplyPatch => {
-                let input = p.string("input")?;
-                let cwd = p.opt_string("cwd")?;
-                params::patch(&guest!(None, |g, s, c| g
-                    .occ_compute_sandbox_backend()
-                    .call_apply_patch(s, c, &input, cwd.as_deref())))
-            }
-            Method::ValidateConfiguration | Method::Preflight => unreachable!("handled above"),
-        };
-        let size = result.to_string().len();
-        let max = self.runtime.limits().max_result_bytes.max(16 << 20);
-        if size > max {
-            return Err(CallError::new(
-                FailureKind::Permanent,
-                "result-too-large",
-                format!("the {method} result is {size} bytes, over the bound of {max}"),
-            ));
-        }
-        Ok(result)
-    }
 }
 
 fn sandbox_error(e: wit::SandboxError) -> CallError {
@@ -829,49 +454,5 @@ fn sandbox_error(e: wit::SandboxError) -> CallError {
         message: crate::runtime::escape_control(&e.message),
         host: None,
         refusal: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Mutex;
-
-    /// Feed `chunks` of stderr through the filter; what came out.
-    fn filtered(chunks: &[&str]) -> String {
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let seen = got.clone();
-        let sink: OutputSink = Arc::new(move |_, chunk| {
-            seen.lock().unwrap().extend(chunk);
-            Box::pin(async {})
-        });
-        let f = without_reports(sink, "n0nce");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        for c in chunks {
-            rt.block_on(f(OutputStream::Stderr, c.as_bytes().to_vec()));
-        }
-        rt.block_on(f(OutputStream::Stderr, Vec::new()));
-        String::from_utf8(got.lock().unwrap().clone()).unwrap()
-    }
-
-    #[test]
-    fn reports_are_kept_from_the_caller_and_nothing_else_is() {
-        let report = "occ-sandbox-exec n0nce {\"timedOut\": true}\n";
-        assert_eq!(filtered(&["err\n", report]), "err\n");
-        // Glued to the command's last partial line, and cut across chunks.
-        assert_eq!(
-            filtered(&["partial", "occ-sandbox-", "exec n0nce {\"x\": 1}", "\n"]),
-            "partial"
-        );
-        // A command's own lines, even ones that look alike, pass.
-        assert_eq!(
-            filtered(&["occ-sandbox-exec other {}\n"]),
-            "occ-sandbox-exec other {}\n"
-        );
-        // A tail that might have begun a report, when the stream ends there.
-        assert_eq!(filtered(&["hello o"]), "hello o");
-        assert_eq!(filtered(&["occ"]), "occ");
     }
 }
