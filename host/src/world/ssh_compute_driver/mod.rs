@@ -5,9 +5,10 @@
 //! else.
 //!
 //! [`Driver`] opens a component of this world from an installation and calls
-//! its contract with OCC's JSON, one fresh instance per call.
+//! its contract with OCC's JSON (`dispatch.rs`), one fresh instance per call.
 
 mod bindings;
+mod dispatch;
 pub mod envelope;
 mod method;
 mod params;
@@ -17,11 +18,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
 
+pub use dispatch::{present, reason};
 pub use method::{HelperOp, Method};
 
 use crate::capability::Scope;
@@ -36,10 +38,10 @@ use crate::capability::ssh_exec::{
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::installation::Installation;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
-use crate::world::{Calls, Linked, ProgressSink, World, WorldInfo, warnings};
+use crate::world::{Calls, Linked, ProgressSink, World, WorldInfo};
 use bindings::{SshComputeDriver, SshComputeDriverPre};
 use envelope::{Subjects, TrustedRuntime};
-use params::{Binding, NamespaceParams, RevisionParams};
+use params::Binding;
 
 /// The world as the host knows it before loading anything.
 pub const WORLD: WorldInfo = WorldInfo {
@@ -411,300 +413,6 @@ impl Driver {
         self.invoke(scope, call, &options, |_, _| Box::pin(async { Ok(Ok(())) }))
             .await
     }
-
-    /// Call one contract method with OCC-shaped JSON params. Success is the
-    /// method's result in OCC's shape; namespace methods report failure inside
-    /// their result only through [`present`].
-    pub async fn call_json(
-        &self,
-        method: Method,
-        params: &Value,
-        options: CallOptions,
-    ) -> Result<Value, CallError> {
-        if !params.is_object() {
-            return Err(CallError::invalid_params(format!(
-                "{method}: params must be an object: {}",
-                method.params_shape()
-            )));
-        }
-        let scope = self.scope(method.name(), &options);
-        let driver = self.selection();
-        let allowed = method.hooks().to_vec();
-        macro_rules! guest {
-            ($hooks:expr, $subjects:expr, |$g:ident, $s:ident| $call:expr) => {
-                self.invoke(
-                    scope.clone(),
-                    CallGrant::new(method, $hooks).acting_for($subjects),
-                    &options,
-                    move |$g, $s| Box::pin(async move { $call.await }),
-                )
-                .await
-            };
-        }
-        let none = HookScope::default;
-        let result = match method {
-            Method::ConfigurationSchema => {
-                let text = guest!(none(), Subjects::default(), |g, s| async {
-                    g.occ_compute_compute_driver()
-                        .call_configuration_schema(s)
-                        .await
-                        .map(Ok)
-                })?;
-                serde_json::from_str(&text).map_err(|e| {
-                    CallError::new(
-                        FailureKind::Permanent,
-                        "invalid-schema",
-                        format!("the driver's configuration schema is not JSON: {e}"),
-                    )
-                })?
-            }
-            Method::ValidateConfiguration => {
-                let w = guest!(none(), Subjects::default(), |g, s| g
-                    .occ_compute_compute_driver()
-                    .call_validate_configuration(s, &driver))?;
-                json!({"warnings": warnings(w)})
-            }
-            Method::Preflight => {
-                // A replay uses no identity or known-hosts file: nothing to verify.
-                if !self.ssh.is_offline() {
-                    self.ssh.grant().verify_local_files().map_err(|m| {
-                        CallError::new(
-                            FailureKind::Permanent,
-                            "local-ssh-files",
-                            format!("preflight: {m}"),
-                        )
-                    })?;
-                }
-                let w = guest!(none(), Subjects::default(), |g, s| g
-                    .occ_compute_compute_driver()
-                    .call_preflight(s, &driver))?;
-                json!({"warnings": warnings(w)})
-            }
-            Method::EnsureNamespace | Method::DeleteNamespace => {
-                let p: NamespaceParams = params::read(params, "")?;
-                let hooks = HookScope {
-                    allowed,
-                    namespace: params.get("namespace").cloned(),
-                    ..HookScope::default()
-                };
-                let ns = p.namespace.to_wit();
-                let subjects = Subjects {
-                    namespace: Some(p.namespace.subject()),
-                    ..Subjects::default()
-                };
-                if method == Method::EnsureNamespace {
-                    guest!(hooks, subjects, |g, s| g
-                        .occ_compute_compute_driver()
-                        .call_ensure_namespace(s, &driver, &ns))?;
-                    json!({"namespaceId": p.namespace.id, "namespaceReady": true})
-                } else {
-                    guest!(hooks, subjects, |g, s| g
-                        .occ_compute_compute_driver()
-                        .call_delete_namespace(s, &driver, &ns))?;
-                    self.forget(|b| b.namespace.id == p.namespace.id);
-                    json!({"namespaceId": p.namespace.id, "namespaceDeleted": true})
-                }
-            }
-            Method::BindAgent => {
-                let b = params::binding_params(params)?;
-                let accepted = b.to_wit();
-                guest!(none(), Subjects::default(), |g, s| g
-                    .occ_compute_compute_driver()
-                    .call_bind_agent(s, &driver, &accepted))?;
-                let key = (b.namespace.id.clone(), b.agent.id.clone());
-                self.bound
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(key, b);
-                Value::Null
-            }
-            Method::DeleteAgentRuntimeCredentials => {
-                let b = params::binding_params(params)?;
-                let binding = b.to_wit();
-                guest!(none(), b.subjects(), |g, s| g
-                    .occ_compute_compute_driver()
-                    .call_delete_agent_runtime_credentials(s, &driver, &binding))?;
-                self.forget(|k| k.namespace.id == b.namespace.id && k.agent.id == b.agent.id);
-                Value::Null
-            }
-            Method::ValidateHarnessAuth => {
-                let p: params::HarnessAuthParams = params::read(params, "")?;
-                let (harness, auth, secrets) =
-                    (p.harness.to_wit(), p.auth.to_string(), p.secret_bindings());
-                guest!(none(), Subjects::default(), |g, s| g
-                    .occ_compute_compute_driver()
-                    .call_validate_harness_auth(
-                        s,
-                        &driver,
-                        &harness,
-                        &auth,
-                        secrets.as_deref()
-                    ))?;
-                Value::Null
-            }
-            Method::PrepareRevision
-            | Method::ActivateRevision
-            | Method::DeactivateRevision
-            | Method::StopRevision
-            | Method::RetireRevision => {
-                let p: RevisionParams = params::read(params, "")?;
-                let binding = self.binding_for(&p)?;
-                let hooks = HookScope {
-                    allowed,
-                    namespace: None,
-                    revision: params.get("revision").cloned(),
-                };
-                let bound = binding.as_ref().map(Binding::to_wit);
-                let subjects = p.revision.subjects(binding.as_ref());
-                let rev = p.revision.to_wit();
-                let context = p.context.as_ref().map(params::RevisionContext::to_wit);
-                macro_rules! plain {
-                    ($export:ident) => {{
-                        guest!(hooks, subjects.clone(), |g, s| g
-                            .occ_compute_compute_driver()
-                            .$export(s, &driver, bound.as_ref(), &rev))?;
-                        Value::Null
-                    }};
-                }
-                match method {
-                    Method::PrepareRevision => {
-                        let r = guest!(hooks, subjects.clone(), |g, s| g
-                            .occ_compute_compute_driver()
-                            .call_prepare_revision(
-                                s,
-                                &driver,
-                                bound.as_ref(),
-                                &rev,
-                                context.as_ref()
-                            ))?;
-                        json!({
-                            "namespaceId": p.revision.namespace_id,
-                            "agentId": p.revision.agent_id,
-                            "revisionId": p.revision.id,
-                            "ready": r.ready,
-                        })
-                    }
-                    Method::ActivateRevision => {
-                        guest!(hooks, subjects.clone(), |g, s| g
-                            .occ_compute_compute_driver()
-                            .call_activate_revision(
-                                s,
-                                &driver,
-                                bound.as_ref(),
-                                &rev,
-                                context.as_ref()
-                            ))?;
-                        Value::Null
-                    }
-                    Method::DeactivateRevision => plain!(call_deactivate_revision),
-                    Method::StopRevision => plain!(call_stop_revision),
-                    _ => plain!(call_retire_revision),
-                }
-            }
-        };
-        let size = result.to_string().len();
-        let max = self.runtime.limits().max_result_bytes;
-        if size > max {
-            return Err(CallError::new(
-                FailureKind::Permanent,
-                "result-too-large",
-                format!("the driver's {method} result is {size} bytes, over the bound of {max}"),
-            ));
-        }
-        Ok(result)
-    }
-
-    /// The binding a revision call runs with: what bindAgent accepted for its
-    /// Agent, or (one-shot calls only) the one passed with it. A passed binding
-    /// that differs from the accepted one is refused.
-    fn binding_for(&self, p: &RevisionParams) -> Result<Option<Binding>, CallError> {
-        let key = (p.revision.namespace_id.clone(), p.revision.agent_id.clone());
-        let accepted = self
-            .bound
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
-        match (accepted, &p.binding) {
-            (Some(accepted), Some(passed)) if !accepted.same_identities(passed) => {
-                Err(CallError::invalid_params(format!(
-                    "binding: differs from what bindAgent accepted for agent {:?}; bind the Agent again instead",
-                    p.revision.agent_id
-                )))
-            }
-            (Some(accepted), _) => Ok(Some(accepted)),
-            (None, Some(_)) if self.require_bind => Err(CallError::new(
-                FailureKind::Permanent,
-                "unbound-agent",
-                format!(
-                    "revision {:?}: its Agent {:?} was never bound; call bindAgent first (a binding passed with a revision call is not accepted here)",
-                    p.revision.id, p.revision.agent_id
-                ),
-            )),
-            (None, passed) => Ok(passed.clone()),
-        }
-    }
-
-    fn forget(&self, f: impl Fn(&Binding) -> bool) {
-        self.bound
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|_, b| !f(b));
-    }
-}
-
-/// The shape a controller sees for a finished call: namespace methods report
-/// failure inside their result, exactly as OCC's `NamespaceEnsureResult` and
-/// `NamespaceDeleteResult` do: `{namespaceId, namespaceReady: false, failure,
-/// reason}` (`namespaceDeleted` for deletion), the operator's text bounded in
-/// `reason`. The others return their result or the error, whose JSON-RPC
-/// `data` carries `failure`, `code` and `host`.
-pub fn present(
-    method: Method,
-    params: &Value,
-    result: Result<Value, CallError>,
-) -> Result<Value, CallError> {
-    let namespace_id = params
-        .pointer("/namespace/id")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let flag = match method {
-        Method::EnsureNamespace => "namespaceReady",
-        Method::DeleteNamespace => "namespaceDeleted",
-        _ => return result,
-    };
-    match result {
-        Err(e) => Ok(json!({
-            "namespaceId": namespace_id,
-            flag: false,
-            "failure": e.failure,
-            "reason": reason(&e),
-        })),
-        ok => ok,
-    }
-}
-
-/// OCC's `reason`: at most 256 printable characters, and only those OCC's log
-/// keeps (letters, digits, spaces and `. _ : / @ -`); it names the failure and
-/// this Namespace's own placement, never a secret.
-pub fn reason(e: &CallError) -> String {
-    let text = format!("{}: {}", e.code, e.message);
-    let mut out = String::with_capacity(text.len().min(256));
-    let mut space = false;
-    for c in text.chars() {
-        let keep = c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '@' | '-');
-        if keep {
-            out.push(c);
-            space = false;
-        } else if !space {
-            out.push(' ');
-            space = true;
-        }
-        if out.len() >= 256 {
-            break;
-        }
-    }
-    out.trim().to_string()
 }
 
 fn driver_error(e: wit::DriverError) -> CallError {
@@ -714,42 +422,5 @@ fn driver_error(e: wit::DriverError) -> CallError {
         message: crate::runtime::escape_control(&e.message),
         host: e.host,
         refusal: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn namespace_failures_are_results_in_occs_shape() {
-        let e = CallError::new(
-            FailureKind::Retryable,
-            "ssh-connect",
-            "host stable: ensure-namespace: stable (root@203.0.113.10:22): Connection refused\n\u{1b}[31m",
-        );
-        let params = json!({"namespace": {"id": "ns-1", "name": "stable"}});
-        let v = present(Method::EnsureNamespace, &params, Err(e.clone())).unwrap();
-        assert_eq!(
-            v,
-            json!({
-                "namespaceId": "ns-1", "namespaceReady": false, "failure": "retryable",
-                "reason": "ssh-connect: host stable: ensure-namespace: stable root@203.0.113.10:22 : Connection refused 31m",
-            })
-        );
-        let long = CallError::new(FailureKind::Permanent, "x", "y".repeat(1000));
-        assert_eq!(super::reason(&long).len(), 256);
-        let v = present(Method::DeleteNamespace, &params, Err(e.clone())).unwrap();
-        assert_eq!(
-            v.as_object().unwrap().keys().collect::<Vec<_>>(),
-            ["failure", "namespaceDeleted", "namespaceId", "reason"]
-        );
-        assert_eq!(v["namespaceDeleted"], json!(false));
-        let ok = json!({"namespaceId": "ns-1", "namespaceReady": true});
-        assert_eq!(
-            present(Method::EnsureNamespace, &params, Ok(ok.clone())).unwrap(),
-            ok
-        );
-        assert!(present(Method::ActivateRevision, &params, Err(e)).is_err());
     }
 }
