@@ -97,12 +97,7 @@ impl Installation {
         text: &str,
         component_override: Option<&Path>,
     ) -> Result<Installation, LoadError> {
-        let err = |message: String| LoadError::Installation {
-            path: path.to_path_buf(),
-            message,
-        };
-        let doc = parse_yaml(text).map_err(|e| err(format!("not valid YAML: {e}")))?;
-        Installation::from_document(path, &doc, component_override)
+        Installation::from_document(path, &parse_document(path, text)?, component_override)
     }
 
     /// Parse `drivers.compute` of an already read document; `component_override`
@@ -272,8 +267,12 @@ pub(crate) fn read_text(path: &Path) -> Result<String, LoadError> {
 /// in the module documentation) as JSON, for callers that must see which
 /// selections it holds before opening one.
 pub fn read_document(path: &Path) -> Result<Value, LoadError> {
-    let text = read_text(path)?;
-    parse_yaml(&text).map_err(|e| LoadError::Installation {
+    parse_document(path, &read_text(path)?)
+}
+
+/// Installation text (`path`'s, for errors) as a JSON document.
+fn parse_document(path: &Path, text: &str) -> Result<Value, LoadError> {
+    parse_yaml(text).map_err(|e| LoadError::Installation {
         path: path.to_path_buf(),
         message: format!("not valid YAML: {e}"),
     })
