@@ -44,7 +44,7 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
             "size": c.size,
             "helper": helper.as_ref().map(|(bytes, sha)| json!({"sha256": sha, "size": bytes.len()})),
             "scripts": scripts.iter().map(|s| json!({"name": s.name, "sha256": s.sha256, "size": s.size, "interpreter": s.interpreter})).collect::<Vec<_>>(),
-            "world": world.map(|w| Value::from(w.name)).unwrap_or(Value::Null),
+            "world": world.map(|w| Value::from(w.named(&c))).unwrap_or(Value::Null),
             "loadable": loadable,
             "imports": c.imports.iter().map(|i| json!({"name": i, "granted": granted(i)})).collect::<Vec<_>>(),
             "exports": c.exports,
@@ -75,7 +75,7 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
             );
         }
         match world {
-            Some(w) => println!("world      {}", w.name),
+            Some(w) => println!("world      {}", w.named(&c)),
             None => println!("world      none (it exports none of this host's worlds)"),
         }
         println!("imports");

@@ -48,15 +48,44 @@ pub type ProgressSink = Arc<dyn Fn(&Progress) + Send + Sync>;
 /// picked by the interface a component exports ([`identify`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorldInfo {
-    /// The world's WIT name, e.g. `occ:compute/ssh-compute-driver@0.1.0`.
+    /// The world's WIT name without its version, e.g.
+    /// `occ:compute/ssh-compute-driver`.
     pub name: &'static str,
+    /// The versions of [`PACKAGE`] whose world of this name the host serves,
+    /// oldest first.
+    pub versions: &'static [&'static str],
     /// The interface a component of this world must export.
     pub export: &'static str,
-    /// The interfaces of our own package it may import.
+    /// The interfaces of our own package it may import, at every served
+    /// version.
     pub imports: &'static [&'static str],
 }
 
 impl WorldInfo {
+    /// The world's versioned name for a component whose imports and exports
+    /// are `names`: at the newest served version any of them names (a 0.3.0
+    /// world imports 0.2.0 interfaces beside its own).
+    pub fn named_for<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> String {
+        let newest = names
+            .into_iter()
+            .filter_map(|n| n.strip_prefix(PACKAGE)?.rsplit_once('@').map(|(_, v)| v))
+            .filter_map(|v| self.versions.iter().position(|s| *s == v))
+            .max()
+            .unwrap_or(0);
+        format!("{}@{}", self.name, self.versions[newest])
+    }
+
+    /// [`Self::named_for`] a compiled component.
+    pub fn named(&self, component: &CompiledComponent) -> String {
+        self.named_for(
+            component
+                .imports
+                .iter()
+                .chain(&component.exports)
+                .map(String::as_str),
+        )
+    }
+
     /// Whether a component of this world may import `import`: one of the
     /// world's own interfaces or a sealed WASI interface.
     pub fn grants(&self, import: &str) -> bool {
@@ -291,7 +320,7 @@ pub const PACKAGE: &str = "occ:compute";
 pub fn served_versions() -> Vec<&'static str> {
     let mut versions: Vec<&str> = WORLDS
         .iter()
-        .filter_map(|w| w.name.rsplit_once('@').map(|(_, v)| v))
+        .flat_map(|w| w.versions.iter().copied())
         .collect();
     versions.sort_unstable();
     versions.dedup();

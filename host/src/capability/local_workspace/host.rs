@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::LocalWorkspaceState;
 use super::bindings::occ::compute::local_workspace as wit;
+use super::bindings::v0_3::occ::compute0_3_0::local_workspace as wit_0_3;
 use super::tree::{self, Summary, WalkError};
 use crate::capability::ssh_exec::bindings::occ::compute::ssh_exec as exec_wit;
 
@@ -263,6 +264,66 @@ impl wit::Host for LocalWorkspaceState {
         }
         self.send(root, dir, Some(names), host, argv, timeout_ms)
             .await
+    }
+}
+
+impl LocalWorkspaceState {
+    /// The argument vector of the shipped script `program` with `args` on
+    /// `host` (WIT 0.3.0), or the exec's refusal, recorded as any exec's.
+    fn script_argv(
+        &self,
+        host: &str,
+        program: &str,
+        args: Vec<String>,
+    ) -> Result<Vec<String>, wit::UploadError> {
+        match self.exec.program_exec(host, program, args, Vec::new()) {
+            Ok((argv, _)) => Ok(argv),
+            Err(refusal) => Err(wit::UploadError::Exec(
+                self.exec
+                    .refuse(host, &[program.to_string()], &[], refusal)
+                    .into(),
+            )),
+        }
+    }
+}
+
+/// 0.3.0: an upload names the approved script it streams into; the rest is
+/// 0.2.0's.
+impl wit_0_3::Host for LocalWorkspaceState {
+    async fn summary(
+        &mut self,
+        root: wit::WorkspaceRoot,
+    ) -> Result<wit::WorkspaceSummary, wit::UploadError> {
+        wit::Host::summary(self, root).await
+    }
+
+    async fn upload(
+        &mut self,
+        root: wit::WorkspaceRoot,
+        host: String,
+        program: String,
+        args: Vec<String>,
+        timeout_ms: u32,
+    ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
+        let argv = self.script_argv(&host, &program, args)?;
+        wit::Host::upload(self, root, host, argv, timeout_ms).await
+    }
+
+    async fn entries(&mut self, root: wit::WorkspaceRoot) -> Result<Vec<String>, wit::UploadError> {
+        wit::Host::entries(self, root).await
+    }
+
+    async fn upload_entries(
+        &mut self,
+        root: wit::WorkspaceRoot,
+        names: Vec<String>,
+        host: String,
+        program: String,
+        args: Vec<String>,
+        timeout_ms: u32,
+    ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
+        let argv = self.script_argv(&host, &program, args)?;
+        wit::Host::upload_entries(self, root, names, host, argv, timeout_ms).await
     }
 }
 

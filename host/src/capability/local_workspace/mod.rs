@@ -35,6 +35,20 @@ pub(crate) mod bindings {
             "occ:compute/ssh-exec": crate::capability::ssh_exec::bindings::occ::compute::ssh_exec,
         },
     });
+
+    /// `occ:compute/local-workspace@0.3.0`: uploads into a shipped script by
+    /// name. Its types are 0.2.0's, shared with the module above.
+    pub(crate) mod v0_3 {
+        wasmtime::component::bindgen!({
+            path: ["../wit", "../wit/0.3.0"],
+            interfaces: "import occ:compute/local-workspace@0.3.0;",
+            imports: { default: async },
+            with: {
+                "occ:compute/ssh-exec@0.2.0": crate::capability::ssh_exec::bindings::occ::compute::ssh_exec,
+                "occ:compute/local-workspace@0.2.0": super::occ::compute::local_workspace,
+            },
+        });
+    }
 }
 
 /// What the installation grants: where local workspaces may be, and how much
@@ -199,13 +213,16 @@ impl HasData for HasLocalWorkspace {
     type Data<'a> = &'a mut LocalWorkspaceState;
 }
 
-/// Link `occ:compute/local-workspace` with `get` projecting the store's data
+/// Link `occ:compute/local-workspace`, at every version this host serves, with `get` projecting the store's data
 /// onto the call's [`LocalWorkspaceState`].
 pub fn add_to_linker<T: Send + 'static>(
     linker: &mut Linker<T>,
     get: fn(&mut T) -> &mut LocalWorkspaceState,
 ) -> wasmtime::Result<()> {
-    bindings::occ::compute::local_workspace::add_to_linker::<T, HasLocalWorkspace>(linker, get)
+    bindings::occ::compute::local_workspace::add_to_linker::<T, HasLocalWorkspace>(linker, get)?;
+    bindings::v0_3::occ::compute0_3_0::local_workspace::add_to_linker::<T, HasLocalWorkspace>(
+        linker, get,
+    )
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, Serve};
 use super::bindings::occ::compute::ssh_exec as wit;
+use super::bindings::v0_3::occ::compute0_3_0::ssh_exec as wit_0_3;
 use super::grant::{ExecPolicy, HostGrant};
 use super::{ExecAsk, SshExecState};
 use crate::runtime::cache::sha256_hex;
@@ -236,26 +237,7 @@ impl SshExecState {
         });
         let (host, argv) = match checked {
             Ok(checked) => checked,
-            Err(refusal) => {
-                // Recorded without the arguments themselves: a refused request may be
-                // a flood of them.
-                let argv_bytes: usize = argv.iter().map(String::len).sum();
-                self.scope
-                    .audit
-                    .event(
-                        "refused",
-                        json!({"capability": "ssh-exec", "host": alias, "argvCount": argv.len(),
-                           "argvBytes": argv_bytes, "stdinLength": stdin.len(),
-                           "error": refusal.code(), "message": refusal.to_string()}),
-                    )
-                    .map_err(|e| ExecError::Refused(e.to_string()))?;
-                let why = match &refusal {
-                    ExecError::Refused(why) => why.clone(),
-                    other => other.to_string(),
-                };
-                self.scope.refused(format!("ssh-exec on {alias}: {why}"));
-                return Err(refusal);
-            }
+            Err(refusal) => return Err(self.refuse(alias, argv, stdin, refusal)),
         };
         let argv = argv.as_slice();
         let sink = self.output.as_ref().and_then(|select| select(argv, stdin));
@@ -322,6 +304,110 @@ impl SshExecState {
         span.end(outcome)
             .map_err(|e| ExecError::Io(format!("the exec ran but {e}")))?;
         result
+    }
+
+    /// Record `refusal` of an exec on `alias` (in the audit log, and as the
+    /// call's refusal) and return it. Recorded without the arguments
+    /// themselves: a refused request may be a flood of them.
+    pub(crate) fn refuse(
+        &self,
+        alias: &str,
+        argv: &[String],
+        stdin: &[u8],
+        refusal: ExecError,
+    ) -> ExecError {
+        let argv_bytes: usize = argv.iter().map(String::len).sum();
+        if let Err(e) = self.scope.audit.event(
+            "refused",
+            json!({"capability": "ssh-exec", "host": alias, "argvCount": argv.len(),
+               "argvBytes": argv_bytes, "stdinLength": stdin.len(),
+               "error": refusal.code(), "message": refusal.to_string()}),
+        ) {
+            return ExecError::Refused(e.to_string());
+        }
+        let why = match &refusal {
+            ExecError::Refused(why) => why.clone(),
+            other => other.to_string(),
+        };
+        self.scope.refused(format!("ssh-exec on {alias}: {why}"));
+        refusal
+    }
+
+    /// The argument vector (and stdin) that runs the program the component
+    /// ships as `program` with `args` on `alias` (WIT 0.3.0's `run`): built
+    /// here, from the text the host read from the component at load, so that
+    /// no program text crosses the boundary. The exec then goes through the
+    /// same checks as any other, the policy's included.
+    pub(crate) fn program_exec(
+        &self,
+        alias: &str,
+        program: &str,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+    ) -> Result<(Vec<String>, Vec<u8>), ExecError> {
+        let shown = crate::runtime::escape_control(&program.chars().take(64).collect::<String>());
+        let Some(text) = self.exec.shipped_text(program) else {
+            let ships = self.exec.shipped_names();
+            return Err(ExecError::Refused(if ships.is_empty() {
+                format!("the component ships no program {shown:?}: it ships none")
+            } else {
+                format!(
+                    "the component ships no program {shown:?} (it ships {})",
+                    ships.join(", ")
+                )
+            }));
+        };
+        match &self.exec.grant.policy {
+            ExecPolicy::NodeHelper { .. } => {
+                if program != super::SHIPPED_HELPER {
+                    return Err(ExecError::Refused(format!(
+                        "on {alias} only the helper runs, not {shown:?}"
+                    )));
+                }
+                if !stdin.is_empty() {
+                    return Err(ExecError::Refused(format!(
+                        "the helper reads itself from stdin: run it with no stdin, not {} bytes",
+                        stdin.len()
+                    )));
+                }
+                let Some(host) = self.exec.grant.hosts.get(alias) else {
+                    return Err(ExecError::UnknownHost(alias.to_string()));
+                };
+                let mut argv = vec![host.node_path.clone(), "-".to_string()];
+                argv.extend(args);
+                Ok((argv, text.to_vec()))
+            }
+            ExecPolicy::PinnedScripts { .. } => {
+                let script = std::str::from_utf8(text).map_err(|_| {
+                    ExecError::Refused(format!("script {shown:?} is not UTF-8 text"))
+                })?;
+                let interpreter = interpreter_of(script).unwrap_or_default();
+                let mut argv = vec![
+                    interpreter.to_string(),
+                    "-c".to_string(),
+                    script.to_string(),
+                    program.to_string(),
+                ];
+                argv.extend(args);
+                Ok((argv, stdin))
+            }
+        }
+    }
+
+    /// `run` (WIT 0.3.0): [`Self::program_exec`], then the exec, each
+    /// refusal recorded as any exec's.
+    pub(crate) async fn run_program(
+        &mut self,
+        alias: &str,
+        program: &str,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<ExecOutput, ExecError> {
+        match self.program_exec(alias, program, args, stdin) {
+            Ok((argv, stdin)) => self.run(alias, &argv, &stdin, None, timeout).await,
+            Err(refusal) => Err(self.refuse(alias, &[program.to_string()], &[], refusal)),
+        }
     }
 
     /// The backend, for an exec the grant allowed on `host`.
@@ -466,6 +552,27 @@ impl wit::Host for SshExecState {
     ) -> Result<wit::ExecOutput, wit::ExecError> {
         let timeout = Duration::from_millis(timeout_ms.into());
         self.run(&host, &argv, &stdin, None, timeout)
+            .await
+            .map(Into::into)
+            .map_err(Into::into)
+    }
+}
+
+impl wit_0_3::Host for SshExecState {
+    async fn hosts(&mut self) -> Vec<String> {
+        self.exec.grant.hosts.keys().cloned().collect()
+    }
+
+    async fn run(
+        &mut self,
+        host: String,
+        program: String,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+        timeout_ms: u32,
+    ) -> Result<wit::ExecOutput, wit::ExecError> {
+        let timeout = Duration::from_millis(timeout_ms.into());
+        self.run_program(&host, &program, args, stdin, timeout)
             .await
             .map(Into::into)
             .map_err(Into::into)

@@ -51,6 +51,19 @@ pub(crate) mod bindings {
         interfaces: "import occ:compute/ssh-exec@0.2.0;",
         imports: { default: async },
     });
+
+    /// `occ:compute/ssh-exec@0.3.0`: `run`, a shipped program by name. Its
+    /// types are 0.2.0's, so both versions share one Rust type for each.
+    pub(crate) mod v0_3 {
+        wasmtime::component::bindgen!({
+            path: ["../wit", "../wit/0.3.0"],
+            interfaces: "import occ:compute/ssh-exec@0.3.0;",
+            imports: { default: async },
+            with: {
+                "occ:compute/ssh-exec@0.2.0": super::occ::compute::ssh_exec,
+            },
+        });
+    }
 }
 
 /// Where execs go: the hosts, the hosts with a recording, or a recording alone.
@@ -70,11 +83,18 @@ pub enum SshMode {
 pub struct SshExec {
     grant: SshGrant,
     backend: Box<dyn ExecBackend>,
-    /// The programs the component ships that the policy approves, by name
-    /// ([`SHIPPED_HELPER`] for a driver's helper), as their exact text:
-    /// approval decided once, at load, so that an exec carrying one of them
-    /// byte for byte is not hashed again.
-    shipped: BTreeMap<String, Vec<u8>>,
+    /// The programs the component ships, by name ([`SHIPPED_HELPER`] for a
+    /// driver's helper): their exact text, which `run` (WIT 0.3.0) runs, and
+    /// whether the policy approves it, decided once, at load, so that an exec
+    /// carrying one of them byte for byte is not hashed again.
+    shipped: BTreeMap<String, Shipped>,
+}
+
+/// One program a component ships.
+#[derive(Debug, Clone)]
+struct Shipped {
+    text: Vec<u8>,
+    approved: bool,
 }
 
 /// Why the SSH capability cannot be opened.
@@ -134,30 +154,48 @@ impl SshExec {
         })
     }
 
-    /// Decide, once, which of the programs the component ships (`(name,
-    /// text)`) the policy approves; those are then recognized by their text.
-    /// A program the policy does not approve is still refused at each exec
-    /// with the reason, as any other text is.
+    /// Keep the programs the component ships (`(name, text)`), the texts
+    /// `run` runs, and decide, once, which of them the policy approves; those
+    /// are then recognized by their text. A program the policy does not
+    /// approve is still refused at each exec with the reason, as any other
+    /// text is.
     pub fn with_shipped<'a>(
         mut self,
         programs: impl IntoIterator<Item = (&'a str, &'a [u8])>,
     ) -> SshExec {
         for (name, text) in programs {
-            if self.grant.policy.approves(name, &sha256_hex(text)) {
-                self.shipped.insert(name.to_string(), text.to_vec());
-            }
+            let approved = self.grant.policy.approves(name, &sha256_hex(text));
+            self.shipped.insert(
+                name.to_string(),
+                Shipped {
+                    text: text.to_vec(),
+                    approved,
+                },
+            );
         }
         self
     }
 
     /// Whether the component ships `name` and the policy approves it.
     pub fn ships_approved(&self, name: &str) -> bool {
-        self.shipped.contains_key(name)
+        self.shipped.get(name).is_some_and(|s| s.approved)
     }
 
     /// Whether `text` is the approved program the component ships as `name`.
     fn is_shipped_approved(&self, name: &str, text: &[u8]) -> bool {
-        self.shipped.get(name).is_some_and(|t| t == text)
+        self.shipped
+            .get(name)
+            .is_some_and(|s| s.approved && s.text == text)
+    }
+
+    /// The text of the program the component ships as `name`.
+    fn shipped_text(&self, name: &str) -> Option<&[u8]> {
+        self.shipped.get(name).map(|s| s.text.as_slice())
+    }
+
+    /// The names of the programs the component ships, sorted.
+    fn shipped_names(&self) -> Vec<&str> {
+        self.shipped.keys().map(String::as_str).collect()
     }
 
     /// The grant.
@@ -294,13 +332,15 @@ impl HasData for HasSshExec {
     type Data<'a> = &'a mut SshExecState;
 }
 
-/// Link `occ:compute/ssh-exec` with `get` projecting the store's data onto the
+/// Link `occ:compute/ssh-exec`, at every version this host serves (0.2.0's
+/// `exec` and 0.3.0's `run`), with `get` projecting the store's data onto the
 /// call's [`SshExecState`].
 pub fn add_to_linker<T: Send + 'static>(
     linker: &mut Linker<T>,
     get: fn(&mut T) -> &mut SshExecState,
 ) -> wasmtime::Result<()> {
-    bindings::occ::compute::ssh_exec::add_to_linker::<T, HasSshExec>(linker, get)
+    bindings::occ::compute::ssh_exec::add_to_linker::<T, HasSshExec>(linker, get)?;
+    bindings::v0_3::occ::compute0_3_0::ssh_exec::add_to_linker::<T, HasSshExec>(linker, get)
 }
 
 #[cfg(test)]
@@ -312,11 +352,101 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let empty = dir.join("empty.jsonl");
         std::fs::write(&empty, "").unwrap();
-        let grant = SshGrant {
+        let mut grant = SshGrant {
             policy,
             ..SshGrant::none()
         };
+        grant.hosts.insert(
+            "h1".into(),
+            HostGrant {
+                address: "192.0.2.1".into(),
+                port: 22,
+                user: "root".into(),
+                node_path: "/opt/node/bin/node".into(),
+            },
+        );
         SshExec::open(grant, &SshMode::Replay(empty)).unwrap()
+    }
+
+    fn state(exec: SshExec) -> SshExecState {
+        let scope = Arc::new(crate::capability::CallScope {
+            id: "run".into(),
+            method: "preflight".into(),
+            driver: "test".into(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            audit: crate::audit::Audit::new(None, serde_json::Map::new()),
+            refusal: Default::default(),
+        });
+        SshExecState::new(Arc::new(exec), scope, Arc::new(|_: &str, _: &str| {}))
+    }
+
+    /// WIT 0.3.0's `run`: the host builds what runs from the text it read
+    /// from the component, by the program's name; a name the component does
+    /// not ship, the helper with a stdin of the component's, or another
+    /// program than the helper where only the helper runs, is refused.
+    #[test]
+    fn run_builds_the_exec_of_a_shipped_program_from_the_hosts_own_text() {
+        let helper: &[u8] = b"#!/usr/bin/env node\n";
+        let drivers = state(
+            exec(ExecPolicy::NodeHelper {
+                approved: vec![sha256_hex(helper)],
+            })
+            .with_shipped([(SHIPPED_HELPER, helper)]),
+        );
+        let (argv, stdin) = drivers
+            .program_exec("h1", "helper", vec!["b3A=".into()], Vec::new())
+            .unwrap();
+        assert_eq!(argv, ["/opt/node/bin/node", "-", "b3A="]);
+        assert_eq!(stdin, helper);
+        let refused = |r: Result<(Vec<String>, Vec<u8>), ExecError>| match r {
+            Err(ExecError::Refused(m)) => m,
+            other => panic!("not refused: {other:?}"),
+        };
+        assert_eq!(
+            refused(drivers.program_exec("h1", "/bin/sh", vec![], vec![])),
+            "the component ships no program \"/bin/sh\" (it ships helper)"
+        );
+        assert!(
+            refused(drivers.program_exec("h1", "helper", vec![], b"x".to_vec()))
+                .contains("run it with no stdin, not 1 bytes")
+        );
+        assert!(matches!(
+            drivers.program_exec("h9", "helper", vec![], vec![]),
+            Err(ExecError::UnknownHost(h)) if h == "h9"
+        ));
+
+        let script: &[u8] = b"#!/usr/bin/env python3\nprint(1)\n";
+        let scripts = state(
+            exec(ExecPolicy::PinnedScripts {
+                approved: BTreeMap::from([("exec".to_string(), sha256_hex(script))]),
+            })
+            .with_shipped([("exec", script), ("preflight", b"#!/bin/sh\n".as_slice())]),
+        );
+        let (argv, stdin) = scripts
+            .program_exec("target", "exec", vec!["a".into()], b"in".to_vec())
+            .unwrap();
+        assert_eq!(
+            argv,
+            [
+                "python3",
+                "-c",
+                "#!/usr/bin/env python3\nprint(1)\n",
+                "exec",
+                "a"
+            ]
+        );
+        assert_eq!(stdin, b"in");
+        assert_eq!(
+            refused(scripts.program_exec("target", "helper", vec![], vec![])),
+            "the component ships no program \"helper\" (it ships exec, preflight)"
+        );
+        let none = state(exec(ExecPolicy::PinnedScripts {
+            approved: BTreeMap::new(),
+        }));
+        assert_eq!(
+            refused(none.program_exec("target", "exec\u{1b}[2J", vec![], vec![])),
+            "the component ships no program \"exec\\\\u{1b}[2J\": it ships none"
+        );
     }
 
     /// Only what the policy approves is approved at load; a text that merely

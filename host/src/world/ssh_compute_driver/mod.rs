@@ -45,13 +45,16 @@ use params::Binding;
 
 /// The world as the host knows it before loading anything.
 pub const WORLD: WorldInfo = WorldInfo {
-    name: "occ:compute/ssh-compute-driver@0.2.0",
+    name: "occ:compute/ssh-compute-driver",
+    versions: &["0.2.0", "0.3.0"],
     export: "occ:compute/compute-driver@0.2.0",
     imports: &[
         "occ:compute/types@0.2.0",
         "occ:compute/ssh-exec@0.2.0",
         "occ:compute/lifecycle-hooks@0.2.0",
         "occ:compute/log@0.2.0",
+        // 0.3.0 changes only the capabilities that carried program text.
+        "occ:compute/ssh-exec@0.3.0",
     ],
 };
 
@@ -293,6 +296,7 @@ impl Driver {
             })?
             .with_shipped(helper_of(&linked.component).map(|(text, _)| (SHIPPED_HELPER, text)));
         let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
+        let world = WORLD.named(&linked.component);
         let driver = Driver {
             runtime,
             configuration: installation.configuration.to_string(),
@@ -310,7 +314,7 @@ impl Driver {
             json!({
                 "component": driver.linked.component.path,
                 "helperSha256": helper_of(&driver.linked.component).map(|(_, sha)| sha),
-                "world": WORLD.name,
+                "world": world,
                 "installation": driver.installation.path,
                 "sshBackend": driver.ssh.backend_kind(),
                 "hosts": driver.ssh.grant().hosts.keys().collect::<Vec<_>>(),

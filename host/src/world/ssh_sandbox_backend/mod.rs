@@ -57,13 +57,17 @@ use output::without_reports;
 
 /// The world as the host knows it before loading anything.
 pub const WORLD: WorldInfo = WorldInfo {
-    name: "occ:compute/ssh-sandbox-backend@0.2.0",
+    name: "occ:compute/ssh-sandbox-backend",
+    versions: &["0.2.0", "0.3.0"],
     export: "occ:compute/sandbox-backend@0.2.0",
     imports: &[
         "occ:compute/types@0.2.0",
         "occ:compute/ssh-exec@0.2.0",
         "occ:compute/local-workspace@0.2.0",
         "occ:compute/log@0.2.0",
+        // 0.3.0 changes only the capabilities that carried program text.
+        "occ:compute/ssh-exec@0.3.0",
+        "occ:compute/local-workspace@0.3.0",
     ],
 };
 
@@ -249,6 +253,7 @@ impl SandboxBackend {
             );
         let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
         let settings = installation::sandbox_settings(&installation.configuration);
+        let world = WORLD.named(&linked.component);
         let backend = SandboxBackend {
             runtime: Arc::new(runtime.with_wall(wall)),
             configuration: redacted_configuration(&installation.configuration).to_string(),
@@ -263,7 +268,7 @@ impl SandboxBackend {
         backend.calls.audit_load(
             json!({
                     "component": backend.linked.component.path,
-                    "world": WORLD.name,
+                    "world": world,
                     "installation": backend.installation.path,
                     "scripts": scripts.iter().map(|s| json!({"name": s.name, "sha256": s.sha256})).collect::<Vec<_>>(),
                     "target": backend.target_label(),
