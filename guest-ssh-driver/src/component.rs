@@ -1,17 +1,23 @@
 //! The component layer: WIT values in, policy calls, WIT values out. Nothing here
 //! decides anything; see [`crate::lifecycle`].
 
-use crate::bindings::exports::occ::compute::compute_driver::Guest;
-use crate::bindings::occ::compute::lifecycle_hooks::{self, HookError};
-use crate::bindings::occ::compute::types as wit;
-use crate::bindings::occ::compute::{log, ssh_exec};
+use crate::bindings::exports::occ::compute0_2_0::compute_driver::Guest;
+use crate::bindings::occ::compute0_2_0::lifecycle_hooks::{self, HookError};
+use crate::bindings::occ::compute0_2_0::types as wit;
+use crate::bindings::occ::compute0_2_0::{log, ssh_exec as exec_types};
+use crate::bindings::occ::compute0_3_0::ssh_exec;
 use crate::error::{Error, ExecError, FailureKind};
 use crate::lifecycle::{self, Driver, Effects};
 use crate::model;
 
 /// The helper ships inside the component, so that a driver version and its helper
-/// version are one artifact; it is sent as the stdin of every helper exec.
+/// version are one artifact. The host runs the text of [`HELPER_SECTION`]; the
+/// policy layer describes each run with this one (the exec `node -` with it on
+/// stdin), and the component layer checks that it is this one.
 const HELPER: &str = include_str!("../../helper/helper.js");
+
+/// The name the host runs the helper by.
+const SHIPPED_HELPER: &str = "helper";
 
 /// The same bytes in a custom section of the core module, where the host reads
 /// them without running anything: `inspect` shows their SHA-256 and an operator
@@ -54,23 +60,42 @@ impl Effects for Host {
         stdin: &[u8],
         timeout_ms: u32,
     ) -> Result<model::ExecOutput, ExecError> {
-        ssh_exec::exec(host, argv, stdin, timeout_ms)
-            .map(|out| model::ExecOutput {
-                exit_status: out.exit_status,
-                stdout: out.stdout,
-                stderr_tail: out.stderr_tail,
-            })
-            .map_err(|err| match err {
-                ssh_exec::ExecError::UnknownHost(m) => ExecError::UnknownHost(m),
-                ssh_exec::ExecError::Refused(m) => ExecError::Refused(m),
-                ssh_exec::ExecError::Connect(m) => ExecError::Connect(m),
-                ssh_exec::ExecError::Auth(m) => ExecError::Auth(m),
-                ssh_exec::ExecError::HostKey(m) => ExecError::HostKey(m),
-                ssh_exec::ExecError::Timeout => ExecError::Timeout,
-                ssh_exec::ExecError::Cancelled => ExecError::Cancelled,
-                ssh_exec::ExecError::OutputTooLarge(n) => ExecError::OutputTooLarge(n),
-                ssh_exec::ExecError::Io(m) => ExecError::Io(m),
-            })
+        // The helper runs by name: the host supplies the text it approved
+        // at load, so that only the operation crosses (WIT 0.3.0).
+        let [_node, dash, operation] = argv else {
+            return Err(ExecError::Refused(format!(
+                "the driver runs the helper with one operation, not {} arguments",
+                argv.len()
+            )));
+        };
+        if dash != "-" || stdin != HELPER.as_bytes() {
+            return Err(ExecError::Refused(
+                "the driver runs nothing but the helper it ships".to_string(),
+            ));
+        }
+        ssh_exec::run(
+            host,
+            SHIPPED_HELPER,
+            std::slice::from_ref(operation),
+            &[],
+            timeout_ms,
+        )
+        .map(|out| model::ExecOutput {
+            exit_status: out.exit_status,
+            stdout: out.stdout,
+            stderr_tail: out.stderr_tail,
+        })
+        .map_err(|err| match err {
+            exec_types::ExecError::UnknownHost(m) => ExecError::UnknownHost(m),
+            exec_types::ExecError::Refused(m) => ExecError::Refused(m),
+            exec_types::ExecError::Connect(m) => ExecError::Connect(m),
+            exec_types::ExecError::Auth(m) => ExecError::Auth(m),
+            exec_types::ExecError::HostKey(m) => ExecError::HostKey(m),
+            exec_types::ExecError::Timeout => ExecError::Timeout,
+            exec_types::ExecError::Cancelled => ExecError::Cancelled,
+            exec_types::ExecError::OutputTooLarge(n) => ExecError::OutputTooLarge(n),
+            exec_types::ExecError::Io(m) => ExecError::Io(m),
+        })
     }
 
     fn after_namespace_prepared(

@@ -1,8 +1,10 @@
-//! The WIT bindings of the `ssh-sandbox-backend` world, generated in this one place.
+//! The WIT bindings of the `ssh-sandbox-backend@0.3.0` world, generated in this one place.
 //! Generated code uses `unsafe` for the canonical ABI and emits its own `pub` items.
 #![allow(unsafe_code, unreachable_pub, missing_docs)]
 
 wit_bindgen::generate!({
-    world: "ssh-sandbox-backend",
-    path: "../wit",
+    world: "occ:compute/ssh-sandbox-backend@0.3.0",
+    path: ["../wit", "../wit/0.3.0"],
+    // The 0.2.0 interfaces whose types the 0.3.0 ones use.
+    generate_all,
 });

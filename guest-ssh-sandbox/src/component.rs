@@ -2,11 +2,15 @@
 //! decides anything; see [`crate::backend`].
 
 use crate::backend::{self, Backend, Effects};
-use crate::bindings::exports::occ::compute::sandbox_backend as wit;
-use crate::bindings::occ::compute::types::{FailureKind as WitKind, Warning as WitWarning};
-use crate::bindings::occ::compute::{local_workspace, log, ssh_exec};
+use crate::bindings::exports::occ::compute0_2_0::sandbox_backend as wit;
+use crate::bindings::occ::compute0_2_0::types::{FailureKind as WitKind, Warning as WitWarning};
+use crate::bindings::occ::compute0_2_0::{
+    local_workspace as workspace_types, log, ssh_exec as exec_types,
+};
+use crate::bindings::occ::compute0_3_0::{local_workspace, ssh_exec};
 use crate::error::{Error, ExecError, FailureKind};
 use crate::model;
+use crate::scripts;
 
 /// Each remote script in a custom section `occ:script:<name>` of the core
 /// module, where the host reads it without running anything: `inspect` shows
@@ -46,29 +50,29 @@ mod export {
 /// The real effects: the host's `ssh-exec`, `local-workspace` and `log` imports.
 struct Host;
 
-fn exec_error(e: ssh_exec::ExecError) -> ExecError {
+fn exec_error(e: exec_types::ExecError) -> ExecError {
     match e {
-        ssh_exec::ExecError::UnknownHost(m) => ExecError::UnknownHost(m),
-        ssh_exec::ExecError::Refused(m) => ExecError::Refused(m),
-        ssh_exec::ExecError::Connect(m) => ExecError::Connect(m),
-        ssh_exec::ExecError::Auth(m) => ExecError::Auth(m),
-        ssh_exec::ExecError::HostKey(m) => ExecError::HostKey(m),
-        ssh_exec::ExecError::Timeout => ExecError::Timeout,
-        ssh_exec::ExecError::Cancelled => ExecError::Cancelled,
-        ssh_exec::ExecError::OutputTooLarge(n) => ExecError::OutputTooLarge(n),
-        ssh_exec::ExecError::Io(m) => ExecError::Io(m),
+        exec_types::ExecError::UnknownHost(m) => ExecError::UnknownHost(m),
+        exec_types::ExecError::Refused(m) => ExecError::Refused(m),
+        exec_types::ExecError::Connect(m) => ExecError::Connect(m),
+        exec_types::ExecError::Auth(m) => ExecError::Auth(m),
+        exec_types::ExecError::HostKey(m) => ExecError::HostKey(m),
+        exec_types::ExecError::Timeout => ExecError::Timeout,
+        exec_types::ExecError::Cancelled => ExecError::Cancelled,
+        exec_types::ExecError::OutputTooLarge(n) => ExecError::OutputTooLarge(n),
+        exec_types::ExecError::Io(m) => ExecError::Io(m),
     }
 }
 
-fn upload_error(e: local_workspace::UploadError) -> ExecError {
+fn upload_error(e: workspace_types::UploadError) -> ExecError {
     match e {
-        local_workspace::UploadError::NotGranted(m) => ExecError::NotGranted(m),
-        local_workspace::UploadError::Local(m) => ExecError::Local(m),
-        local_workspace::UploadError::Exec(e) => exec_error(e),
+        workspace_types::UploadError::NotGranted(m) => ExecError::NotGranted(m),
+        workspace_types::UploadError::Local(m) => ExecError::Local(m),
+        workspace_types::UploadError::Exec(e) => exec_error(e),
     }
 }
 
-fn output(out: ssh_exec::ExecOutput) -> model::ExecOutput {
+fn output(out: exec_types::ExecOutput) -> model::ExecOutput {
     model::ExecOutput {
         exit_status: out.exit_status,
         stdout: out.stdout,
@@ -76,12 +80,33 @@ fn output(out: ssh_exec::ExecOutput) -> model::ExecOutput {
     }
 }
 
-fn root(r: model::Root) -> local_workspace::WorkspaceRoot {
+fn root(r: model::Root) -> workspace_types::WorkspaceRoot {
     match r {
-        model::Root::Workspace => local_workspace::WorkspaceRoot::Workspace,
-        model::Root::Agent => local_workspace::WorkspaceRoot::Agent,
-        model::Root::Skills => local_workspace::WorkspaceRoot::Skills,
-        model::Root::Inputs => local_workspace::WorkspaceRoot::Inputs,
+        model::Root::Workspace => workspace_types::WorkspaceRoot::Workspace,
+        model::Root::Agent => workspace_types::WorkspaceRoot::Agent,
+        model::Root::Skills => workspace_types::WorkspaceRoot::Skills,
+        model::Root::Inputs => workspace_types::WorkspaceRoot::Inputs,
+    }
+}
+
+/// The script an exec runs, by the name the host runs it by, and its
+/// arguments: the host supplies the text it approved at load, so that only
+/// the name and the arguments cross (WIT 0.3.0). The policy layer describes
+/// each exec as what runs (`scripts::Script::argv`); this checks that it is
+/// one of the scripts this component ships, as shipped.
+fn shipped(argv: &[String]) -> Result<(&str, &[String]), ExecError> {
+    match argv {
+        [interpreter, flag, text, name, args @ ..]
+            if flag == "-c"
+                && scripts::ALL.iter().any(|s| {
+                    s.name == name && s.text == text && s.interpreter() == interpreter
+                }) =>
+        {
+            Ok((name, args))
+        }
+        _ => Err(ExecError::Refused(
+            "the backend runs nothing but the scripts it ships".to_string(),
+        )),
     }
 }
 
@@ -92,7 +117,8 @@ impl Effects for Host {
         stdin: &[u8],
         timeout_ms: u32,
     ) -> Result<model::ExecOutput, ExecError> {
-        ssh_exec::exec(TARGET, argv, stdin, timeout_ms)
+        let (name, args) = shipped(argv)?;
+        ssh_exec::run(TARGET, name, args, stdin, timeout_ms)
             .map(output)
             .map_err(exec_error)
     }
@@ -114,7 +140,8 @@ impl Effects for Host {
         argv: &[String],
         timeout_ms: u32,
     ) -> Result<model::ExecOutput, ExecError> {
-        local_workspace::upload(root(r), TARGET, argv, timeout_ms)
+        let (name, args) = shipped(argv)?;
+        local_workspace::upload(root(r), TARGET, name, args, timeout_ms)
             .map(output)
             .map_err(upload_error)
     }
@@ -130,7 +157,8 @@ impl Effects for Host {
         argv: &[String],
         timeout_ms: u32,
     ) -> Result<model::ExecOutput, ExecError> {
-        local_workspace::upload_entries(root(r), names, TARGET, argv, timeout_ms)
+        let (name, args) = shipped(argv)?;
+        local_workspace::upload_entries(root(r), names, TARGET, name, args, timeout_ms)
             .map(output)
             .map_err(upload_error)
     }

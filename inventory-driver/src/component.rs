@@ -5,31 +5,32 @@
 #[allow(unsafe_code, unreachable_pub, missing_docs)]
 mod bindings {
     wit_bindgen::generate!({
-        world: "ssh-compute-driver",
-        path: "../wit",
+        world: "occ:compute/ssh-compute-driver@0.3.0",
+        path: ["../wit", "../wit/0.3.0"],
+        // The 0.2.0 interfaces whose types the 0.3.0 ones use.
+        generate_all,
     });
     use super::Component;
     export!(Component);
 }
 
-use bindings::exports::occ::compute::compute_driver::Guest;
-use bindings::occ::compute::ssh_exec;
-use bindings::occ::compute::types::{
+use bindings::exports::occ::compute0_2_0::compute_driver::Guest;
+use bindings::occ::compute0_2_0::types::{
     AgentBinding, DriverError, FailureKind, Harness, Namespace, Readiness, Revision,
     RevisionContext, Selection, Warning,
 };
+use bindings::occ::compute0_3_0::ssh_exec;
 
 /// The helper the probe runs, shipped inside the component (one artifact per
-/// version); the operator pins its SHA-256 (`approvedHelpers`).
-const HELPER: &str = include_str!("../../helper/helper.js");
-
-/// The same bytes where the host reads them without running anything
-/// (`inspect` prints their SHA-256). A wasm custom section is neither
-/// executable nor writable, and nothing in the guest reads this static.
+/// version) where the host reads it without running anything (`inspect`
+/// prints its SHA-256; the operator pins it in `approvedHelpers`), and the
+/// text the host runs. A wasm custom section is neither executable nor
+/// writable, and nothing in the guest reads this static.
 #[allow(unsafe_code)]
 #[unsafe(link_section = "occ:helper")]
 #[used]
-static HELPER_SECTION: [u8; HELPER.len()] = *include_bytes!("../../helper/helper.js");
+static HELPER_SECTION: [u8; include_bytes!("../../helper/helper.js").len()] =
+    *include_bytes!("../../helper/helper.js");
 
 /// The bound of one probe, under the host's own.
 const PROBE_TIMEOUT_MS: u32 = 90_000;
@@ -85,13 +86,8 @@ impl Guest for Component {
         let mut warnings = Vec::new();
         for target in crate::hosts(&driver.configuration).map_err(invalid)? {
             let alias = target.alias.as_str();
-            let out = ssh_exec::exec(
-                alias,
-                &crate::probe_argv(&target),
-                HELPER.as_bytes(),
-                PROBE_TIMEOUT_MS,
-            )
-            .map_err(|e| {
+            let out = ssh_exec::run(alias, "helper", &crate::probe_args(), &[], PROBE_TIMEOUT_MS)
+                .map_err(|e| {
                 error(
                     FailureKind::Retryable,
                     "probe-failed",

@@ -6,7 +6,7 @@
 //! other method is refused as unsupported.
 //!
 //! The shape to copy: policy as pure functions here ([`hosts`],
-//! [`probe_argv`], [`report`]) that test natively, and a thin WIT layer in
+//! [`probe_args`], [`report`]) that test natively, and a thin WIT layer in
 //! `component.rs` that only moves values across. README, "Writing a driver",
 //! walks from a new crate to a passing test.
 
@@ -60,19 +60,17 @@ pub fn hosts(configuration: &str) -> Result<Vec<Target>, String> {
     Ok(targets)
 }
 
-/// The argument vector of one probe: `[<nodePath>, "-", <base64 operation>]`,
-/// the helper on stdin. The host appends its envelope.
-pub fn probe_argv(target: &Target) -> Vec<String> {
+/// The arguments of one probe: the base64 of its operation. The host runs
+/// the helper the component ships by name (`run("helper", ...)`, WIT 0.3.0)
+/// as `[<the alias's nodePath>, "-", <operation>]`, the helper on stdin, and
+/// appends its envelope.
+pub fn probe_args() -> Vec<String> {
     let operation = serde_json::json!({
         "version": PROTOCOL_VERSION,
         "op": "probe",
         "deadlineMs": PROBE_DEADLINE_MS,
     });
-    vec![
-        target.node_path.clone(),
-        "-".into(),
-        base64::engine::general_purpose::STANDARD.encode(operation.to_string()),
-    ]
+    vec![base64::engine::general_purpose::STANDARD.encode(operation.to_string())]
 }
 
 /// What one probe found, one line per check: `(code, message)`.
@@ -138,14 +136,11 @@ mod tests {
 
     #[test]
     fn the_probe_is_the_helpers_operation_and_nothing_more() {
-        let argv = probe_argv(&Target {
-            alias: "a".into(),
-            node_path: "/usr/bin/node".into(),
-        });
-        assert_eq!(argv[..2], ["/usr/bin/node", "-"]);
+        let args = probe_args();
+        assert_eq!(args.len(), 1);
         let op: Value = serde_json::from_slice(
             &base64::engine::general_purpose::STANDARD
-                .decode(&argv[2])
+                .decode(&args[0])
                 .unwrap(),
         )
         .unwrap();

@@ -17,7 +17,7 @@ fn inspect_shows_the_world_and_each_script_it_ships() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["world"], "occ:compute/ssh-sandbox-backend@0.2.0");
+    assert_eq!(v["world"], "occ:compute/ssh-sandbox-backend@0.3.0");
     assert_eq!(v["exports"], json!(["occ:compute/sandbox-backend@0.2.0"]));
     // The scripts it ships are the repository's, byte for byte.
     let shipped: Value = v["scripts"]

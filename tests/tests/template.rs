@@ -42,7 +42,7 @@ fn inspect_sees_a_compute_driver_with_the_approved_helper() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["world"], "occ:compute/ssh-compute-driver@0.2.0");
+    assert_eq!(v["world"], "occ:compute/ssh-compute-driver@0.3.0");
     assert_eq!(v["loadable"], true);
     assert_eq!(v["helper"]["sha256"], helper_sha256());
 }

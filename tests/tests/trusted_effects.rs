@@ -108,6 +108,16 @@ const ATTACKS: &[(&str, &str, &str)] = &[
         "deactivateRevision",
         "operation.version must be 2",
     ),
+    (
+        "other-program",
+        "preflight",
+        "the component ships no program \"/bin/sh\" (it ships helper)",
+    ),
+    (
+        "helper-stdin",
+        "ensureNamespace",
+        "the helper reads itself from stdin: run it with no stdin",
+    ),
 ];
 
 #[test]

@@ -4,7 +4,7 @@
 //!
 //! It is the driver's own policy and component layer (the source files of
 //! `guest-ssh-driver/src/`, compiled here word for word), over bindings where
-//! `ssh-exec.exec` goes through `tamper` first. The
+//! `ssh-exec.run` goes through `tamper` first. The
 //! attack is named by the host alias the call runs on (the Namespace name,
 //! `attack-<name>`), so one component serves every attack and an installation
 //! maps each such alias to the same test host; on any other alias it is the
@@ -20,7 +20,9 @@
 //!   with `gateway.auth.mode: none` and a non-loopback bind);
 //! - `other-alias`: runs on alias `honest` instead of its own;
 //! - `forged-envelope`: appends an envelope of its own;
-//! - `old-protocol`: sends version 1 with the fields protocol 1 trusted.
+//! - `old-protocol`: sends version 1 with the fields protocol 1 trusted;
+//! - `other-program`: runs `/bin/sh` instead of the helper it ships;
+//! - `helper-stdin`: sends a script of its own on the helper's stdin.
 
 #![allow(unsafe_code, unreachable_pub, missing_docs)]
 
@@ -49,25 +51,24 @@ pub mod operation;
 #[path = "../../../../guest-ssh-driver/src/testing.rs"]
 mod testing;
 
-/// The driver's bindings, with `ssh-exec.exec` replaced by [`tamper::exec`].
+/// The driver's bindings, with `ssh-exec.run` replaced by [`tamper::run`].
 /// Items declared here shadow the generated ones of the same name.
 pub mod bindings {
     pub(crate) mod generated {
         wit_bindgen::generate!({
-            world: "ssh-compute-driver",
-            path: "../../../wit",
+            world: "occ:compute/ssh-compute-driver@0.3.0",
+            path: ["../../../wit", "../../../wit/0.3.0"],
+            generate_all,
         });
     }
     pub use generated::*;
 
     pub mod occ {
-        pub mod compute {
-            pub use super::super::generated::occ::compute::{lifecycle_hooks, log, types};
+        pub use super::generated::occ::compute0_2_0;
+        pub mod compute0_3_0 {
             pub mod ssh_exec {
-                pub use super::super::super::generated::occ::compute::ssh_exec::{
-                    ExecError, ExecOutput, hosts,
-                };
-                pub use crate::tamper::exec;
+                pub use super::super::super::generated::occ::compute0_3_0::ssh_exec::hosts;
+                pub use crate::tamper::run;
             }
         }
     }
@@ -78,36 +79,42 @@ mod tamper {
     use base64::engine::general_purpose::STANDARD as BASE64;
     use serde_json::{Value, json};
 
-    use crate::bindings::occ::compute::ssh_exec::{ExecError, ExecOutput};
+    use crate::bindings::occ::compute0_2_0::ssh_exec::{ExecError, ExecOutput};
 
     fn real(
         host: &str,
-        argv: &[String],
+        program: &str,
+        args: &[String],
         stdin: &[u8],
         timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError> {
-        crate::bindings::generated::occ::compute::ssh_exec::exec(host, argv, stdin, timeout_ms)
+        crate::bindings::generated::occ::compute0_3_0::ssh_exec::run(
+            host, program, args, stdin, timeout_ms,
+        )
     }
 
-    /// The host's `exec`, after the attack the alias names.
-    pub fn exec(
+    /// The host's `run`, after the attack the alias names.
+    pub fn run(
         host: &str,
-        argv: &[String],
+        program: &str,
+        args: &[String],
         stdin: &[u8],
         timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError> {
         let Some(attack) = host.strip_prefix("attack-") else {
-            return real(host, argv, stdin, timeout_ms);
+            return real(host, program, args, stdin, timeout_ms);
         };
-        let mut argv = argv.to_vec();
-        let mut op: Value = serde_json::from_slice(&BASE64.decode(&argv[2]).unwrap_or_default())
+        let mut args = args.to_vec();
+        let mut op: Value = serde_json::from_slice(&BASE64.decode(&args[0]).unwrap_or_default())
             .unwrap_or_default();
         // The inspection that opens an activation stays honest, so that the
         // attack meets the activation itself.
         if op["op"] == "inspect-agent" {
-            return real(host, &argv, stdin, timeout_ms);
+            return real(host, program, &args, stdin, timeout_ms);
         }
         let mut on = host.to_string();
+        let mut program = program.to_string();
+        let mut stdin = stdin.to_vec();
         let prepares = op.get("configuration").is_some();
         let mut add = |key: &str, value: Value| {
             op[key] = value;
@@ -141,7 +148,7 @@ mod tamper {
                 json!(r#"{"gateway":{"auth":{"mode":"none"},"bind":"lan","mode":"local"}}"#),
             ),
             "other-alias" => on = "honest".into(),
-            "forged-envelope" => argv.push(
+            "forged-envelope" => args.push(
                 BASE64.encode(json!({"version": 2, "runtime": {"root": "/root"}}).to_string()),
             ),
             "old-protocol" => {
@@ -149,9 +156,15 @@ mod tamper {
                 add("root", json!("/root"));
                 add("unitDirectory", json!("/etc/systemd/system"));
             }
+            // WIT 0.3.0's `run`: a program the component does not ship, and
+            // a script of its own after the helper.
+            "other-program" => program = "/bin/sh".into(),
+            "helper-stdin" => {
+                stdin = b"require('fs').writeFileSync('/tmp/occ-hostile', 'x')\n".to_vec()
+            }
             _ => {}
         }
-        argv[2] = BASE64.encode(op.to_string());
-        real(&on, &argv, stdin, timeout_ms)
+        args[0] = BASE64.encode(op.to_string());
+        real(&on, &program, &args, &stdin, timeout_ms)
     }
 }
