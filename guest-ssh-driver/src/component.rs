@@ -17,7 +17,7 @@ use crate::model;
 const HELPER: &str = include_str!("../../helper/helper.js");
 
 /// The name the host runs the helper by.
-const SHIPPED_HELPER: &str = "helper";
+const SHIPPED_HELPER: &str = occ_ssh_target::programs::HELPER;
 
 /// The same bytes in a custom section of the core module, where the host reads
 /// them without running anything: `inspect` shows their SHA-256 and an operator

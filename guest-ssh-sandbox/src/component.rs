@@ -36,7 +36,7 @@ mod sections {
 }
 
 /// The one host alias the sandbox world grants: the configured target.
-const TARGET: &str = "target";
+const TARGET: &str = occ_ssh_target::programs::TARGET_ALIAS;
 
 struct Component;
 

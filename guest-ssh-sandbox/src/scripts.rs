@@ -55,14 +55,13 @@ pub const ALL: &[Script] = &[PREFLIGHT, WORKSPACE, EXEC];
 impl Script {
     /// The program that runs the script, from its first line.
     pub fn interpreter(&self) -> &'static str {
-        match self.text.lines().next() {
-            Some("#!/bin/sh") => "/bin/sh",
-            Some("#!/usr/bin/env python3") => "python3",
-            other => panic!(
-                "script {} starts with {other:?}, not a known interpreter line",
-                self.name
-            ),
-        }
+        occ_ssh_target::programs::interpreter_of(self.text).unwrap_or_else(|| {
+            panic!(
+                "script {} starts with {:?}, not a known interpreter line",
+                self.name,
+                self.text.lines().next()
+            )
+        })
     }
 
     /// The argument vector that runs the script with `args`.

@@ -292,11 +292,7 @@ pub(crate) fn parse_yaml(text: &str) -> Result<Value, String> {
 
 /// A SHA-256 as `inspect` prints it: 64 lowercase hex digits. Approvals are
 /// compared as strings, so no other spelling of the same hash may be accepted.
-pub(crate) fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
+pub(crate) use occ_ssh_target::digest::is_sha256_hex;
 
 #[cfg(test)]
 mod tests {

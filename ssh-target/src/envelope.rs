@@ -92,10 +92,7 @@ pub fn is_staged_input(name: &str) -> bool {
     let Some(id) = name.strip_prefix("openclaw-staged-") else {
         return false;
     };
-    let hex = |s: &str| {
-        s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
+    let hex = crate::digest::is_lower_hex;
     if id.len() == 64 {
         return hex(id);
     }

@@ -10,6 +10,9 @@
 //! - [`envelope`]: what the host writes for every script run, which script
 //!   operations each method may run, and what each argument may be;
 //! - [`text`]: how a refusal quotes a caller's value;
+//! - [`digest`]: a SHA-256 as lowercase hex, the one spelling approvals use;
+//! - [`programs`]: the names shipped programs run by, the sandbox's one
+//!   alias, and the interpreter a script's first line names;
 //! - [`settings`]: the compute driver's addresses, Namespace names and
 //!   paths, which its validator and the host's grant both read.
 //!
@@ -18,9 +21,11 @@
 //! the remote scripts act on.
 
 pub mod client;
+pub mod digest;
 pub mod envelope;
 pub mod layout;
 pub mod paths;
+pub mod programs;
 pub mod scope;
 pub mod settings;
 pub mod target;

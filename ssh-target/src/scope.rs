@@ -13,8 +13,6 @@
 //! key's SHA-256>` for keys ending in `:workspace:<32 hex>`, and otherwise
 //! `openclaw-ssh-<slug>-<djb2-xor hash, unpadded hex>`.
 
-use sha2::{Digest, Sha256};
-
 /// `scope`: what one remote workspace is shared by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -47,10 +45,7 @@ const MAIN: &str = "main";
 
 /// The SHA-256 of `text`, as lowercase hex.
 pub fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::digest::sha256_hex(text.as_bytes())
 }
 
 /// JavaScript's `String.prototype.trim`: Unicode white space and the byte order

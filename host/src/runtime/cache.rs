@@ -59,10 +59,7 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// SHA-256 of `bytes`, lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
+pub use occ_ssh_target::digest::sha256_hex;
 
 fn refused(path: &Path, why: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::new(

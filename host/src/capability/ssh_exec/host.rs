@@ -20,14 +20,7 @@ use super::grant::{ExecPolicy, HostGrant};
 use super::{ExecAsk, SshExecState};
 use crate::runtime::cache::sha256_hex;
 
-/// The program a pinned script runs with, from its first line.
-pub fn interpreter_of(script: &str) -> Option<&'static str> {
-    match script.lines().next()? {
-        "#!/bin/sh" => Some("/bin/sh"),
-        "#!/usr/bin/env python3" => Some("python3"),
-        _ => None,
-    }
-}
+pub use occ_ssh_target::programs::interpreter_of;
 
 /// Arguments longer than this are recorded as their length and SHA-256 only.
 const AUDIT_ARG_BYTES: usize = 256;
@@ -109,7 +102,10 @@ impl SshExecState {
                         "the operation argument must be one base64 string".into(),
                     ));
                 }
-                if self.exec.is_shipped_approved(super::SHIPPED_HELPER, stdin) {
+                if self
+                    .exec
+                    .is_shipped_approved(occ_ssh_target::programs::HELPER, stdin)
+                {
                     return Ok(());
                 }
                 let sha = sha256_hex(stdin);
@@ -359,7 +355,7 @@ impl SshExecState {
         };
         match &self.exec.grant.policy {
             ExecPolicy::NodeHelper { .. } => {
-                if program != super::SHIPPED_HELPER {
+                if program != occ_ssh_target::programs::HELPER {
                     return Err(ExecError::Refused(format!(
                         "on {alias} only the helper runs, not {shown:?}"
                     )));

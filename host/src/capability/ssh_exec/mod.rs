@@ -117,8 +117,8 @@ pub enum OpenError {
 }
 
 /// The name a driver's shipped helper is approved under in
-/// [`SshExec::with_shipped`].
-pub const SHIPPED_HELPER: &str = "helper";
+/// [`SshExec::with_shipped`] and run by.
+pub use occ_ssh_target::programs::HELPER as SHIPPED_HELPER;
 
 impl std::fmt::Debug for SshExec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

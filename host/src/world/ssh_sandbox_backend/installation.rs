@@ -83,7 +83,7 @@ pub const MAX_RUN_SECONDS: u64 = u32::MAX as u64 / 1000;
 pub const DEFAULT_ID: &str = "sandbox-ssh";
 
 /// The alias the target is granted under: the component names it so.
-pub const TARGET_ALIAS: &str = "target";
+pub use occ_ssh_target::programs::TARGET_ALIAS;
 
 /// What the component sees in place of inline key material.
 pub const HELD_BY_HOST: &str = "occ-host-held";
