@@ -74,7 +74,7 @@ impl Chain {
 
 /// The chain hash of the last line of `file` (of length `len`), read from the
 /// end backwards so that a long log costs no more than its last record.
-fn last_line_hash(file: &mut File, len: u64) -> Result<(String, u64), String> {
+fn last_line_hash(file: &mut File, len: u64) -> Result<(String, u64), TailError> {
     if len == 0 {
         return Ok((GENESIS.to_string(), 0));
     }
@@ -86,16 +86,12 @@ fn last_line_hash(file: &mut File, len: u64) -> Result<(String, u64), String> {
         let mut chunk = vec![0u8; (start - from) as usize];
         file.seek(SeekFrom::Start(from))
             .and_then(|_| file.read_exact(&mut chunk))
-            .map_err(|e| format!("cannot read the end of the audit log: {e}"))?;
+            .map_err(TailError::Read)?;
         chunk.extend_from_slice(&tail);
         tail = chunk;
         start = from;
         if tail.last() != Some(&b'\n') {
-            return Err(
-                "the last record has no newline (a writer stopped mid-record); \
-                        check the log with `occ-driver-host audit` and move it aside"
-                    .into(),
-            );
+            return Err(TailError::Unterminated);
         }
         let body = &tail[..tail.len() - 1];
         if let Some(nl) = body.iter().rposition(|b| *b == b'\n') {
@@ -105,6 +101,20 @@ fn last_line_hash(file: &mut File, len: u64) -> Result<(String, u64), String> {
             return Ok((chain_hash(body), len));
         }
     }
+}
+
+/// Why the end of a log's chain cannot be found.
+#[derive(Debug, thiserror::Error)]
+enum TailError {
+    /// The end of the file cannot be read.
+    #[error("cannot read the end of the audit log: {0}")]
+    Read(std::io::Error),
+    /// The last record has no newline: a writer stopped mid-record.
+    #[error(
+        "the last record has no newline (a writer stopped mid-record); \
+         check the log with `occ-driver-host audit` and move it aside"
+    )]
+    Unterminated,
 }
 
 /// Why an audit log cannot be opened: each refusal protects the trail.

@@ -52,31 +52,43 @@ impl SshClient {
 
     /// Check that `path` names an OpenSSH client this host may run with the
     /// installation's keys. The reason, when it does not, names the path.
-    pub fn verify(path: &str) -> Result<SshClient, String> {
-        let at = |why: String| format!("{path:?}: {why}");
+    pub fn verify(path: &str) -> Result<SshClient, ClientError> {
+        let configured = || path.to_string();
         let given = Path::new(path);
         if !given.is_absolute() {
-            return Err(at("must be an absolute path".into()));
+            return Err(ClientError::NotAbsolute {
+                configured: configured(),
+            });
         }
-        let resolved = std::fs::canonicalize(given).map_err(|e| at(e.to_string()))?;
-        let meta = std::fs::metadata(&resolved).map_err(|e| at(e.to_string()))?;
+        let resolved = std::fs::canonicalize(given).map_err(|source| ClientError::Resolve {
+            configured: configured(),
+            source,
+        })?;
+        let meta = std::fs::metadata(&resolved).map_err(|source| ClientError::Stat {
+            configured: configured(),
+            source,
+        })?;
         if meta.is_dir() {
-            return Err(at("is a directory, not an OpenSSH client".into()));
+            return Err(ClientError::Directory {
+                configured: configured(),
+            });
         }
         if !meta.is_file() {
-            return Err(at("is not a regular file".into()));
+            return Err(ClientError::NotAFile {
+                configured: configured(),
+            });
         }
         use std::os::unix::fs::PermissionsExt;
         if meta.permissions().mode() & 0o111 == 0 {
-            return Err(at(format!(
-                "is not executable (mode {:o})",
-                meta.permissions().mode() & 0o7777
-            )));
+            return Err(ClientError::NotExecutable {
+                configured: configured(),
+                mode: meta.permissions().mode() & 0o7777,
+            });
         }
-        trusted_chain(&resolved).map_err(at)?;
-        let version = version_of(&resolved).map_err(at)?;
+        trusted_chain(path, &resolved)?;
+        let version = version_of(path, &resolved)?;
         Ok(SshClient {
-            configured: path.to_string(),
+            configured: configured(),
             program: resolved,
             version: Some(version),
         })
@@ -93,27 +105,189 @@ impl SshClient {
     }
 }
 
+/// Why a client an installation names is not one this host runs. Every
+/// message starts with the path as the installation wrote it.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The path is relative: what it names would depend on the working
+    /// directory.
+    #[error("{configured:?}: must be an absolute path")]
+    NotAbsolute {
+        /// The path as configured.
+        configured: String,
+    },
+    /// The path cannot be resolved (it does not exist, or a directory on
+    /// the way cannot be searched).
+    #[error("{configured:?}: {source}")]
+    Resolve {
+        /// The path as configured.
+        configured: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The resolved client cannot be examined.
+    #[error("{configured:?}: {source}")]
+    Stat {
+        /// The path as configured.
+        configured: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It names a directory.
+    #[error("{configured:?}: is a directory, not an OpenSSH client")]
+    Directory {
+        /// The path as configured.
+        configured: String,
+    },
+    /// It names a device, a pipe or a socket.
+    #[error("{configured:?}: is not a regular file")]
+    NotAFile {
+        /// The path as configured.
+        configured: String,
+    },
+    /// No one may execute it.
+    #[error("{configured:?}: is not executable (mode {mode:o})")]
+    NotExecutable {
+        /// The path as configured.
+        configured: String,
+        /// Its mode's permission bits.
+        mode: u32,
+    },
+    /// The client or a directory above it cannot be examined.
+    #[error("{configured:?}: {}: {source}", path.display())]
+    ChainStat {
+        /// The path as configured.
+        configured: String,
+        /// The client or the directory that cannot be examined.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The client or a directory above it belongs to another user, or others
+    /// may write it.
+    #[error(
+        "{configured:?}: {} (owner uid {owner}, mode {mode:o}) could be replaced by another user; \
+         it and every directory above it must belong to root or this user and be writable by no one else",
+        path.display()
+    )]
+    Replaceable {
+        /// The path as configured.
+        configured: String,
+        /// The client or the directory at fault.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// Its mode's permission bits.
+        mode: u32,
+    },
+    /// `<client> -V` cannot be started, or its output cannot be captured.
+    #[error("{configured:?}: cannot run it: {source}")]
+    Run {
+        /// The path as configured.
+        configured: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `<client> -V` did not exit within its bound (`VERSION_BOUND`).
+    #[error(
+        "{configured:?}: `-V` did not answer within {} s; an OpenSSH client prints its version at once",
+        VERSION_BOUND.as_secs()
+    )]
+    NoAnswer {
+        /// The path as configured.
+        configured: String,
+    },
+    /// What `<client> -V` printed cannot be read back.
+    #[error("{configured:?}: {source}")]
+    Output {
+        /// The path as configured.
+        configured: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `<client> -V` failed.
+    #[error(
+        "{configured:?}: is not an OpenSSH client: `{} -V` exited with {status} printing {shown:?}; \
+         an OpenSSH client prints OpenSSH_<version>",
+        program.display()
+    )]
+    Failed {
+        /// The path as configured.
+        configured: String,
+        /// The resolved client.
+        program: PathBuf,
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// The first line it printed, shortened and escaped.
+        shown: String,
+    },
+    /// `<client> -V` succeeded and printed nothing.
+    #[error(
+        "{configured:?}: is not an OpenSSH client: `{} -V` printed nothing; \
+         an OpenSSH client prints OpenSSH_<version>",
+        program.display()
+    )]
+    Silent {
+        /// The path as configured.
+        configured: String,
+        /// The resolved client.
+        program: PathBuf,
+    },
+    /// `<client> -V` printed something other than an OpenSSH banner.
+    #[error(
+        "{configured:?}: is not an OpenSSH client: `{} -V` printed {shown:?}; \
+         an OpenSSH client prints OpenSSH_<version>",
+        program.display()
+    )]
+    NotOpenSsh {
+        /// The path as configured.
+        configured: String,
+        /// The resolved client.
+        program: PathBuf,
+        /// The first line it printed, shortened and escaped.
+        shown: String,
+    },
+    /// It is an OpenSSH older than the transport needs (`MIN_VERSION`).
+    #[error(
+        "{configured:?}: is OpenSSH {major}.{minor}; the transport needs OpenSSH {}.{} or later",
+        MIN_VERSION.0,
+        MIN_VERSION.1
+    )]
+    TooOld {
+        /// The path as configured.
+        configured: String,
+        /// Its major version.
+        major: u32,
+        /// Its minor version.
+        minor: u32,
+    },
+}
+
 /// The client and every directory above it belong to root or this user and
 /// are writable by no one else (a world-writable directory only with its
 /// sticky bit, as `/tmp` has it): whoever could replace the client would run
-/// with the installation's keys.
-fn trusted_chain(resolved: &Path) -> Result<(), String> {
+/// with the installation's keys. `configured` is the path as the installation
+/// wrote it, for the error.
+fn trusted_chain(configured: &str, resolved: &Path) -> Result<(), ClientError> {
     use std::os::unix::fs::MetadataExt;
     let uid = crate::audit::current_uid();
     let mut at = Some(resolved);
     while let Some(path) = at {
-        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let meta = std::fs::metadata(path).map_err(|source| ClientError::ChainStat {
+            configured: configured.to_string(),
+            path: path.to_path_buf(),
+            source,
+        })?;
         let owner_ok = meta.uid() == 0 || meta.uid() == uid;
         let sticky = meta.is_dir() && meta.mode() & 0o1000 != 0;
         let writable = meta.mode() & 0o022 != 0 && !sticky;
         if !owner_ok || writable {
-            return Err(format!(
-                "{} (owner uid {}, mode {:o}) could be replaced by another user; \
-                 it and every directory above it must belong to root or this user and be writable by no one else",
-                path.display(),
-                meta.uid(),
-                meta.mode() & 0o7777
-            ));
+            return Err(ClientError::Replaceable {
+                configured: configured.to_string(),
+                path: path.to_path_buf(),
+                owner: meta.uid(),
+                mode: meta.mode() & 0o7777,
+            });
         }
         at = path.parent();
     }
@@ -122,18 +296,23 @@ fn trusted_chain(resolved: &Path) -> Result<(), String> {
 
 /// Run `<client> -V` (no input, a bound, its whole process group killed at
 /// the bound; output to a file, so that a program that forks cannot hold a
-/// pipe open) and return its banner when it is OpenSSH's.
-fn version_of(program: &Path) -> Result<String, String> {
+/// pipe open) and return its banner when it is OpenSSH's. `configured` is the
+/// path as the installation wrote it, for the error.
+fn version_of(configured: &str, program: &Path) -> Result<String, ClientError> {
     use std::os::unix::process::CommandExt;
-    let mut out = tempfile::tempfile().map_err(|e| format!("cannot run it: {e}"))?;
+    let run = |source| ClientError::Run {
+        configured: configured.to_string(),
+        source,
+    };
+    let mut out = tempfile::tempfile().map_err(run)?;
     let mut child = std::process::Command::new(program)
         .arg("-V")
         .stdin(std::process::Stdio::null())
-        .stdout(out.try_clone().map_err(|e| format!("cannot run it: {e}"))?)
-        .stderr(out.try_clone().map_err(|e| format!("cannot run it: {e}"))?)
+        .stdout(out.try_clone().map_err(run)?)
+        .stderr(out.try_clone().map_err(run)?)
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot run it: {e}"))?;
+        .map_err(run)?;
     let started = Instant::now();
     let status = loop {
         match child.try_wait() {
@@ -144,47 +323,58 @@ fn version_of(program: &Path) -> Result<String, String> {
             _ => {
                 kill_group(&child);
                 let _ = child.wait();
-                return Err(format!(
-                    "`-V` did not answer within {} s; an OpenSSH client prints its version at once",
-                    VERSION_BOUND.as_secs()
-                ));
+                return Err(ClientError::NoAnswer {
+                    configured: configured.to_string(),
+                });
             }
         }
     };
     // Whatever it left running goes with its group.
     kill_group(&child);
+    let output = |source| ClientError::Output {
+        configured: configured.to_string(),
+        source,
+    };
     let mut text = String::new();
-    out.rewind().map_err(|e| e.to_string())?;
+    out.rewind().map_err(output)?;
     let mut bytes = Vec::new();
     out.take(VERSION_OUTPUT)
         .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+        .map_err(output)?;
     text.push_str(String::from_utf8_lossy(&bytes).trim());
     let banner = text.lines().next().unwrap_or_default().to_string();
     let shown = crate::runtime::escape_control(&banner.chars().take(120).collect::<String>());
-    let not_one = |why: &str| {
-        format!(
-            "is not an OpenSSH client: `{} -V` {why}; an OpenSSH client prints OpenSSH_<version>",
-            program.display()
-        )
+    let not_one = || ClientError::NotOpenSsh {
+        configured: configured.to_string(),
+        program: program.to_path_buf(),
+        shown: shown.clone(),
     };
     if !status.success() {
-        return Err(not_one(&format!("exited with {status} printing {shown:?}")));
+        return Err(ClientError::Failed {
+            configured: configured.to_string(),
+            program: program.to_path_buf(),
+            status,
+            shown,
+        });
     }
     let Some(version) = banner.strip_prefix("OpenSSH_") else {
-        return Err(not_one(&if banner.is_empty() {
-            "printed nothing".to_string()
+        return Err(if banner.is_empty() {
+            ClientError::Silent {
+                configured: configured.to_string(),
+                program: program.to_path_buf(),
+            }
         } else {
-            format!("printed {shown:?}")
-        }));
+            not_one()
+        });
     };
     match parse_version(version) {
         Some(v) if v >= MIN_VERSION => Ok(banner),
-        Some((major, minor)) => Err(format!(
-            "is OpenSSH {major}.{minor}; the transport needs OpenSSH {}.{} or later",
-            MIN_VERSION.0, MIN_VERSION.1
-        )),
-        None => Err(not_one(&format!("printed {shown:?}"))),
+        Some((major, minor)) => Err(ClientError::TooOld {
+            configured: configured.to_string(),
+            major,
+            minor,
+        }),
+        None => Err(not_one()),
     }
 }
 

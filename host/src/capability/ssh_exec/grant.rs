@@ -301,7 +301,7 @@ impl SshGrant {
     /// and readable, the identity is readable by this user alone (ssh itself
     /// would refuse it otherwise) and the known-hosts file cannot be changed by
     /// other users (whoever can add a line there can impersonate a host).
-    pub fn verify_local_files(&self) -> Result<(), String> {
+    pub fn verify_local_files(&self) -> Result<(), LocalFileError> {
         use std::os::unix::fs::PermissionsExt;
         let files = [
             ("ssh.identityFile", &self.identity),
@@ -314,28 +314,94 @@ impl SshGrant {
             _ => None,
         });
         for (what, path) in files {
-            let meta =
-                std::fs::metadata(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+            let meta = std::fs::metadata(path).map_err(|source| LocalFileError::Stat {
+                what,
+                path: path.clone(),
+                source,
+            })?;
             if !meta.is_file() {
-                return Err(format!("{what} {}: not a regular file", path.display()));
+                return Err(LocalFileError::NotAFile {
+                    what,
+                    path: path.clone(),
+                });
             }
-            std::fs::File::open(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+            std::fs::File::open(path).map_err(|source| LocalFileError::Open {
+                what,
+                path: path.clone(),
+                source,
+            })?;
             let mode = meta.permissions().mode() & 0o777;
             if what == "ssh.identityFile" && mode & 0o077 != 0 {
-                return Err(format!(
-                    "{what} {}: mode {mode:o} lets other users read the private key; chmod 600 it",
-                    path.display()
-                ));
+                return Err(LocalFileError::IdentityReadable {
+                    path: path.clone(),
+                    mode,
+                });
             }
             if what == "ssh.knownHostsFile" && mode & 0o022 != 0 {
-                return Err(format!(
-                    "{what} {}: mode {mode:o} lets other users add host keys; chmod 644 it",
-                    path.display()
-                ));
+                return Err(LocalFileError::KnownHostsWritable {
+                    path: path.clone(),
+                    mode,
+                });
             }
         }
         Ok(())
     }
+}
+
+/// Why a file the grant names fails [`SshGrant::verify_local_files`]. Every
+/// message names the key (`ssh.identityFile`, ...) and the path.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalFileError {
+    /// It cannot be examined (it does not exist, most often).
+    #[error("{what} {}: {source}", path.display())]
+    Stat {
+        /// The key that names it.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It is a directory, a device or a pipe.
+    #[error("{what} {}: not a regular file", path.display())]
+    NotAFile {
+        /// The key that names it.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+    },
+    /// This user cannot open it.
+    #[error("{what} {}: {source}", path.display())]
+    Open {
+        /// The key that names it.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Other users may read the private key (ssh itself would refuse it).
+    #[error(
+        "ssh.identityFile {}: mode {mode:o} lets other users read the private key; chmod 600 it",
+        path.display()
+    )]
+    IdentityReadable {
+        /// The identity file.
+        path: PathBuf,
+        /// Its mode's permission bits.
+        mode: u32,
+    },
+    /// Other users may change the known-hosts file, and so impersonate a host.
+    #[error(
+        "ssh.knownHostsFile {}: mode {mode:o} lets other users add host keys; chmod 644 it",
+        path.display()
+    )]
+    KnownHostsWritable {
+        /// The known-hosts file.
+        path: PathBuf,
+        /// Its mode's permission bits.
+        mode: u32,
+    },
 }
 
 pub(crate) fn object<'a>(

@@ -35,8 +35,10 @@ use wasmtime::component::{HasData, Linker};
 pub use backend::{
     ExecBackend, ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, OutputStream, Serve,
 };
-pub use client::SshClient;
-pub use grant::{Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshGrant};
+pub use client::{ClientError, SshClient};
+pub use grant::{
+    Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, LocalFileError, SshGrant,
+};
 pub use host::{MAX_COMMAND_LINE, command_line_len, interpreter_of};
 pub use master::remote_command;
 

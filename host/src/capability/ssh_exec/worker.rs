@@ -95,6 +95,52 @@ enum Fault {
     TooLarge(u64),
 }
 
+/// Why a frame from a worker could not be read.
+#[derive(Debug, thiserror::Error)]
+enum FrameError {
+    /// Its output ended before a frame began.
+    #[error("it ended")]
+    Ended,
+    /// Its output could not be read (or ended mid-frame).
+    #[error("{0}")]
+    Read(std::io::Error),
+    /// The frame announced a header over [`HEADER_MAX`].
+    #[error("a frame header of {0} bytes")]
+    TooLarge(u32),
+    /// The header is not a JSON object.
+    #[error("a frame header that is not a JSON object")]
+    NotAnObject,
+}
+
+/// Why no worker could start: the exec is left to a one-shot run.
+#[derive(Debug, thiserror::Error)]
+enum WorkerError {
+    /// Its session could not be opened.
+    #[error("{0}")]
+    Spawn(openssh::Error),
+    /// Its session came without one of its standard streams.
+    #[error("no {0}")]
+    NoStream(&'static str),
+    /// Its hello could not be read.
+    #[error("{source}{said}")]
+    Hello {
+        /// Why.
+        source: FrameError,
+        /// The last line it wrote to stderr, as `; it said: ...` (empty when
+        /// it wrote nothing).
+        said: String,
+    },
+    /// Its first frame is not a hello.
+    #[error("not a hello: {0}")]
+    NotAHello(Value),
+    /// Its hello names a pid that is no process id.
+    #[error("a pid out of range")]
+    PidOutOfRange,
+    /// No hello within the bound.
+    #[error("no hello within {} ms", .0.as_millis())]
+    Timeout(Duration),
+}
+
 impl Workers {
     /// An empty pool whose workers end after `idle` without a request.
     pub(crate) fn new(idle: Duration) -> Workers {
@@ -149,7 +195,7 @@ impl Workers {
                     Err(e) => return Some(Err(e)),
                 };
                 let started = tokio::select! {
-                    r = tokio::time::timeout(bound, start(master, serve)) => r.unwrap_or_else(|_| Err(format!("no hello within {} ms", bound.as_millis()))),
+                    r = tokio::time::timeout(bound, start(master, serve)) => r.unwrap_or(Err(WorkerError::Timeout(bound))),
                     () = req.cancel.cancelled() => return Some(Err(ExecError::Cancelled)),
                 };
                 match started {
@@ -265,15 +311,21 @@ fn tail_text(stderr: &Mutex<Vec<u8>>) -> String {
 }
 
 /// Start `serve`'s worker on `master` and read its hello.
-async fn start(master: Arc<Master>, serve: &Serve) -> Result<Worker, String> {
+async fn start(master: Arc<Master>, serve: &Serve) -> Result<Worker, WorkerError> {
     let mut child = master
         .owned_command(&remote_command(&serve.start))
         .spawn()
         .await
-        .map_err(|e| e.to_string())?;
-    let stdin = child.stdin().take().ok_or("no stdin")?;
-    let mut stdout = child.stdout().take().ok_or("no stdout")?;
-    let mut err = child.stderr().take().ok_or("no stderr")?;
+        .map_err(WorkerError::Spawn)?;
+    let stdin = child.stdin().take().ok_or(WorkerError::NoStream("stdin"))?;
+    let mut stdout = child
+        .stdout()
+        .take()
+        .ok_or(WorkerError::NoStream("stdout"))?;
+    let mut err = child
+        .stderr()
+        .take()
+        .ok_or(WorkerError::NoStream("stderr"))?;
     let stderr = Arc::new(Mutex::new(Vec::new()));
     let kept = stderr.clone();
     tokio::spawn(async move {
@@ -290,14 +342,19 @@ async fn start(master: Arc<Master>, serve: &Serve) -> Result<Worker, String> {
     });
     let hello = match read_header(&mut stdout).await {
         Ok(hello) => hello,
-        Err(why) => return Err(format!("{why}{}", tail_text(&stderr))),
+        Err(source) => {
+            return Err(WorkerError::Hello {
+                source,
+                said: tail_text(&stderr),
+            });
+        }
     };
     let pid = match (
         hello.get("serving").and_then(Value::as_u64),
         hello.get("pid").and_then(Value::as_u64),
     ) {
-        (Some(1), Some(pid)) => u32::try_from(pid).map_err(|_| "a pid out of range")?,
-        _ => return Err(format!("not a hello: {hello}")),
+        (Some(1), Some(pid)) => u32::try_from(pid).map_err(|_| WorkerError::PidOutOfRange)?,
+        _ => return Err(WorkerError::NotAHello(hello)),
     };
     Ok(Worker {
         master,
@@ -325,7 +382,9 @@ async fn exchange(
     let broken = |e: std::io::Error| Fault::Broken(e.to_string());
     w.stdin.write_all(&frame).await.map_err(broken)?;
     w.stdin.flush().await.map_err(broken)?;
-    let answer = read_header(&mut w.stdout).await.map_err(Fault::Broken)?;
+    let answer = read_header(&mut w.stdout)
+        .await
+        .map_err(|e| Fault::Broken(e.to_string()))?;
     let field = |name: &str| answer.get(name).and_then(Value::as_u64);
     let (Some(status @ 0..=1), Some(out), Some(err)) =
         (field("status"), field("stdout"), field("stderr"))
@@ -348,26 +407,26 @@ async fn exchange(
 }
 
 /// One frame's JSON header.
-async fn read_header(stdout: &mut openssh::ChildStdout) -> Result<Value, String> {
+async fn read_header(stdout: &mut openssh::ChildStdout) -> Result<Value, FrameError> {
     let mut size = [0u8; 4];
     stdout
         .read_exact(&mut size)
         .await
         .map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => "it ended".to_string(),
-            _ => e.to_string(),
+            std::io::ErrorKind::UnexpectedEof => FrameError::Ended,
+            _ => FrameError::Read(e),
         })?;
     let size = u32::from_be_bytes(size);
     if size > HEADER_MAX {
-        return Err(format!("a frame header of {size} bytes"));
+        return Err(FrameError::TooLarge(size));
     }
     let mut header = vec![0u8; size as usize];
     stdout
         .read_exact(&mut header)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(FrameError::Read)?;
     match serde_json::from_slice::<Value>(&header) {
         Ok(v @ Value::Object(_)) => Ok(v),
-        _ => Err("a frame header that is not a JSON object".into()),
+        _ => Err(FrameError::NotAnObject),
     }
 }

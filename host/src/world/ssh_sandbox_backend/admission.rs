@@ -36,6 +36,7 @@ use occ_ssh_target::layout::{Layout, Mount, ScopeRef, Settings};
 use occ_ssh_target::paths;
 use serde_json::Value;
 
+use super::installation::SandboxSettingsError;
 use super::method::Method;
 use crate::capability::ssh_exec::Serve;
 
@@ -80,36 +81,42 @@ impl CallAdmission {
     /// caller's request.
     pub(super) fn new(
         method: Method,
-        settings: &Result<Settings, String>,
+        settings: &Result<Settings, SandboxSettingsError>,
         scope: Option<ScopeRef<'_>>,
         asked: Option<Asked>,
         operation_ms: u64,
     ) -> CallAdmission {
-        let facts = settings.clone().and_then(|settings| {
-            let layout = scope
-                .map(|s| Layout::new(&settings, &s))
-                .transpose()
-                .map_err(|why| format!("the call's scope has no sandbox: {why}"))?;
-            let envelope = Envelope::new(method.name(), &settings.workspace_root, layout.as_ref())
-                .ok_or_else(|| format!("{method} has no row in the table of script operations"))?;
-            let mut json = envelope.to_json();
-            if asked
-                .as_ref()
-                .is_some_and(|a| a.tty && a.mode == envelope::EXEC)
-            {
-                // The caller's terminal, which the exec script gives the
-                // command: a value of the call, so the host writes it.
-                let mut v: serde_json::Map<String, Value> =
-                    serde_json::from_str(&json).expect("the envelope is a JSON object");
-                v.insert("tty".into(), Value::Bool(true));
-                json = Value::Object(v).to_string();
-            }
-            Ok(Facts {
-                json,
-                envelope,
-                layout,
-            })
-        });
+        let facts = settings
+            .as_ref()
+            .map_err(ToString::to_string)
+            .and_then(|settings| {
+                let layout = scope
+                    .map(|s| Layout::new(settings, &s))
+                    .transpose()
+                    .map_err(|why| format!("the call's scope has no sandbox: {why}"))?;
+                let envelope =
+                    Envelope::new(method.name(), &settings.workspace_root, layout.as_ref())
+                        .ok_or_else(|| {
+                            format!("{method} has no row in the table of script operations")
+                        })?;
+                let mut json = envelope.to_json();
+                if asked
+                    .as_ref()
+                    .is_some_and(|a| a.tty && a.mode == envelope::EXEC)
+                {
+                    // The caller's terminal, which the exec script gives the
+                    // command: a value of the call, so the host writes it.
+                    let mut v: serde_json::Map<String, Value> =
+                        serde_json::from_str(&json).expect("the envelope is a JSON object");
+                    v.insert("tty".into(), Value::Bool(true));
+                    json = Value::Object(v).to_string();
+                }
+                Ok(Facts {
+                    json,
+                    envelope,
+                    layout,
+                })
+            });
         CallAdmission {
             method,
             facts,
@@ -527,12 +534,12 @@ pub(super) fn describe() -> crate::capability::ssh_exec::Describe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use occ_ssh_target::layout::Access;
+    use occ_ssh_target::layout::{Access, SettingsError};
     use occ_ssh_target::scope::Scope;
 
     const SCRIPT: &str = "#!/usr/bin/env python3\n";
 
-    fn settings(access: Access) -> Result<Settings, String> {
+    fn settings(access: Access) -> Result<Settings, SandboxSettingsError> {
         Ok(Settings {
             workspace_root: "/r".into(),
             scope: Scope::Shared,
@@ -874,7 +881,10 @@ mod tests {
         // A call whose settings give no layout runs nothing.
         let broken = CallAdmission::new(
             Method::ReadFile,
-            &Err("agents.defaults.sandbox.scope: bad".into()),
+            &Err(SandboxSettingsError::Invalid(SettingsError {
+                key: "scope",
+                reason: "bad".into(),
+            })),
             Some(scope()),
             None,
             1,

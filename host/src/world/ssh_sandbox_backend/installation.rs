@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use occ_ssh_target::layout::Settings;
+use occ_ssh_target::layout::{Settings, SettingsError};
 use serde_json::{Map, Value};
 
 use crate::capability::ssh_exec::{
@@ -285,10 +285,21 @@ fn sandbox_block(configuration: &Value) -> Option<&Map<String, Value>> {
 /// What the envelope of every script run carries from the configuration
 /// (`ssh.workspaceRoot`, `scope`, `workspaceAccess`), read by the rules the
 /// component reads them by; the reason when they are not usable.
-pub fn sandbox_settings(configuration: &Value) -> Result<Settings, String> {
-    let block = sandbox_block(configuration)
-        .ok_or_else(|| "agents.defaults.sandbox: required".to_string())?;
-    Settings::from_sandbox(block).map_err(|e| e.to_string())
+pub fn sandbox_settings(configuration: &Value) -> Result<Settings, SandboxSettingsError> {
+    let block = sandbox_block(configuration).ok_or(SandboxSettingsError::Missing)?;
+    Settings::from_sandbox(block).map_err(SandboxSettingsError::Invalid)
+}
+
+/// Why the configuration gives the envelope no settings
+/// ([`sandbox_settings`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxSettingsError {
+    /// There is no `agents.defaults.sandbox` object.
+    #[error("agents.defaults.sandbox: required")]
+    Missing,
+    /// A setting under it is not one the layout can use (it names the key).
+    #[error("{0}")]
+    Invalid(SettingsError),
 }
 
 const SSH: &str = "agents.defaults.sandbox.ssh";
@@ -397,7 +408,7 @@ fn client(ssh: &Map<String, Value>) -> Result<SshClient, GrantError> {
     match occ_ssh_target::client::parse_command(value).map_err(|why| err("command", why))? {
         occ_ssh_target::client::Command::Default => Ok(SshClient::system()),
         occ_ssh_target::client::Command::Path(path) => {
-            SshClient::verify(&path).map_err(|why| err("command", why))
+            SshClient::verify(&path).map_err(|why| err("command", why.to_string()))
         }
     }
 }

@@ -51,7 +51,10 @@ use crate::world::{Calls, Linked, World, WorldInfo};
 use admission::{Asked, CallAdmission};
 use bindings::exports::occ::compute::sandbox_backend as wit;
 use bindings::{SshSandboxBackend, SshSandboxBackendPre};
-use installation::{SandboxInstallation, TARGET_ALIAS, redacted_configuration, sandbox_ssh_grant};
+use installation::{
+    SandboxInstallation, SandboxSettingsError, TARGET_ALIAS, redacted_configuration,
+    sandbox_ssh_grant,
+};
 use occ_ssh_target::layout::{ScopeRef, Settings};
 use output::without_reports;
 
@@ -148,7 +151,7 @@ pub struct SandboxBackend {
     /// What the envelopes carry from the installation; the reason when the
     /// configuration gives none (then nothing runs, and the component says
     /// why the configuration is invalid).
-    settings: Result<Settings, String>,
+    settings: Result<Settings, SandboxSettingsError>,
     ssh: Arc<SshExec>,
     local: Arc<LocalWorkspaceGrant>,
     log_grant: LogGrant,

@@ -200,13 +200,17 @@ impl<'a> Params<'a> {
                 "required: the local workspace of the scope",
             )
         })?;
-        let workspace =
-            local_path(&workspace).map_err(|why| self.bad("scope.workspaceDir", &why))?;
+        let workspace = local_path(&workspace)
+            .map_err(|why| self.bad("scope.workspaceDir", &why.to_string()))?;
         let agent = text("agentWorkspaceDir")?
-            .map(|a| local_path(&a).map_err(|why| self.bad("scope.agentWorkspaceDir", &why)))
+            .map(|a| {
+                local_path(&a).map_err(|why| self.bad("scope.agentWorkspaceDir", &why.to_string()))
+            })
             .transpose()?;
         let skills = text("skillsWorkspaceDir")?
-            .map(|a| local_path(&a).map_err(|why| self.bad("scope.skillsWorkspaceDir", &why)))
+            .map(|a| {
+                local_path(&a).map_err(|why| self.bad("scope.skillsWorkspaceDir", &why.to_string()))
+            })
             .transpose()?;
         let roots = CallRoots {
             workspace: Some(workspace.clone()),
@@ -228,19 +232,30 @@ impl<'a> Params<'a> {
     }
 }
 
+/// Why a scope's local directory cannot be resolved.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum LocalPathError {
+    /// It is empty, or has a NUL in it.
+    #[error("must be a nonempty path without NUL")]
+    Empty,
+    /// It is relative, and this process has no working directory.
+    #[error("no working directory to resolve it against: {0}")]
+    NoWorkingDirectory(std::io::Error),
+}
+
 /// A local directory as OpenClaw resolves a user path: `~` expanded, made
 /// absolute against the working directory, `.` and `..` resolved lexically.
-pub(super) fn local_path(raw: &str) -> Result<PathBuf, String> {
+pub(super) fn local_path(raw: &str) -> Result<PathBuf, LocalPathError> {
     let raw = raw.trim();
     if raw.is_empty() || raw.contains('\0') {
-        return Err("must be a nonempty path without NUL".into());
+        return Err(LocalPathError::Empty);
     }
     let expanded = PathBuf::from(expand_home(raw));
     let absolute = if expanded.is_absolute() {
         expanded
     } else {
         std::env::current_dir()
-            .map_err(|e| format!("no working directory to resolve it against: {e}"))?
+            .map_err(LocalPathError::NoWorkingDirectory)?
             .join(expanded)
     };
     let mut out = PathBuf::from("/");
