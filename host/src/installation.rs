@@ -28,6 +28,7 @@
 
 use std::path::{Path, PathBuf};
 
+use occ_ssh_target::digest::Sha256;
 use serde_json::Value;
 
 use crate::error::LoadError;
@@ -62,7 +63,7 @@ pub struct Installation {
     pub implementation: String,
     /// `drivers.compute.approvedHelpers`: SHA-256 (lowercase hex) of each helper
     /// the operator approved for the driver to run on hosts.
-    pub approved_helpers: Vec<String>,
+    pub approved_helpers: Vec<Sha256>,
     /// The component file, resolved against the installation's directory.
     pub component: PathBuf,
     /// `drivers.compute.configuration`, as JSON for the driver.
@@ -143,9 +144,9 @@ impl Installation {
             Some(Value::Array(items)) => items
                 .iter()
                 .enumerate()
-                .map(|(i, h)| match h.as_str() {
-                    Some(s) if is_sha256_hex(s) => Ok(s.to_string()),
-                    _ => Err(err(format!(
+                .map(|(i, h)| match h.as_str().and_then(Sha256::parse) {
+                    Some(sha) => Ok(sha),
+                    None => Err(err(format!(
                         "drivers.compute.approvedHelpers[{i}]: must be a SHA-256 in lowercase hex (64 characters), as `occ-driver-host inspect` prints it"
                     ))),
                 })

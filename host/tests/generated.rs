@@ -18,7 +18,6 @@ use occ_driver_host::{CallOptions, Driver, DriverOptions, Installation, Method, 
 use occ_strategies::{default_cases, hostile_text, json_value, key_paths, object_at};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::Decoder;
 
@@ -204,10 +203,7 @@ static DRIVER: LazyLock<Fixture> = LazyLock::new(|| {
         component.display()
     );
     let helper = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../helper/helper.js");
-    let sha: String = Sha256::digest(std::fs::read(helper).unwrap())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha = occ_ssh_target::digest::Sha256::of(&std::fs::read(helper).unwrap());
     let dir = tempfile::tempdir().unwrap();
     let recording = dir.path().join("empty.jsonl");
     std::fs::write(&recording, "").unwrap();

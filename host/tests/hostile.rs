@@ -62,7 +62,10 @@ fn installation(fault: &str, extra: Value, approved: Vec<String>) -> Installatio
         path: PathBuf::from("hostile-installation.yaml"),
         driver_id: "compute-fault".into(),
         implementation: "occ/ssh".into(),
-        approved_helpers: approved,
+        approved_helpers: approved
+            .iter()
+            .map(|s| occ_ssh_target::digest::Sha256::parse(s).expect("a SHA-256"))
+            .collect(),
         component: component("fault_guest"),
         configuration,
     }

@@ -8,6 +8,7 @@
 //! the host can grant, and a refusal names the same key path whichever side
 //! finds it first.
 
+use occ_ssh_target::digest::Sha256;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -87,8 +88,8 @@ pub enum ExecPolicy {
     /// trust boundary on a host, so a driver can do there only what its audited
     /// helper allows. An empty list approves nothing.
     NodeHelper {
-        /// SHA-256 (lowercase hex) of every approved helper.
-        approved: Vec<String>,
+        /// SHA-256 of every approved helper.
+        approved: Vec<Sha256>,
     },
     /// Only `[<interpreter>, "-c", <script>, <name>, <args...>]` where the
     /// installation approves `name` with the script's SHA-256
@@ -97,15 +98,15 @@ pub enum ExecPolicy {
     /// python3`: `python3`). The arguments and stdin are data, bounded by
     /// [`ExecBounds`]. An empty map approves nothing.
     PinnedScripts {
-        /// Script name to SHA-256 (lowercase hex).
-        approved: BTreeMap<String, String>,
+        /// Script name to SHA-256.
+        approved: BTreeMap<String, Sha256>,
     },
 }
 
 impl ExecPolicy {
     /// Whether the policy approves the program `name` (a script's name; a
     /// helper's is not part of its approval) whose text has SHA-256 `sha256`.
-    pub fn approves(&self, name: &str, sha256: &str) -> bool {
+    pub fn approves(&self, name: &str, sha256: &Sha256) -> bool {
         match self {
             ExecPolicy::NodeHelper { approved } => approved.iter().any(|a| a == sha256),
             ExecPolicy::PinnedScripts { approved } => {
@@ -218,7 +219,7 @@ impl SshGrant {
     /// helpers the installation approves.
     pub fn from_configuration(
         cfg: &Value,
-        approved_helpers: &[String],
+        approved_helpers: &[Sha256],
     ) -> Result<SshGrant, GrantError> {
         let root = object("configuration", Some(cfg))?;
         let ssh = object("configuration.ssh", root.get("ssh"))?;

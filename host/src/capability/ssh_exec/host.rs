@@ -19,6 +19,7 @@ use super::bindings::v0_3::occ::compute0_3_0::ssh_exec as wit_0_3;
 use super::grant::{ExecPolicy, HostGrant};
 use super::{ExecAsk, SshExecState};
 use crate::runtime::cache::sha256_hex;
+use occ_ssh_target::digest::Sha256;
 
 pub use occ_ssh_target::programs::interpreter_of;
 
@@ -108,7 +109,7 @@ impl SshExecState {
                 {
                     return Ok(());
                 }
-                let sha = sha256_hex(stdin);
+                let sha = Sha256::of(stdin);
                 if approved.is_empty() {
                     return Err(ExecError::Refused(format!(
                         "no helper is approved for this driver; after auditing the helper the component ships \
@@ -120,7 +121,11 @@ impl SshExecState {
                     return Err(ExecError::Refused(format!(
                         "the helper on stdin (SHA-256 {sha}) is not one the installation approves ({}); \
                          audit it and add it to drivers.compute.approvedHelpers, or run the approved helper",
-                        approved.join(", ")
+                        approved
+                            .iter()
+                            .map(Sha256::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )));
                 }
                 Ok(())
@@ -143,7 +148,7 @@ impl SshExecState {
                 // The approved script the component ships, byte for byte, was
                 // approved at load; any other text is hashed and judged here.
                 if !self.exec.is_shipped_approved(name, script.as_bytes()) {
-                    let sha = sha256_hex(script.as_bytes());
+                    let sha = Sha256::of(script.as_bytes());
                     match approved.get(name.as_str()) {
                         None if approved.is_empty() => {
                             return Err(ExecError::Refused(format!(

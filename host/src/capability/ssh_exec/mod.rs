@@ -43,7 +43,7 @@ pub use host::{MAX_COMMAND_LINE, command_line_len, interpreter_of};
 pub use master::remote_command;
 
 use super::Scope;
-use crate::runtime::cache::sha256_hex;
+use occ_ssh_target::digest::Sha256;
 
 /// The generated bindings of the `ssh-exec` interface, shared with the worlds
 /// that import it.
@@ -166,7 +166,7 @@ impl SshExec {
         programs: impl IntoIterator<Item = (&'a str, &'a [u8])>,
     ) -> SshExec {
         for (name, text) in programs {
-            let approved = self.grant.policy.approves(name, &sha256_hex(text));
+            let approved = self.grant.policy.approves(name, &Sha256::of(text));
             self.shipped.insert(
                 name.to_string(),
                 Shipped {
@@ -391,7 +391,7 @@ mod tests {
         let helper: &[u8] = b"#!/usr/bin/env node\n";
         let drivers = state(
             exec(ExecPolicy::NodeHelper {
-                approved: vec![sha256_hex(helper)],
+                approved: vec![Sha256::of(helper)],
             })
             .with_shipped([(SHIPPED_HELPER, helper)]),
         );
@@ -420,7 +420,7 @@ mod tests {
         let script: &[u8] = b"#!/usr/bin/env python3\nprint(1)\n";
         let scripts = state(
             exec(ExecPolicy::PinnedScripts {
-                approved: BTreeMap::from([("exec".to_string(), sha256_hex(script))]),
+                approved: BTreeMap::from([("exec".to_string(), Sha256::of(script))]),
             })
             .with_shipped([("exec", script), ("preflight", b"#!/bin/sh\n".as_slice())]),
         );
@@ -456,7 +456,7 @@ mod tests {
     #[test]
     fn shipped_programs_are_approved_once_by_their_hash() {
         let helper: &[u8] = b"#!/usr/bin/env node\n";
-        let approved = sha256_hex(helper);
+        let approved = Sha256::of(helper);
         let helpers = exec(ExecPolicy::NodeHelper {
             approved: vec![approved.clone()],
         })
@@ -465,14 +465,14 @@ mod tests {
         assert!(helpers.is_shipped_approved(SHIPPED_HELPER, helper));
         assert!(!helpers.is_shipped_approved(SHIPPED_HELPER, b"#!/usr/bin/env node\n "));
         let unapproved = exec(ExecPolicy::NodeHelper {
-            approved: vec!["0".repeat(64)],
+            approved: vec![Sha256::parse(&"0".repeat(64)).unwrap()],
         })
         .with_shipped([(SHIPPED_HELPER, helper)]);
         assert!(!unapproved.ships_approved(SHIPPED_HELPER));
 
         let script: &[u8] = b"#!/bin/sh\nexit 0\n";
         let scripts = exec(ExecPolicy::PinnedScripts {
-            approved: BTreeMap::from([("exec".to_string(), sha256_hex(script))]),
+            approved: BTreeMap::from([("exec".to_string(), Sha256::of(script))]),
         })
         .with_shipped([("exec", script), ("workspace", script)]);
         assert!(scripts.ships_approved("exec"));

@@ -49,6 +49,7 @@ use crate::capability::ssh_exec::{
 };
 use crate::error::LoadError;
 use crate::installation::is_sha256_hex;
+use occ_ssh_target::digest::Sha256;
 
 /// Keys the host accepts under `drivers.sandbox`.
 const SANDBOX_KEYS: &[&str] = &[
@@ -98,7 +99,7 @@ pub struct SandboxInstallation {
     /// The component file, resolved against the installation's directory.
     pub component: PathBuf,
     /// `approvedScripts`: script name to SHA-256.
-    pub approved_scripts: BTreeMap<String, String>,
+    pub approved_scripts: BTreeMap<String, Sha256>,
     /// `localWorkspaces`.
     pub local_workspaces: Vec<PathBuf>,
     /// `maxRunSeconds`: the host's bound of one remote run.
@@ -175,7 +176,9 @@ impl SandboxInstallation {
             Some(Value::Object(m)) => m
                 .iter()
                 .map(|(name, sha)| match sha.as_str() {
-                    Some(s) if is_sha256_hex(s) => Ok((name.clone(), s.to_string())),
+                    Some(s) if is_sha256_hex(s) => {
+                        Ok((name.clone(), Sha256::parse(s).expect("checked just above")))
+                    }
                     _ => Err(err(format!(
                         "drivers.sandbox.approvedScripts.{name}: must be a SHA-256 in lowercase hex (64 characters), as `occ-driver-host inspect` prints it"
                     ))),
@@ -419,7 +422,7 @@ fn client(ssh: &Map<String, Value>) -> Result<SshClient, GrantError> {
 /// component's rules (a test runs both over the same cases).
 pub fn sandbox_ssh_grant(
     configuration: &Value,
-    approved: &BTreeMap<String, String>,
+    approved: &BTreeMap<String, Sha256>,
     max_run: Duration,
 ) -> Result<SshGrant, GrantError> {
     let ssh = sandbox_block(configuration)

@@ -1,6 +1,7 @@
 //! The remote scripts a component ships, one custom section each, and which
 //! of them the installation approves.
 
+use occ_ssh_target::digest::Sha256;
 use std::collections::BTreeMap;
 
 use super::SandboxBackend;
@@ -53,7 +54,7 @@ impl SandboxBackend {
         scripts_of(&self.linked.component)
             .into_iter()
             .map(|s| {
-                let ok = approved.get(&s.name) == Some(&s.sha256);
+                let ok = approved.get(&s.name).map(Sha256::as_str) == Some(s.sha256.as_str());
                 (s, ok)
             })
             .collect()
