@@ -112,8 +112,11 @@ teardown_host() {
   if ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$name"; then
     ip netns del "$name"
   fi
+  # Deleting the namespace destroys the veth's peer, and with it the veth,
+  # asynchronously: a delete that finds it already gone has nothing to do.
   if ip link show "veth-$name" >/dev/null 2>&1; then
-    ip link del "veth-$name"
+    ip link del "veth-$name" 2>/dev/null || ! ip link show "veth-$name" >/dev/null 2>&1 ||
+      die "cannot delete veth-$name"
   fi
   if [ -d "$dir" ]; then
     # Never recurse into a mounted overlay: its lower layer is the machine's /.
