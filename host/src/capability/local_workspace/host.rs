@@ -267,26 +267,6 @@ impl wit::Host for LocalWorkspaceState {
     }
 }
 
-impl LocalWorkspaceState {
-    /// The argument vector of the shipped script `program` with `args` on
-    /// `host` (WIT 0.3.0), or the exec's refusal, recorded as any exec's.
-    fn script_argv(
-        &self,
-        host: &str,
-        program: &str,
-        args: Vec<String>,
-    ) -> Result<Vec<String>, wit::UploadError> {
-        match self.exec.program_exec(host, program, args, Vec::new()) {
-            Ok((argv, _)) => Ok(argv),
-            Err(refusal) => Err(wit::UploadError::Exec(
-                self.exec
-                    .refuse(host, &[program.to_string()], &[], refusal)
-                    .into(),
-            )),
-        }
-    }
-}
-
 /// 0.3.0: an upload names the approved script it streams into; the rest is
 /// 0.2.0's.
 impl wit_0_3::Host for LocalWorkspaceState {
@@ -305,7 +285,10 @@ impl wit_0_3::Host for LocalWorkspaceState {
         args: Vec<String>,
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
-        let argv = self.script_argv(&host, &program, args)?;
+        let argv = self
+            .exec
+            .script_argv(&host, &program, args)
+            .map_err(|e| wit::UploadError::Exec(e.into()))?;
         wit::Host::upload(self, root, host, argv, timeout_ms).await
     }
 
@@ -322,7 +305,10 @@ impl wit_0_3::Host for LocalWorkspaceState {
         args: Vec<String>,
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
-        let argv = self.script_argv(&host, &program, args)?;
+        let argv = self
+            .exec
+            .script_argv(&host, &program, args)
+            .map_err(|e| wit::UploadError::Exec(e.into()))?;
         wit::Host::upload_entries(self, root, names, host, argv, timeout_ms).await
     }
 }

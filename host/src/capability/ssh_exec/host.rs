@@ -310,13 +310,7 @@ impl SshExecState {
     /// Record `refusal` of an exec on `alias` (in the audit log, and as the
     /// call's refusal) and return it. Recorded without the arguments
     /// themselves: a refused request may be a flood of them.
-    pub(crate) fn refuse(
-        &self,
-        alias: &str,
-        argv: &[String],
-        stdin: &[u8],
-        refusal: ExecError,
-    ) -> ExecError {
+    fn refuse(&self, alias: &str, argv: &[String], stdin: &[u8], refusal: ExecError) -> ExecError {
         let argv_bytes: usize = argv.iter().map(String::len).sum();
         if let Err(e) = self.scope.audit.event(
             "refused",
@@ -334,68 +328,7 @@ impl SshExecState {
         refusal
     }
 
-    /// The argument vector (and stdin) that runs the program the component
-    /// ships as `program` with `args` on `alias` (WIT 0.3.0's `run`): built
-    /// here, from the text the host read from the component at load, so that
-    /// no program text crosses the boundary. The exec then goes through the
-    /// same checks as any other, the policy's included.
-    pub(crate) fn program_exec(
-        &self,
-        alias: &str,
-        program: &str,
-        args: Vec<String>,
-        stdin: Vec<u8>,
-    ) -> Result<(Vec<String>, Vec<u8>), ExecError> {
-        let shown = crate::runtime::escape_control(&program.chars().take(64).collect::<String>());
-        let Some(text) = self.exec.shipped_text(program) else {
-            let ships = self.exec.shipped_names();
-            return Err(ExecError::Refused(if ships.is_empty() {
-                format!("the component ships no program {shown:?}: it ships none")
-            } else {
-                format!(
-                    "the component ships no program {shown:?} (it ships {})",
-                    ships.join(", ")
-                )
-            }));
-        };
-        match &self.exec.grant.policy {
-            ExecPolicy::NodeHelper { .. } => {
-                if program != occ_ssh_target::programs::HELPER {
-                    return Err(ExecError::Refused(format!(
-                        "on {alias} only the helper runs, not {shown:?}"
-                    )));
-                }
-                if !stdin.is_empty() {
-                    return Err(ExecError::Refused(format!(
-                        "the helper reads itself from stdin: run it with no stdin, not {} bytes",
-                        stdin.len()
-                    )));
-                }
-                let Some(host) = self.exec.grant.hosts.get(alias) else {
-                    return Err(ExecError::UnknownHost(alias.to_string()));
-                };
-                let mut argv = vec![host.node_path.clone(), "-".to_string()];
-                argv.extend(args);
-                Ok((argv, text.to_vec()))
-            }
-            ExecPolicy::PinnedScripts { .. } => {
-                let script = std::str::from_utf8(text).map_err(|_| {
-                    ExecError::Refused(format!("script {shown:?} is not UTF-8 text"))
-                })?;
-                let interpreter = interpreter_of(script).unwrap_or_default();
-                let mut argv = vec![
-                    interpreter.to_string(),
-                    "-c".to_string(),
-                    script.to_string(),
-                    program.to_string(),
-                ];
-                argv.extend(args);
-                Ok((argv, stdin))
-            }
-        }
-    }
-
-    /// `run` (WIT 0.3.0): [`Self::program_exec`], then the exec, each
+    /// `run` (WIT 0.3.0): [`SshExec::program_exec`], then the exec, each
     /// refusal recorded as any exec's.
     pub(crate) async fn run_program(
         &mut self,
@@ -405,10 +338,26 @@ impl SshExecState {
         stdin: Vec<u8>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
-        match self.program_exec(alias, program, args, stdin) {
-            Ok((argv, stdin)) => self.run(alias, &argv, &stdin, None, timeout).await,
-            Err(refusal) => Err(self.refuse(alias, &[program.to_string()], &[], refusal)),
+        let exec = self.exec.clone();
+        match exec.program_exec(alias, program, args, &stdin) {
+            Ok((argv, input)) => self.run(alias, &argv, input, None, timeout).await,
+            Err(refusal) => Err(self.refuse(alias, &[program.to_string()], &stdin, refusal)),
         }
+    }
+
+    /// The argument vector of the shipped script `program` with `args` on
+    /// `alias`, for an upload that streams its stdin (WIT 0.3.0's
+    /// `local-workspace`); a refusal is recorded as any exec's.
+    pub(crate) fn script_argv(
+        &self,
+        alias: &str,
+        program: &str,
+        args: Vec<String>,
+    ) -> Result<Vec<String>, ExecError> {
+        self.exec
+            .program_exec(alias, program, args, &[])
+            .map(|(argv, _)| argv)
+            .map_err(|refusal| self.refuse(alias, &[program.to_string()], &[], refusal))
     }
 
     /// The backend, for an exec the grant allowed on `host`.
@@ -561,7 +510,7 @@ impl wit::Host for SshExecState {
 
 impl wit_0_3::Host for SshExecState {
     async fn hosts(&mut self) -> Vec<String> {
-        self.exec.grant.hosts.keys().cloned().collect()
+        wit::Host::hosts(self).await
     }
 
     async fn run(

@@ -200,6 +200,68 @@ impl SshExec {
         self.shipped.keys().map(String::as_str).collect()
     }
 
+    /// The argument vector and stdin that run the program the component
+    /// ships as `program` with `args` (and `stdin`) on `alias`: WIT 0.3.0's
+    /// `run`, built from the text the host read from the component at load,
+    /// so that no program text crosses the boundary (the helper's stdin is
+    /// that text itself, not a copy). The exec then goes through the same
+    /// checks as any other, the policy's included.
+    pub(crate) fn program_exec<'a>(
+        &'a self,
+        alias: &str,
+        program: &str,
+        args: Vec<String>,
+        stdin: &'a [u8],
+    ) -> Result<(Vec<String>, &'a [u8]), ExecError> {
+        let shown = crate::runtime::escape_control(&program.chars().take(64).collect::<String>());
+        let Some(text) = self.shipped_text(program) else {
+            let ships = self.shipped_names();
+            return Err(ExecError::Refused(if ships.is_empty() {
+                format!("the component ships no program {shown:?}: it ships none")
+            } else {
+                format!(
+                    "the component ships no program {shown:?} (it ships {})",
+                    ships.join(", ")
+                )
+            }));
+        };
+        match &self.grant.policy {
+            ExecPolicy::NodeHelper { .. } => {
+                if program != SHIPPED_HELPER {
+                    return Err(ExecError::Refused(format!(
+                        "on {alias} only the helper runs, not {shown:?}"
+                    )));
+                }
+                if !stdin.is_empty() {
+                    return Err(ExecError::Refused(format!(
+                        "the helper reads itself from stdin: run it with no stdin, not {} bytes",
+                        stdin.len()
+                    )));
+                }
+                let Some(host) = self.grant.hosts.get(alias) else {
+                    return Err(ExecError::UnknownHost(alias.to_string()));
+                };
+                let mut argv = vec![host.node_path.clone(), "-".to_string()];
+                argv.extend(args);
+                Ok((argv, text))
+            }
+            ExecPolicy::PinnedScripts { .. } => {
+                let script = std::str::from_utf8(text).map_err(|_| {
+                    ExecError::Refused(format!("script {shown:?} is not UTF-8 text"))
+                })?;
+                let interpreter = interpreter_of(script).unwrap_or_default();
+                let mut argv = vec![
+                    interpreter.to_string(),
+                    "-c".to_string(),
+                    script.to_string(),
+                    program.to_string(),
+                ];
+                argv.extend(args);
+                Ok((argv, stdin))
+            }
+        }
+    }
+
     /// The grant.
     pub fn grant(&self) -> &SshGrant {
         &self.grant
@@ -370,18 +432,6 @@ mod tests {
         SshExec::open(grant, &SshMode::Replay(empty)).unwrap()
     }
 
-    fn state(exec: SshExec) -> SshExecState {
-        let scope = Arc::new(crate::capability::CallScope {
-            id: "run".into(),
-            method: "preflight".into(),
-            driver: "test".into(),
-            cancel: tokio_util::sync::CancellationToken::new(),
-            audit: crate::audit::Audit::new(None, serde_json::Map::new()),
-            refusal: Default::default(),
-        });
-        SshExecState::new(Arc::new(exec), scope, Arc::new(|_: &str, _: &str| {}))
-    }
-
     /// WIT 0.3.0's `run`: the host builds what runs from the text it read
     /// from the component, by the program's name; a name the component does
     /// not ship, the helper with a stdin of the component's, or another
@@ -389,43 +439,39 @@ mod tests {
     #[test]
     fn run_builds_the_exec_of_a_shipped_program_from_the_hosts_own_text() {
         let helper: &[u8] = b"#!/usr/bin/env node\n";
-        let drivers = state(
-            exec(ExecPolicy::NodeHelper {
-                approved: vec![Sha256::of(helper)],
-            })
-            .with_shipped([(SHIPPED_HELPER, helper)]),
-        );
+        let drivers = exec(ExecPolicy::NodeHelper {
+            approved: vec![Sha256::of(helper)],
+        })
+        .with_shipped([(SHIPPED_HELPER, helper)]);
         let (argv, stdin) = drivers
-            .program_exec("h1", "helper", vec!["b3A=".into()], Vec::new())
+            .program_exec("h1", "helper", vec!["b3A=".into()], &[])
             .unwrap();
         assert_eq!(argv, ["/opt/node/bin/node", "-", "b3A="]);
         assert_eq!(stdin, helper);
-        let refused = |r: Result<(Vec<String>, Vec<u8>), ExecError>| match r {
+        let refused = |r: Result<(Vec<String>, &[u8]), ExecError>| match r {
             Err(ExecError::Refused(m)) => m,
             other => panic!("not refused: {other:?}"),
         };
         assert_eq!(
-            refused(drivers.program_exec("h1", "/bin/sh", vec![], vec![])),
+            refused(drivers.program_exec("h1", "/bin/sh", vec![], &[])),
             "the component ships no program \"/bin/sh\" (it ships helper)"
         );
         assert!(
-            refused(drivers.program_exec("h1", "helper", vec![], b"x".to_vec()))
+            refused(drivers.program_exec("h1", "helper", vec![], b"x"))
                 .contains("run it with no stdin, not 1 bytes")
         );
         assert!(matches!(
-            drivers.program_exec("h9", "helper", vec![], vec![]),
+            drivers.program_exec("h9", "helper", vec![], &[]),
             Err(ExecError::UnknownHost(h)) if h == "h9"
         ));
 
         let script: &[u8] = b"#!/usr/bin/env python3\nprint(1)\n";
-        let scripts = state(
-            exec(ExecPolicy::PinnedScripts {
-                approved: BTreeMap::from([("exec".to_string(), Sha256::of(script))]),
-            })
-            .with_shipped([("exec", script), ("preflight", b"#!/bin/sh\n".as_slice())]),
-        );
+        let scripts = exec(ExecPolicy::PinnedScripts {
+            approved: BTreeMap::from([("exec".to_string(), Sha256::of(script))]),
+        })
+        .with_shipped([("exec", script), ("preflight", b"#!/bin/sh\n".as_slice())]);
         let (argv, stdin) = scripts
-            .program_exec("target", "exec", vec!["a".into()], b"in".to_vec())
+            .program_exec("target", "exec", vec!["a".into()], b"in")
             .unwrap();
         assert_eq!(
             argv,
@@ -439,14 +485,14 @@ mod tests {
         );
         assert_eq!(stdin, b"in");
         assert_eq!(
-            refused(scripts.program_exec("target", "helper", vec![], vec![])),
+            refused(scripts.program_exec("target", "helper", vec![], &[])),
             "the component ships no program \"helper\" (it ships exec, preflight)"
         );
-        let none = state(exec(ExecPolicy::PinnedScripts {
+        let none = exec(ExecPolicy::PinnedScripts {
             approved: BTreeMap::new(),
-        }));
+        });
         assert_eq!(
-            refused(none.program_exec("target", "exec\u{1b}[2J", vec![], vec![])),
+            refused(none.program_exec("target", "exec\u{1b}[2J", vec![], &[])),
             "the component ships no program \"exec\\\\u{1b}[2J\": it ships none"
         );
     }
