@@ -291,10 +291,6 @@ pub(crate) fn parse_yaml(text: &str) -> Result<Value, String> {
     serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| e.to_string())
 }
 
-/// A SHA-256 as `inspect` prints it: 64 lowercase hex digits. Approvals are
-/// compared as strings, so no other spelling of the same hash may be accepted.
-pub(crate) use occ_ssh_target::digest::is_sha256_hex;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,7 +48,6 @@ use crate::capability::ssh_exec::{
     Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshClient, SshGrant,
 };
 use crate::error::LoadError;
-use crate::installation::is_sha256_hex;
 use occ_ssh_target::digest::Sha256;
 
 /// Keys the host accepts under `drivers.sandbox`.
@@ -175,11 +174,9 @@ impl SandboxInstallation {
             None => BTreeMap::new(),
             Some(Value::Object(m)) => m
                 .iter()
-                .map(|(name, sha)| match sha.as_str() {
-                    Some(s) if is_sha256_hex(s) => {
-                        Ok((name.clone(), Sha256::parse(s).expect("checked just above")))
-                    }
-                    _ => Err(err(format!(
+                .map(|(name, sha)| match sha.as_str().and_then(Sha256::parse) {
+                    Some(sha) => Ok((name.clone(), sha)),
+                    None => Err(err(format!(
                         "drivers.sandbox.approvedScripts.{name}: must be a SHA-256 in lowercase hex (64 characters), as `occ-driver-host inspect` prints it"
                     ))),
                 })
