@@ -370,6 +370,24 @@ impl From<types::FailureKind> for FailureKind {
     }
 }
 
+/// `result`, unless its JSON is over `max` bytes: then a permanent
+/// `result-too-large` naming `what` (e.g. "the driver's preflight").
+pub(crate) fn within_result_bound(
+    result: Value,
+    max: usize,
+    what: &str,
+) -> Result<Value, CallError> {
+    let size = result.to_string().len();
+    if size > max {
+        return Err(CallError::new(
+            FailureKind::Permanent,
+            "result-too-large",
+            format!("{what} result is {size} bytes, over the bound of {max}"),
+        ));
+    }
+    Ok(result)
+}
+
 /// A component's warnings as JSON: `[{"code", "message"}]`.
 pub(crate) fn warnings(w: Vec<types::Warning>) -> Value {
     Value::Array(

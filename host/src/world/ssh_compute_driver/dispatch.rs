@@ -12,7 +12,7 @@ use crate::capability::Scope;
 use crate::capability::hooks::HookScope;
 use crate::capability::hooks::bindings::occ::compute::types as wit;
 use crate::error::{CallError, FailureKind};
-use crate::world::warnings;
+use crate::world::{warnings, within_result_bound};
 
 impl Driver {
     /// Call one contract method with OCC-shaped JSON params. Success is the
@@ -51,16 +51,11 @@ impl Driver {
             | Method::StopRevision
             | Method::RetireRevision => on.call_revision(params).await?,
         };
-        let size = result.to_string().len();
-        let max = self.runtime.limits().max_result_bytes;
-        if size > max {
-            return Err(CallError::new(
-                FailureKind::Permanent,
-                "result-too-large",
-                format!("the driver's {method} result is {size} bytes, over the bound of {max}"),
-            ));
-        }
-        Ok(result)
+        within_result_bound(
+            result,
+            self.runtime.limits().max_result_bytes,
+            &format!("the driver's {method}"),
+        )
     }
 
     /// The binding a revision call runs with: what bindAgent accepted for its

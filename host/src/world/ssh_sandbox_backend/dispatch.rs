@@ -13,7 +13,7 @@ use super::{Method, SandboxBackend, SandboxCallOptions, params};
 use crate::capability::Scope;
 use crate::capability::local_workspace::CallRoots;
 use crate::error::{CallError, FailureKind};
-use crate::world::warnings;
+use crate::world::{warnings, within_result_bound};
 
 impl SandboxBackend {
     /// Call one method with a controller's JSON params; the result in the
@@ -83,16 +83,11 @@ impl SandboxBackend {
             | Method::ApplyPatch => on.call_file(&p).await?,
             Method::ValidateConfiguration | Method::Preflight => unreachable!("handled above"),
         };
-        let size = result.to_string().len();
-        let max = self.runtime.limits().max_result_bytes.max(16 << 20);
-        if size > max {
-            return Err(CallError::new(
-                FailureKind::Permanent,
-                "result-too-large",
-                format!("the {method} result is {size} bytes, over the bound of {max}"),
-            ));
-        }
-        Ok(result)
+        within_result_bound(
+            result,
+            self.runtime.limits().max_result_bytes.max(16 << 20),
+            &format!("the {method}"),
+        )
     }
 
     /// The configuration alone: no scope, no local workspace, no command.
