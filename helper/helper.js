@@ -1,7 +1,8 @@
 'use strict';
 // The OCC SSH Compute Driver's host helper: every effect the driver has on a host.
-// Run as `node - <base64 of the operation JSON>` with this source on stdin; the
-// protocol (operations, events, markers, error codes, unit header) is helper/README.md.
+// The host runs it through its loader (`<nodePath> -e <helper/boot.js>`), with this
+// source and then the helper's input on stdin, each a frame; the protocol (input,
+// operations, events, markers, error codes, unit header) is helper/README.md.
 //
 // Shape of every mutating operation: parse and validate the operation, take the host
 // lock, read what is there, verify ownership of everything it will touch, then act only
@@ -9,21 +10,10 @@
 // that the SSH session is still open (a failed stdout write closes it), that the
 // helper's own deadline has not passed and that the lock is still held.
 
-// Run as `node -` with the source on stdin, this file is the helper; required as a
-// module (the tests do), it only exports its pure functions.
-const RUN_AS_HELPER = module.id === '[stdin]';
-
-// First of all: the arguments (the operation with the controller's document, and the
-// host's envelope) are readable in /proc/<pid>/cmdline by anyone who can see this
-// process. Overwriting the argument area leaves a title that names the run (a hash of
-// both arguments, "<operation> <envelope>", so an operator can still match it) and
-// nothing of their content. The gateways' units hide root's processes altogether
-// (ProtectProc=invisible); this narrows the window for anything else to the few
-// milliseconds Node takes to start.
-if (RUN_AS_HELPER) {
-  process.title = `occ-ssh-helper ${require('node:crypto').createHash('sha256')
-    .update(`${process.argv[2] || ''} ${process.argv[3] || ''}`).digest('hex').slice(0, 12)}`;
-}
+// Run by the loader, this file is the helper (the loader names its module
+// `occ-ssh-helper`); required as a module (the tests do), it only exports its pure
+// functions.
+const RUN_AS_HELPER = module.id === 'occ-ssh-helper';
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -2471,11 +2461,58 @@ async function finish(result) {
   }
 }
 
+// The helper's input, after its own text on stdin (the loader read that): one frame,
+// a 4-byte big-endian length and that many bytes of JSON, `{"args": [<base64
+// operation>, <base64 envelope>]}`, then the end of stdin. Read synchronously before
+// anything else, so that the operation, the controller's document and the envelope
+// never appear in an argument or the environment, where any account on the host could
+// read them.
+const MAX_INPUT_BYTES = 4 << 20;
+
+function readStdinExact(n, what) {
+  const buffer = Buffer.alloc(n);
+  for (let got = 0; got < n;) {
+    let read;
+    try {
+      read = fs.readSync(0, buffer, got, n - got, null);
+    } catch (error) {
+      if (error.code !== 'EAGAIN') throw error;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+      continue;
+    }
+    if (read === 0) throw invalid(`stdin ended inside ${what}`);
+    got += read;
+  }
+  return buffer;
+}
+
+function readInput() {
+  const size = readStdinExact(4, 'the input frame').readUInt32BE(0);
+  if (size > MAX_INPUT_BYTES) throw invalid(`an input frame of ${size} bytes is over the bound of ${MAX_INPUT_BYTES}`);
+  let input;
+  try {
+    input = JSON.parse(readStdinExact(size, 'the input frame').toString('utf8'));
+  } catch (error) {
+    if (error instanceof HelperError) throw error;
+    throw invalid('the input frame is not JSON');
+  }
+  requireObject(input, 'input');
+  closedKeys(input, ['args'], 'input');
+  const { args } = input;
+  if (!Array.isArray(args) || args.length !== 2 || !args.every((a) => typeof a === 'string')) {
+    throw invalid('input.args must be [<base64 operation>, <base64 envelope>]');
+  }
+  return args;
+}
+
 async function main() {
   let op;
   try {
-    if (process.argv.length !== 4) throw invalid('usage: node - <base64 operation> <base64 envelope>');
-    op = parseOperation(process.argv[2], process.argv[3]);
+    const [operation, envelope] = readInput();
+    // The title an operator sees in the process list names the run without its
+    // content: a hash of both arguments.
+    process.title = `occ-ssh-helper ${sha256Hex(`${operation} ${envelope}`).slice(0, 12)}`;
+    op = parseOperation(operation, envelope);
   } catch (error) {
     await finish(errorResult(error));
     return;

@@ -70,21 +70,16 @@ fn hook_error(hook: &'static str, error: HookError) -> Error {
     }
 }
 
-/// Linux refuses a single argument longer than this (`MAX_ARG_STRLEN`, 32 pages,
-/// its terminating NUL included). ssh hands the remote shell the whole command
-/// line as one argument (`sh -c '<line>'`), so the line must fit in it: every
-/// argument shell-quoted, and the spaces between.
-pub const MAX_COMMAND_LINE: usize = 128 * 1024 - 1;
-/// What the host's envelope takes of that line at most in a `prepare` (its
-/// runtime paths, IDs and hash, base64-encoded); the host refuses a line that
-/// does not fit, this only lets the driver say why first.
-pub const ENVELOPE_RESERVE: usize = 8 * 1024;
+/// What the host takes in one exec's arguments at most (its default
+/// `ExecBounds::max_argv_bytes`). The operation, and with it the controller's
+/// document, travels to the host in them (and from there on the helper's
+/// stdin, never on a command line); the host refuses more, this only lets the
+/// driver say why first.
+pub const MAX_EXEC_ARGV: usize = 256 * 1024;
 
-/// The length of the remote command line for `argv`, at most: each argument
-/// quoted (two quotes) and followed by a space. The arguments are a safe path,
-/// `-` and base64, none of which holds a quote that quoting would expand.
-pub fn command_line_len(argv: &[String]) -> usize {
-    argv.iter().map(|a| a.len() + 3).sum()
+/// The bytes of `argv`, as the host counts them against [`MAX_EXEC_ARGV`].
+pub fn argv_bytes(argv: &[String]) -> usize {
+    argv.iter().map(String::len).sum()
 }
 
 /// One contract call: the parsed configuration, the helper source and the effects.
@@ -172,15 +167,15 @@ impl<'a, E: Effects> Driver<'a, E> {
         log_warnings(self.fx, revision, &warnings);
         let operation = Operation::prepare(&revision.configuration);
         let argv = operation.argv(target.placement.node_path);
-        let line = command_line_len(&argv);
-        if line > MAX_COMMAND_LINE - ENVELOPE_RESERVE {
+        let bytes = argv_bytes(&argv);
+        if bytes > MAX_EXEC_ARGV {
             return Err(Error::refused(
                 "configuration-too-large",
                 "revision.configuration",
                 format!(
-                    "the document of {} bytes makes a remote command line of {line} bytes; with \
-                     the host's envelope it would not fit in the {MAX_COMMAND_LINE} bytes Linux \
-                     allows in one argument; shrink the native configuration",
+                    "the document of {} bytes makes an operation of {bytes} bytes, over the \
+                     {MAX_EXEC_ARGV} bytes the host takes in one exec's arguments; shrink the \
+                     native configuration",
                     revision.configuration.len(),
                 ),
             ));
@@ -451,7 +446,7 @@ fn run<E: Effects>(
 }
 
 /// [`run`] with the operation's argv already built (prepare measures it first:
-/// the snapshot makes it up to 128 KiB, encoded once).
+/// the document makes it up to [`MAX_EXEC_ARGV`], encoded once).
 fn run_argv<E: Effects>(
     fx: &mut E,
     helper: &[u8],

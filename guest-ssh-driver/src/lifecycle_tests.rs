@@ -101,11 +101,8 @@ impl Effects for Script {
         assert_eq!(timeout_ms, 180_000);
         assert_eq!(argv.len(), 3);
         assert_eq!(argv[1], "-");
-        // What the remote shell receives as one argument fits Linux's limit.
-        assert!(
-            crate::lifecycle::command_line_len(argv)
-                <= crate::lifecycle::MAX_COMMAND_LINE - crate::lifecycle::ENVELOPE_RESERVE
-        );
+        // What the host takes in one exec's arguments.
+        assert!(crate::lifecycle::argv_bytes(argv) <= crate::lifecycle::MAX_EXEC_ARGV);
         let operation: Value = serde_json::from_slice(&BASE64.decode(&argv[2]).unwrap()).unwrap();
         assert_eq!(operation["deadlineMs"], 170_000);
         assert_eq!(operation["version"], 2);
@@ -879,11 +876,11 @@ fn helper_progress_is_logged_at_debug() {
 }
 
 #[test]
-fn a_configuration_too_large_for_one_argument_is_refused_permanent_before_any_exec() {
-    // About 100 KB of native configuration: base64 makes the operation larger
-    // than the 128 KiB Linux allows in one argument, with the host's envelope.
+fn a_configuration_too_large_for_the_hosts_argument_bound_is_refused_permanent_before_any_exec() {
+    // About 200 KB of native configuration: base64 makes the operation larger
+    // than the 256 KiB the host takes in one exec's arguments.
     let mut revision = testing::revision();
-    let big = "x".repeat(100_000);
+    let big = "x".repeat(200_000);
     revision.configuration =
         format!(r#"{{"gateway":{{"mode":"local"}},"agents":{{"defaults":{{"note":"{big}"}}}}}}"#);
     let mut script = Script::default();
@@ -901,12 +898,15 @@ fn a_configuration_too_large_for_one_argument_is_refused_permanent_before_any_ex
         (FailureKind::Permanent, "configuration-too-large", None)
     );
     assert!(message.starts_with("revision.configuration: "), "{message}");
-    assert!(message.contains("in the 131071 bytes"), "{message}");
+    assert!(
+        message.contains("over the 262144 bytes the host takes"),
+        "{message}"
+    );
     assert!(script.calls.is_empty(), "{:?}", script.calls);
 
-    // At the boundary: the largest configuration admitted still fits as a whole
-    // command line with room for the envelope (the script asserts it of every
-    // exec), and one more byte of it is refused before any exec.
+    // At the boundary: the largest configuration admitted still fits the host's
+    // bound (the script asserts it of every exec), and one more byte of it is
+    // refused before any exec.
     let prepare = |note: usize| {
         let mut revision = testing::revision();
         revision.configuration = format!(
@@ -923,7 +923,7 @@ fn a_configuration_too_large_for_one_argument_is_refused_permanent_before_any_ex
         });
         (result.map(drop), script)
     };
-    let (mut fits, mut over) = (60_000, 100_000);
+    let (mut fits, mut over) = (150_000, 200_000);
     while over - fits > 1 {
         let mid = (fits + over) / 2;
         if prepare(mid).0.is_ok() {

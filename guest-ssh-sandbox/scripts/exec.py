@@ -2,13 +2,14 @@
 # occ sandbox: run one command in a sandbox, and make sure it ends.
 #
 # Sent by the sandbox component and run by the host as
-#   python3 -c <this text> exec <envelope> <mode> <mount> <workdir>
-#           <timeout-ms> <header-bytes>
-# with stdin starting with a JSON header of <header-bytes> bytes,
-# {"command", "env", "args", "nonce"}, followed by the command's own stdin.
-# The command, its environment and the nonce travel on stdin, not in the
-# argument vector, so that no process on the target can read them in the
-# process list or in /proc/<pid>/cmdline. The host runs this script only when
+#   python3 -c <this text> exec
+# with its arguments, <envelope> <mode> <mount> <workdir> <timeout-ms>
+# <header-bytes>, in the first frame on stdin (4 bytes of big-endian length,
+# then {"args": [...]}), then a JSON header of <header-bytes> bytes,
+# {"command", "env", "args", "nonce"}, then the command's own stdin.
+# The arguments, the command, its environment and the nonce travel on stdin,
+# not in the argument vector, so that no process on the target can read them
+# in the process list or in /proc/<pid>/cmdline. The host runs this script only when
 # its SHA-256 is approved in the installation, and only in a call that asked
 # for exactly this command, environment, arguments and stdin (it reads the
 # header), in the directory the caller named.
@@ -55,6 +56,7 @@ import re
 import select
 import signal
 import stat
+import struct
 import sys
 import time
 
@@ -249,14 +251,38 @@ def exit_code(status):
     return os.WEXITSTATUS(status)
 
 
-def read_header(size):
+def read_exact(size, what):
     """Exactly `size` bytes of stdin, unbuffered: the rest is the command's."""
     data = b""
     while len(data) < size:
         chunk = os.read(0, size - len(data))
         if not chunk:
-            raise SetupError("invalid-command", "stdin ended inside the %d-byte header" % size)
+            raise SetupError("invalid-command", "stdin ended inside %s" % what)
         data += chunk
+    return data
+
+
+ARGS_MAX = 1 << 20
+
+
+def read_args():
+    """The arguments the host sent in the first frame on stdin."""
+    (size,) = struct.unpack(">I", read_exact(4, "the arguments' frame"))
+    if size > ARGS_MAX:
+        raise SetupError("invalid-operation", "an arguments' frame of %d bytes" % size)
+    try:
+        request = json.loads(read_exact(size, "the arguments' frame").decode("utf-8"))
+    except ValueError:
+        raise SetupError("invalid-operation", "the arguments' frame is not JSON")
+    args = request.get("args") if isinstance(request, dict) else None
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or len(request) != 1:
+        raise SetupError("invalid-operation", "the arguments' frame is {\"args\": [strings]}")
+    return args
+
+
+def read_header(size):
+    """Exactly `size` bytes of stdin, unbuffered: the rest is the command's."""
+    data = read_exact(size, "the %d-byte header" % size)
     header = json.loads(data.decode("utf-8"))
     if not isinstance(header, dict) or not isinstance(header.get("command"), str):
         raise SetupError("invalid-command", "the header names no command")
@@ -277,8 +303,12 @@ def not_dumpable():
         pass
 
 
-def main(argv):
+def main():
     not_dumpable()
+    try:
+        argv = read_args()
+    except (SetupError, OSError, ValueError) as e:
+        report("-", {"error": getattr(e, "code", "invalid-operation"), "message": str(e)}, 125)
     if len(argv) != 6 or not re.match(r"[0-9]{1,7}\Z", argv[5]):
         report("-", {"error": "invalid-operation", "message": "exec takes 6 arguments: <envelope> <mode> <mount> <workdir> <timeout-ms> <header-bytes>"}, 125)
     envelope, mode, mount, rel, timeout_ms, header_bytes = argv
@@ -487,6 +517,6 @@ def run(child, marker, nonce, timeout, timeout_ms, pipes, terminal=None):
 
 
 if __name__ == "__main__":
-    # sys.argv[0] is "-c" and sys.argv[1] the script's name ("exec").
+    # sys.argv is ["-c", "exec"]: the arguments come on stdin.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    main(sys.argv[2:])
+    main()

@@ -2,9 +2,13 @@
 # occ sandbox: every change the backend makes to a remote workspace.
 #
 # Sent by the sandbox component and run by the host as
-#   python3 -c <this text> workspace <envelope> <op> [args...]
-# with the operation's data (a file's bytes, a tar stream) on stdin. The host
-# runs it only when its SHA-256 is approved in the installation.
+#   python3 -c <this text> workspace
+# with its arguments, <envelope> <op> [args...], in the first frame on stdin (4
+# bytes of big-endian length, then {"args": [...]}), and the operation's data
+# (a file's bytes, a tar stream) after it. No path, no envelope and no content
+# of a scope is ever in the argument vector, where any process on the target
+# could read it (/proc/<pid>/cmdline). The host runs it only when its SHA-256
+# is approved in the installation.
 #
 # What it acts on is either trusted or bounded here. Trusted values come from
 # the envelope alone, one JSON object the host writes for the call (the
@@ -1372,7 +1376,8 @@ def failure_line(e):
 #
 # The host may keep this script running for one scope instead of starting it
 # for every operation:
-#   python3 -c <this text> workspace --serve <workspace root> <runtime id>
+#   python3 -c <this text> workspace
+# with ["--serve", <workspace root>, <runtime id>] as its arguments' frame
 # (no operation is named "--serve", so the component cannot ask for it: the
 # host builds this vector itself, with the values of the envelope it writes).
 # Each request is the argument vector a one-shot run would get after the
@@ -1515,13 +1520,34 @@ def serve(root, runtime):
         write_frame(fout, {"status": status, "stdout": len(out), "stderr": len(err)}, out, err)
 
 
-if __name__ == "__main__":
-    # sys.argv[0] is "-c" and sys.argv[1] the script's name ("workspace").
+def read_args(fd):
+    """The arguments the host sent in the first frame on stdin, read
+    unbuffered: what follows is the operation's data, or the requests."""
+    import struct
+    size = read_exact(fd, 4)
+    if size is None:
+        raise Refusal("invalid-operation", "stdin ended before the arguments' frame")
+    (n,) = struct.unpack(">I", size)
+    if n > HEADER_MAX:
+        raise Refusal("invalid-operation", "an arguments' frame of %d bytes" % n)
     try:
-        if sys.argv[2:3] == ["--serve"] and len(sys.argv) == 5:
-            serve(sys.argv[3], sys.argv[4])
+        request = json.loads((read_exact(fd, n) or b"").decode("utf-8"))
+    except ValueError:
+        raise Refusal("invalid-operation", "the arguments' frame is not JSON")
+    args = request.get("args") if isinstance(request, dict) else None
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or len(request) != 1:
+        raise Refusal("invalid-operation", "the arguments' frame is {\"args\": [strings]}")
+    return args
+
+
+if __name__ == "__main__":
+    # sys.argv is ["-c", "workspace"]: the arguments come on stdin.
+    try:
+        args = read_args(0)
+        if args[:1] == ["--serve"] and len(args) == 3:
+            serve(args[1], args[2])
         else:
-            main(sys.argv[2:])
+            main(args)
     except (Refusal, OSError) as e:
         sys.stderr.write(failure_line(e))
         sys.exit(1)

@@ -10,6 +10,15 @@ use std::process::{Command, Stdio};
 use occ_ssh_target::envelope::{Arg, Envelope, EnvelopeMount, WORKSPACE_OPS};
 use occ_ssh_target::layout::Mount;
 
+/// The first frame a Python script reads on stdin: its arguments, as the host
+/// sends them (4 bytes of big-endian length, then `{"args": [...]}`).
+fn args_frame(args: &[&str]) -> Vec<u8> {
+    let body = serde_json::json!({ "args": args }).to_string();
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body.as_bytes());
+    frame
+}
+
 fn scripts() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .join("scripts")
@@ -142,15 +151,32 @@ fn refusal(script: &str, envelope: &str, args: &[&str]) -> (Option<i32>, String)
         ),
     };
     let text = std::fs::read_to_string(scripts().join(file)).unwrap();
-    let out = Command::new(interpreter)
-        .arg("-c")
-        .arg(text)
-        .arg(script)
-        .arg(envelope)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let mut request = vec![envelope];
+    request.extend_from_slice(args);
+    let out = if interpreter == "/bin/sh" {
+        // The preflight script keeps its envelope in argv: a call without a scope.
+        Command::new(interpreter)
+            .arg("-c")
+            .arg(text)
+            .arg(script)
+            .args(&request)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    } else {
+        let mut child = Command::new(interpreter)
+            .arg("-c")
+            .arg(text)
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        let _ = child.stdin.take().unwrap().write_all(&args_frame(&request));
+        child.wait_with_output().unwrap()
+    };
     let stderr = String::from_utf8_lossy(&out.stderr);
     let last = stderr.lines().last().unwrap_or_default().to_string();
     (out.status.code(), last)
@@ -367,19 +393,16 @@ fn the_exec_and_preflight_scripts_refuse_what_the_envelope_does_not_grant() {
             .arg("-c")
             .arg(text)
             .arg("exec")
-            .arg(envelope)
-            .args(&args)
             .stdin(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(header.as_bytes())
-            .unwrap();
+        let mut request: Vec<&str> = vec![envelope];
+        request.extend_from_slice(&args);
+        let mut input = args_frame(&request);
+        input.extend_from_slice(header.as_bytes());
+        child.stdin.take().unwrap().write_all(&input).unwrap();
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(125), "{what}: {stderr}");
@@ -435,15 +458,20 @@ fn remove_runtime_removes_a_chain_deeper_than_the_descriptor_limit() {
     let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
     let envelope = t.envelope("removeRuntime", true).to_json();
     // A descriptor limit far below the depth: the removal must not need one per level.
-    let out = Command::new("sh")
-        .args([
-            "-c",
-            "ulimit -n 128 && exec python3 -c \"$0\" workspace \"$1\" remove-runtime",
-        ])
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -n 128 && exec python3 -c \"$0\" workspace"])
         .arg(&text)
-        .arg(&envelope)
-        .output()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    {
+        use std::io::Write;
+        let frame = args_frame(&[&envelope, "remove-runtime"]);
+        child.stdin.take().unwrap().write_all(&frame).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -508,13 +536,18 @@ impl Worker {
         let mut child = Command::new("python3")
             .arg("-c")
             .arg(text)
-            .args(["workspace", "--serve", root, runtime])
+            .arg("workspace")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stdin = child.stdin.take();
+        let mut stdin = child.stdin.take();
+        {
+            use std::io::Write;
+            let frame = args_frame(&["--serve", root, runtime]);
+            stdin.as_mut().unwrap().write_all(&frame).unwrap();
+        }
         let mut stdout = child.stdout.take();
         let hello = read_header(stdout.as_mut().unwrap()).expect("a hello");
         assert_eq!(hello["serving"], 1, "{hello}");
@@ -690,13 +723,21 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
     // is a path, is refused before anything runs.
     let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
     for (root, runtime) in [("relative", RUNTIME), ("/tmp", "../x")] {
-        let out = Command::new("python3")
+        let mut child = Command::new("python3")
             .arg("-c")
             .arg(&text)
-            .args(["workspace", "--serve", root, runtime])
-            .stdin(Stdio::null())
-            .output()
+            .arg("workspace")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
+        {
+            use std::io::Write;
+            let frame = args_frame(&["--serve", root, runtime]);
+            child.stdin.take().unwrap().write_all(&frame).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(1));
         assert!(out.stdout.is_empty(), "no hello for {root} {runtime}");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -718,15 +759,17 @@ fn run_workspace(envelope: &str, args: &[&str], data: &[u8]) -> std::process::Ou
         .arg("-c")
         .arg(text)
         .arg("workspace")
-        .arg(envelope)
-        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut request = vec![envelope];
+    request.extend_from_slice(args);
+    let mut input = args_frame(&request);
+    input.extend_from_slice(data);
     // A script that refuses early stops reading: a broken pipe is its answer.
-    let _ = child.stdin.take().unwrap().write_all(data);
+    let _ = child.stdin.take().unwrap().write_all(&input);
     child.wait_with_output().unwrap()
 }
 

@@ -1,6 +1,6 @@
 'use strict';
 // What the helper accepts as input, through parseOperation(<base64 operation>,
-// <base64 envelope>) exactly as `node - <op> <envelope>` hands them over. The helper
+// <base64 envelope>) exactly as the input frame on its stdin hands them over. The helper
 // runs as root: the component may choose only its policy (which operation, a deadline,
 // and for prepare the controller's document, by the hash the host took of it), and
 // every value of the host's envelope must be one a unit line, a path or a marker can

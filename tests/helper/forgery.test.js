@@ -1,6 +1,6 @@
 'use strict';
 // The helper runs as root: whoever hands it its input directly (a component carrying
-// the approved helper byte for byte, or anything else that reaches `node -` over ssh)
+// the approved helper byte for byte, or anything else that reaches the helper over ssh)
 // must get nothing beyond what the host's envelope allows. Each attack here runs the
 // approved helper over ssh on a real host with a forged operation, or an honest one
 // with a forged-but-valid envelope where the point is what the helper renders, and

@@ -1,8 +1,9 @@
 'use strict';
 // Test support for the helper's suite: the rig's inventory, running helper/helper.js on a
-// rig host over ssh exactly as the host runs it (`<node24> - <base64 operation>
-// <base64 envelope>`, source on stdin), building requests (the component's operation
-// and the host's envelope), and the helper's own renderers for expected texts.
+// rig host over ssh exactly as the host runs it (`<node24> -e <helper/boot.js>`, with the
+// helper's source and then its input, `{"args": [<base64 operation>, <base64
+// envelope>]}`, as frames on stdin), building requests (the component's operation and
+// the host's envelope), and the helper's own renderers for expected texts.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -16,6 +17,8 @@ const HELPER_SOURCE = fs.readFileSync(HELPER_PATH);
 // Required as a module the helper does not run: it exports its pure functions, so the
 // texts the suite expects on the host are the helper's own renderings.
 const H = require(HELPER_PATH);
+// The host's loader: what `node -e` runs, reading the helper from stdin.
+const BOOT = fs.readFileSync(path.join(REPO, 'helper', 'boot.js'), 'utf8');
 const RIG = process.env.OCC_RIG || '/run/occ-rig';
 
 function readRigEnv() {
@@ -80,13 +83,31 @@ function helperArgs(request, args) {
   return args || [b64(request.op), b64(request.envelope)];
 }
 
+// One frame: 4 bytes of big-endian length, then the bytes.
+function frame(bytes) {
+  const body = Buffer.from(bytes);
+  const size = Buffer.alloc(4);
+  size.writeUInt32BE(body.length);
+  return Buffer.concat([size, body]);
+}
+
+// The helper's stdin as the host writes it: its source, then its input.
+function helperInput(argv, source = HELPER_SOURCE) {
+  return Buffer.concat([frame(source), frame(JSON.stringify({ args: argv }))]);
+}
+
+const shellQuote = (text) => `'${text.replace(/'/g, `'\\''`)}'`;
+// The remote command line: Node and the loader, nothing of the run.
+const helperCommand = (node = NODE) => `${node} -e ${shellQuote(BOOT)}`;
+
 // Starts the helper on the host. Returns { child, events, done, b64 } where done
 // resolves to { code, signal, lines, events, result, stdout, stderr, b64 } and `events`
 // fills as lines arrive; b64 is the operation argument (the helper's title hashes it).
 function startHelper(request, { host = HOST, source = HELPER_SOURCE, onEvent, args } = {}) {
   const argv = helperArgs(request, args);
-  const child = spawn('ssh', [...sshArgs(host), NODE, '-', ...argv], { stdio: ['pipe', 'pipe', 'pipe'] });
-  child.stdin.end(source);
+  const child = spawn('ssh', [...sshArgs(host), helperCommand()], { stdio: ['pipe', 'pipe', 'pipe'] });
+  child.stdin.on('error', () => {});
+  child.stdin.end(helperInput(argv, source));
   const events = [];
   const lines = [];
   let stdout = '';
@@ -358,16 +379,15 @@ function lockIsFree(root) {
 }
 
 // The host pid of the helper running with these arguments ("<operation> <envelope>",
-// as `run.b64` holds them), or null. The helper replaces its argv with
-// `occ-ssh-helper <first 12 hex of SHA-256 of both arguments>` as soon as it starts
-// (before that, argv still holds the Node binary and the arguments), so both forms are
-// matched, each as a fixed string.
+// as `run.b64` holds them), or null. The helper's command line never holds them (it is
+// Node and the loader); once it has read its input it titles itself
+// `occ-ssh-helper <first 12 hex of SHA-256 of both arguments>`, which is matched.
 function helperTitle(opB64) {
   return `occ-ssh-helper ${sha256(opB64).slice(0, 12)}`;
 }
 
 function helperPid(opB64) {
-  const out = sh(`ps -eo pid=,args= | awk -v node='${NODE}' -v op='${opB64.slice(0, 80)}' -v title='${helperTitle(opB64)}' '($2 == node && index($0, op)) || ($2 " " $3) == title { print $1; exit }'`).trim();
+  const out = sh(`ps -eo pid=,args= | awk -v title='${helperTitle(opB64)}' '($2 " " $3) == title { print $1; exit }'`).trim();
   return out ? Number(out) : null;
 }
 
@@ -428,7 +448,7 @@ function refused(run, code, why, permanent = true) {
 }
 
 module.exports = {
-  exists, readyz, REPO, HELPER_PATH, HELPER_SOURCE, H, NODE, OPENCLAW, HOST, HOST_ALIAS, rigEnv, sshArgs, sh, shJson,
+  exists, readyz, REPO, HELPER_PATH, HELPER_SOURCE, BOOT, helperInput, helperCommand, frame, H, NODE, OPENCLAW, HOST, HOST_ALIAS, rigEnv, sshArgs, sh, shJson,
   startHelper, runHelper, helper, waitFor, Fixture, GATEWAY_CONFIG, snapshotText, statHost, sha12, sha256, b64,
   lockIsFree, helperRunning, helperPid, helperTitle, sandboxProperties, refused, hostState, sameHost,
 };

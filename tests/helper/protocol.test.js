@@ -74,8 +74,8 @@ test('a repeated ensure-namespace changes nothing', async () => {
 
 // Runs the helper over ssh with raw arguments (any number of them); returns the result.
 function rawRun(args) {
-  const run = spawnSync('ssh', [...L.sshArgs(L.HOST), L.NODE, '-', ...args.map((a) => `'${a}'`)],
-    { input: L.HELPER_SOURCE, encoding: 'utf8' });
+  const run = spawnSync('ssh', [...L.sshArgs(L.HOST), L.helperCommand()],
+    { input: L.helperInput(args), encoding: 'utf8' });
   const lines = run.stdout.trim().split('\n');
   return { code: run.status, stdout: run.stdout, stderr: run.stderr, result: JSON.parse(lines[lines.length - 1]) };
 }
@@ -92,8 +92,8 @@ test('invalid operations and envelopes are refused as permanent with exit 1', as
   for (const [args, why] of [
     [['@@@', L.b64(ns.envelope)], /operation argument is not base64 JSON/],
     // Protocol 1: one argument, the operation alone.
-    [[L.b64({ ...ns.op, version: 1 })], /usage: node - <base64 operation> <base64 envelope>/],
-    [[L.b64(ns.op), L.b64(ns.envelope), L.b64(ns.envelope)], /usage/],
+    [[L.b64({ ...ns.op, version: 1 })], /input\.args must be \[<base64 operation>, <base64 envelope>\]/],
+    [[L.b64(ns.op), L.b64(ns.envelope), L.b64(ns.envelope)], /input\.args must be/],
     [forge(ns, (r) => { r.op.version = 1; }), /unsupported protocol version 1/],
     [forge(ns, (r) => { r.envelope.version = 1; }), /unsupported envelope version 1/],
     [forge(ns, (r) => { r.op.op = 'reboot'; }), /unknown op "reboot"/],
@@ -229,9 +229,8 @@ test('a failed stdout write (EPIPE) stops the helper before its next step (local
     await new Promise((resolve) => holder.stdout.once('data', resolve));
     const request = fx.ensureNamespace('ns-local');
     request.envelope.runtime.root = root;
-    const helper = spawn(L.NODE, ['-', L.b64(request.op), L.b64(request.envelope)],
-      { stdio: ['pipe', 'pipe', 'pipe'] });
-    helper.stdin.end(L.HELPER_SOURCE);
+    const helper = spawn(L.NODE, ['-e', L.BOOT], { stdio: ['pipe', 'pipe', 'pipe'] });
+    helper.stdin.end(L.helperInput([L.b64(request.op), L.b64(request.envelope)]));
     let stderr = '';
     helper.stderr.on('data', (chunk) => { stderr += chunk; });
     await new Promise((resolve) => helper.stdout.once('data', resolve));

@@ -50,6 +50,16 @@ pub fn component(name: &str) -> PathBuf {
 /// the compile-time one: clones at different paths share one target directory,
 /// and cargo does not rebuild a test because its clone moved, so a baked-in
 /// path would read another clone's files.
+/// The first frame a shipped Python script reads on stdin: its arguments,
+/// as the host sends them (a 4-byte big-endian length, then
+/// `{"args": [...]}`), so that none is on the command line.
+pub fn args_frame(args: &[&str]) -> Vec<u8> {
+    let body = serde_json::json!({ "args": args }).to_string();
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body.as_bytes());
+    frame
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .parent()

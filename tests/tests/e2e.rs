@@ -698,9 +698,10 @@ fn preflight_refusals_are_permanent_and_name_what_to_fix() {
     );
 }
 
-/// The largest native configuration admission lets through really deploys: the
-/// remote command line that carries it fits what Linux allows in one argument,
-/// and one byte more is refused, permanent, before anything reaches the host.
+/// The largest native configuration admission lets through really deploys: it
+/// travels on the helper's stdin, not on a command line (which Linux bounds at
+/// 128 KiB in one argument), and one byte more than the host takes in an
+/// exec's arguments is refused, permanent, before anything reaches the host.
 #[test]
 #[ignore = "needs the disposable test hosts: run tests/run.sh"]
 fn the_largest_admitted_configuration_prepares_on_a_real_host() {
@@ -721,7 +722,7 @@ fn the_largest_admitted_configuration_prepares_on_a_real_host() {
         );
         d.call("prepareRevision", a.params(&rev))
     };
-    let (mut fits, mut over) = (1_000, 120_000);
+    let (mut fits, mut over) = (1_000, 250_000);
     while over - fits > 1 {
         let mid = (fits + over) / 2;
         let (code, v) = prepare(mid);

@@ -783,12 +783,9 @@ fn without_no_replace_rename_nothing_is_published() {
     // `occ-publish-test`.
     let envelope = json!({"version": 1, "method": "ensureRuntime", "ops": ["publish"],
         "workspaceRoot": filtered.remote_root, "runtimeId": "occ-publish-test", "mounts": []});
-    let args = format!(
-        "workspace {} publish {stage}",
-        shell_quote(&envelope.to_string())
-    );
-    let out = std::process::Command::new("ssh")
-        .args(["-F", "none", "-p", "2222", "-i"])
+    let frame = occ_e2e::args_frame(&[&envelope.to_string(), "publish", &stage]);
+    let mut ssh = std::process::Command::new("ssh");
+    ssh.args(["-F", "none", "-p", "2222", "-i"])
         .arg(&rig.identity)
         .arg("-o")
         .arg(format!("UserKnownHostsFile={}", known.display()))
@@ -799,9 +796,16 @@ fn without_no_replace_rename_nothing_is_published() {
             "IdentitiesOnly=yes",
             &format!("root@{}", host.address),
         ])
-        .arg(format!("python3 -c {} {args}", shell_quote(&script)))
-        .output()
-        .unwrap();
+        .arg(format!("python3 -c {} workspace", shell_quote(&script)))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = ssh.spawn().unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(&frame).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("missing-capability"), "{stderr}");
@@ -1148,16 +1152,11 @@ fn the_workspace_script_bounds_what_its_envelope_does_not_grant() {
     ];
     let script = shell_quote(&script_text("workspace.py"));
     for (what, envelope, args, code) in &cases {
-        let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
-        let out = ssh_with_stdin(
-            &fx,
-            &format!(
-                "python3 -c {script} workspace {} {}",
-                shell_quote(envelope),
-                quoted.join(" ")
-            ),
-            b"pwned\n",
-        );
+        let mut request: Vec<&str> = vec![envelope];
+        request.extend(args.iter().copied());
+        let mut stdin = occ_e2e::args_frame(&request);
+        stdin.extend_from_slice(b"pwned\n");
+        let out = ssh_with_stdin(&fx, &format!("python3 -c {script} workspace"), &stdin);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
         let line: Value = serde_json::from_str(stderr.lines().last().unwrap_or("{}")).unwrap();
@@ -1260,15 +1259,17 @@ fn the_exec_nonce_is_out_of_the_commands_reach() {
         json!({"command": "echo ran >> count; exec python3 -c \"$FORGER\"", "env": {"FORGER": FORGER},
                         "args": [], "nonce": nonce})
         .to_string();
+    let len = header.len().to_string();
+    let mut stdin =
+        occ_e2e::args_frame(&[&envelope, "exec", "workspace", "", "60000", len.as_str()]);
+    stdin.extend_from_slice(header.as_bytes());
     let out = ssh_with_stdin(
         &fx,
         &format!(
-            "cd / && runuser -u {user} -- python3 -c {} exec {} exec workspace '' 60000 {}",
+            "cd / && runuser -u {user} -- python3 -c {} exec",
             shell_quote(&script_text("exec.py")),
-            shell_quote(&envelope),
-            header.len()
         ),
-        header.as_bytes(),
+        &stdin,
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -37,8 +37,9 @@ pub struct ExecBounds {
     pub stderr_tail: usize,
     /// Arguments per exec.
     pub max_args: usize,
-    /// Bytes of all arguments together. Linux refuses a single argument over
-    /// 128 KiB anyway; a larger vector is refused before anything is recorded.
+    /// Bytes of all arguments together; a larger vector is refused before
+    /// anything is recorded. (What travels on the remote command line is
+    /// bounded on its own: see [`super::MAX_COMMAND_LINE`].)
     pub max_argv_bytes: usize,
     /// Bytes of stdin.
     pub max_stdin_bytes: usize,

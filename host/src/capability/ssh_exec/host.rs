@@ -17,6 +17,7 @@ use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink
 use super::bindings::occ::compute::ssh_exec as wit;
 use super::bindings::v0_3::occ::compute0_3_0::ssh_exec as wit_0_3;
 use super::grant::{ExecPolicy, HostGrant};
+use super::seal::seal;
 use super::{ExecAsk, SshExecState};
 use crate::runtime::cache::sha256_hex;
 use occ_ssh_target::digest::Sha256;
@@ -233,7 +234,8 @@ impl SshExecState {
                 .map_err(ExecError::Refused)?,
                 None => argv.to_vec(),
             };
-            check_command_line(&argv)?;
+            // What travels on the remote command line is the sealed vector.
+            check_command_line(&seal(&exec.grant.policy, &argv, &[]).argv)?;
             Ok((host, argv))
         });
         let (host, argv) = match checked {

@@ -43,6 +43,7 @@ use super::client::SshClient;
 use super::config::{ClientFiles, render_ssh_config};
 use super::grant::{HostGrant, SshGrant};
 use super::master::{ConnectFailure, Master, exit_socket, remote_command};
+use super::seal::seal;
 use super::worker::{Ask, Workers};
 
 type ConnectResult = Result<Arc<Master>, ExecError>;
@@ -255,7 +256,7 @@ impl LiveSsh {
             dir: control_dir.clone(),
             running: Mutex::new(0),
         });
-        let grant_idle = grant.bounds.idle_master;
+        let workers = Workers::new(grant.bounds.idle_master, grant.policy.clone());
         let live = LiveSsh {
             grant,
             control_dir,
@@ -264,7 +265,7 @@ impl LiveSsh {
             conns: Arc::new(Mutex::new(HashMap::new())),
             handshakes,
             masters: Arc::new(AtomicU64::new(0)),
-            workers: Workers::new(grant_idle),
+            workers,
         };
         live.start_idle_reaper();
         Ok(live)
@@ -469,11 +470,13 @@ impl LiveSsh {
     }
 
     /// Feed and read the session `child` opened on `master` for `req` until
-    /// the remote command ends.
+    /// the remote command ends; `input` is the stdin written before `req`'s
+    /// stream (its own stdin, sealed).
     async fn run(
         &self,
         master: &Master,
         mut child: openssh::Child<&openssh::Session>,
+        input: &[u8],
         req: ExecRequest<'_>,
     ) -> Result<ExecOutput, ExecError> {
         let bounds = &self.grant.bounds;
@@ -489,7 +492,6 @@ impl LiveSsh {
             .stderr()
             .take()
             .ok_or_else(|| ExecError::Io("no stderr".into()))?;
-        let input = req.stdin;
         let stream = req.stdin_stream;
         let feed = async move {
             // A remote command may exit without reading all of its input; that
@@ -671,7 +673,10 @@ impl LiveSsh {
     async fn one_shot(&self, req: ExecRequest<'_>) -> Result<ExecOutput, ExecError> {
         let cancel = req.cancel.clone();
         let bound = req.timeout.min(self.grant.bounds.operation);
-        let line = remote_command(req.argv);
+        // Nothing of the call on the remote command line: its values travel
+        // on stdin ([`seal`]).
+        let sealed = seal(&self.grant.policy, req.argv, req.stdin);
+        let line = remote_command(&sealed.argv);
         let mut reconnected = false;
         loop {
             let master = self.connected(req.alias, req.host, req.cancel).await?;
@@ -722,7 +727,7 @@ impl LiveSsh {
                 // Dropping the run closes its mux session and pipes, and the
                 // master closes the channel: the remote side sees its session
                 // close.
-                r = tokio::time::timeout(left, self.run(&master, child, req)) => r.unwrap_or(Err(ExecError::Timeout)),
+                r = tokio::time::timeout(left, self.run(&master, child, &sealed.stdin, req)) => r.unwrap_or(Err(ExecError::Timeout)),
                 () = cancel.cancelled() => Err(ExecError::Cancelled),
             };
         }

@@ -24,6 +24,7 @@ mod host;
 pub mod live;
 mod master;
 pub mod record;
+pub mod seal;
 mod worker;
 
 use std::collections::BTreeMap;

@@ -40,7 +40,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::backend::{ExecError, ExecOutput, Serve};
+use super::grant::ExecPolicy;
 use super::master::{Master, remote_command};
+use super::seal::{Sealed, seal};
 
 /// The largest JSON header of a frame the host reads.
 const HEADER_MAX: u32 = 1 << 20;
@@ -83,6 +85,8 @@ pub(crate) struct Ask<'a> {
 /// The workers of one backend.
 pub(crate) struct Workers {
     slots: Arc<Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>>,
+    /// The grant's policy: how a start vector travels.
+    policy: ExecPolicy,
 }
 
 /// Why an exchange with a worker failed.
@@ -121,6 +125,9 @@ enum WorkerError {
     /// Its session came without one of its standard streams.
     #[error("no {0}")]
     NoStream(&'static str),
+    /// Its start could not be written to its stdin.
+    #[error("its start could not be sent: {0}")]
+    Start(std::io::Error),
     /// Its hello could not be read.
     #[error("{source}{said}")]
     Hello {
@@ -143,9 +150,11 @@ enum WorkerError {
 
 impl Workers {
     /// An empty pool whose workers end after `idle` without a request.
-    pub(crate) fn new(idle: Duration) -> Workers {
+    /// `policy` is the grant's: how a start vector travels ([`seal`]).
+    pub(crate) fn new(idle: Duration, policy: ExecPolicy) -> Workers {
         let workers = Workers {
             slots: Arc::new(Mutex::new(HashMap::new())),
+            policy,
         };
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(reap(Arc::downgrade(&workers.slots), idle));
@@ -194,8 +203,9 @@ impl Workers {
                     Ok(m) => m,
                     Err(e) => return Some(Err(e)),
                 };
+                let sealed = seal(&self.policy, &serve.start, &[]);
                 let started = tokio::select! {
-                    r = tokio::time::timeout(bound, start(master, serve)) => r.unwrap_or(Err(WorkerError::Timeout(bound))),
+                    r = tokio::time::timeout(bound, start(master, &sealed)) => r.unwrap_or(Err(WorkerError::Timeout(bound))),
                     () = req.cancel.cancelled() => return Some(Err(ExecError::Cancelled)),
                 };
                 match started {
@@ -310,14 +320,20 @@ fn tail_text(stderr: &Mutex<Vec<u8>>) -> String {
     }
 }
 
-/// Start `serve`'s worker on `master` and read its hello.
-async fn start(master: Arc<Master>, serve: &Serve) -> Result<Worker, WorkerError> {
+/// Start a worker on `master` with its start vector, `sealed`, and read its
+/// hello.
+async fn start(master: Arc<Master>, sealed: &Sealed) -> Result<Worker, WorkerError> {
     let mut child = master
-        .owned_command(&remote_command(&serve.start))
+        .owned_command(&remote_command(&sealed.argv))
         .spawn()
         .await
         .map_err(WorkerError::Spawn)?;
-    let stdin = child.stdin().take().ok_or(WorkerError::NoStream("stdin"))?;
+    let mut stdin = child.stdin().take().ok_or(WorkerError::NoStream("stdin"))?;
+    // What the start vector carries beyond the program travels first on stdin.
+    stdin
+        .write_all(&sealed.stdin)
+        .await
+        .map_err(WorkerError::Start)?;
     let mut stdout = child
         .stdout()
         .take()
