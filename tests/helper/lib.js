@@ -304,12 +304,12 @@ class Fixture {
 
   // The unit exactly as the helper renders it on activate (its exported renderUnit,
   // checked against the golden units by render.test.js).
-  unitText(nsId, agentId, port, { password = true, launchEnvironment = {} } = {}) {
+  unitText(nsId, agentId, port, { password = true, launchEnvironment = {}, workspace } = {}) {
     return H.renderUnit({
       namespaceId: nsId, agentId, account: this.account(nsId, agentId),
       agentDir: this.paths(nsId, agentId).agentDir, nodePath: NODE, openclawPath: OPENCLAW,
       port, placeholders: Object.keys(launchEnvironment).sort().map((name) => [name, launchEnvironment[name]]),
-      needsPassword: password,
+      needsPassword: password, workspace,
     });
   }
 

@@ -273,7 +273,15 @@ impl MethodCall<'_> {
             revision: params.get("revision").cloned(),
         };
         let bound = binding.as_ref().map(Binding::to_wit);
-        let subjects = p.revision.subjects(binding.as_ref());
+        let mut subjects = p.revision.subjects(binding.as_ref());
+        if matches!(
+            self.method,
+            Method::PrepareRevision | Method::ActivateRevision
+        ) && let Some(context) = &p.context
+        {
+            // Checked before the component runs: a refused setup touches no host.
+            subjects.workspace_setup = context.workspace_setup(&p.revision)?;
+        }
         let rev = p.revision.to_wit();
         let context = p.context.as_ref().map(params::RevisionContext::to_wit);
         macro_rules! plain {

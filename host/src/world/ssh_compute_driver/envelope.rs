@@ -9,8 +9,10 @@
 //! ([`TrustedRuntime`]: driver id and implementation, root, unit directory,
 //! runtime user, port range, the host's Node.js and OpenClaw paths) and from
 //! the call the controller made ([`Subjects`]: Namespace, Agent and
-//! ServicePrincipal, revision and the SHA-256 of its configuration, and the
-//! placeholders the controller's `beforeWorkloadStart` returned in this call).
+//! ServicePrincipal, revision and the SHA-256 of its configuration, the
+//! placeholders the controller's `beforeWorkloadStart` returned in this call,
+//! and the workspace setup the controller passed with a prepare or an
+//! activation).
 //! The helper takes those values from the envelope alone
 //! (`helper/README.md`).
 //!
@@ -227,6 +229,10 @@ pub struct Subjects {
     pub agent: Option<AgentSubject>,
     /// The revision of a revision call, when its binding owns it.
     pub revision: Option<RevisionSubject>,
+    /// OCC's `context.workspaceSetup` of a prepare or activate call, checked
+    /// (`params::RevisionContext::workspace_setup`): the documents the helper
+    /// delivers into the Agent's workspace.
+    pub workspace_setup: Option<Value>,
 }
 
 /// The admission of every helper run of one call of `method`.
@@ -414,6 +420,11 @@ fn admit(
             .collect();
         envelope.insert("launchEnvironment".into(), Value::Object(map));
     }
+    if matches!(op, HelperOp::Prepare | HelperOp::Activate)
+        && let Some(setup) = &subjects.workspace_setup
+    {
+        envelope.insert("workspaceSetup".into(), setup.clone());
+    }
     let envelope = Value::Object(envelope).to_string();
     Ok(vec![
         program.clone(),
@@ -477,6 +488,7 @@ mod tests {
                 harness: "openclaw/embedded".into(),
                 configuration_sha256: sha256_hex(DOCUMENT.as_bytes()),
             }),
+            workspace_setup: None,
         }
     }
 
@@ -599,6 +611,71 @@ mod tests {
             json!({"IAM_SESSION": "opaque-iam-7f3a"})
         );
         assert_eq!(envelope["ops"], json!(["inspect-agent", "activate"]));
+    }
+
+    /// The controller's workspace setup rides with prepare and activate only,
+    /// in the envelope the host writes; a component cannot send one of its own.
+    #[test]
+    fn the_workspace_setup_rides_in_the_envelope_of_prepare_and_activate() {
+        let setup = json!({"id": "s-1", "namespaceId": "ns-1", "agentId": "agent-1", "completed": false,
+                           "files": {"SOUL.md": "calm"}});
+        let with_setup = Subjects {
+            workspace_setup: Some(setup.clone()),
+            ..subjects()
+        };
+        let all = Accepted {
+            hooks: vec![Hook::BeforeWorkloadStart, Hook::BeforeWorkloadStop],
+            launch_environment: Some(Vec::new()),
+        };
+        let prepare = op(json!({"version": 2, "op": "prepare", "configuration": DOCUMENT}));
+        let envelope = run(
+            Method::PrepareRevision,
+            with_setup.clone(),
+            all.clone(),
+            "stable",
+            &prepare,
+        )
+        .unwrap();
+        assert_eq!(envelope["workspaceSetup"], setup);
+        let activate = op(json!({"version": 2, "op": "activate"}));
+        let envelope = run(
+            Method::ActivateRevision,
+            with_setup.clone(),
+            all.clone(),
+            "stable",
+            &activate,
+        )
+        .unwrap();
+        assert_eq!(envelope["workspaceSetup"], setup);
+        let inspect = op(json!({"version": 2, "op": "inspect-agent"}));
+        let envelope = run(
+            Method::ActivateRevision,
+            with_setup.clone(),
+            all.clone(),
+            "stable",
+            &inspect,
+        )
+        .unwrap();
+        assert!(envelope.get("workspaceSetup").is_none());
+        let stop = op(json!({"version": 2, "op": "stop"}));
+        let envelope = run(
+            Method::StopRevision,
+            with_setup,
+            all.clone(),
+            "stable",
+            &stop,
+        )
+        .unwrap();
+        assert!(envelope.get("workspaceSetup").is_none());
+        let forged = op(
+            json!({"version": 2, "op": "prepare", "configuration": DOCUMENT,
+                               "workspaceSetup": {"id": "s-9", "namespaceId": "ns-9", "agentId": "victim"}}),
+        );
+        let err = run(Method::PrepareRevision, subjects(), all, "stable", &forged).unwrap_err();
+        assert!(
+            err.starts_with("operation.workspaceSetup: not a field"),
+            "{err}"
+        );
     }
 
     /// What a component carrying the approved helper might try, field by field:

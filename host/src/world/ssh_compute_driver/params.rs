@@ -176,6 +176,7 @@ impl Binding {
                 service_principal_id: self.agent.service_principal_id.clone(),
             }),
             revision: None,
+            workspace_setup: None,
         }
     }
 
@@ -298,15 +299,151 @@ struct SecretEnvironmentEntry {
     name: String,
 }
 
-/// OCC's `ComputeRevisionContext`; the SSH contract reads `secretEnvironment`.
+/// OCC's `ComputeRevisionContext`; the SSH contract reads `secretEnvironment`
+/// and `workspaceSetup`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RevisionContext {
     #[serde(default)]
     secret_environment: Vec<SecretEnvironmentEntry>,
+    /// Read raw, then checked by [`RevisionContext::workspace_setup`].
+    #[serde(default)]
+    workspace_setup: Option<Value>,
 }
 
+/// The four documents OCC's Console may supply (`INITIAL_WORKSPACE_FILE_NAMES`).
+pub(crate) const WORKSPACE_FILE_NAMES: [&str; 4] =
+    ["AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md"];
+/// OCC's bound on one document, in UTF-8 bytes.
+pub(crate) const WORKSPACE_FILE_MAX_BYTES: usize = 16 * 1024;
+/// OCC's setup runtime's bound on `id`, `namespaceId` and `agentId`.
+const WORKSPACE_SETUP_ID_MAX: usize = 256;
+
 impl RevisionContext {
+    /// OCC's `WorkspaceSetup` of this call (packages/contracts/src/workspace-setup.ts),
+    /// checked as OCC's contract and its setup runtime check it, and for this
+    /// revision's own Agent: a setup that is not completed carries one to four
+    /// of the four documents, each well-formed Unicode (JSON text cannot carry
+    /// anything else) without NUL and at most 16 KiB; a completed one carries
+    /// none. Refused before any host is touched, naming the field and never a
+    /// document's content. The helper checks it all again.
+    pub(crate) fn workspace_setup(&self, revision: &Revision) -> Result<Option<Value>, CallError> {
+        let Some(value) = &self.workspace_setup else {
+            return Ok(None);
+        };
+        let at = "context.workspaceSetup";
+        let bad = |field: &str, why: String| {
+            CallError::invalid_params(if field.is_empty() {
+                format!("{at}: {why}")
+            } else {
+                format!("{at}.{field}: {why}")
+            })
+        };
+        let Value::Object(setup) = value else {
+            return Err(bad("", "must be an object (OCC's WorkspaceSetup)".into()));
+        };
+        if let Some(key) = setup.keys().find(|k| {
+            ![
+                "id",
+                "namespaceId",
+                "agentId",
+                "defaultsId",
+                "files",
+                "completed",
+            ]
+            .contains(&k.as_str())
+        }) {
+            return Err(bad(
+                &crate::runtime::escape_control(&key.chars().take(64).collect::<String>()),
+                "not a field of OCC's WorkspaceSetup".into(),
+            ));
+        }
+        for field in ["id", "namespaceId", "agentId"] {
+            match setup.get(field) {
+                Some(Value::String(s))
+                    if !s.is_empty() && s.encode_utf16().count() <= WORKSPACE_SETUP_ID_MAX => {}
+                _ => {
+                    return Err(bad(
+                        field,
+                        format!("must be a string of 1 to {WORKSPACE_SETUP_ID_MAX} characters"),
+                    ));
+                }
+            }
+        }
+        if setup.get("namespaceId").and_then(Value::as_str) != Some(revision.namespace_id.as_str())
+            || setup.get("agentId").and_then(Value::as_str) != Some(revision.agent_id.as_str())
+        {
+            return Err(bad(
+                "",
+                format!(
+                    "belongs to another Agent than revision.agentId {:?} of Namespace {:?}",
+                    revision.agent_id, revision.namespace_id
+                ),
+            ));
+        }
+        match setup.get("defaultsId") {
+            None => {}
+            Some(Value::String(d)) if occ_ssh_target::digest::Sha256::parse(d).is_some() => {}
+            Some(_) => {
+                return Err(bad(
+                    "defaultsId",
+                    "must be a SHA-256 digest (64 lowercase hex characters)".into(),
+                ));
+            }
+        }
+        let Some(Value::Bool(completed)) = setup.get("completed") else {
+            return Err(bad("completed", "must be a boolean".into()));
+        };
+        let files = match setup.get("files") {
+            None => None,
+            Some(Value::Object(files)) => Some(files),
+            Some(_) => return Err(bad("files", "must be an object".into())),
+        };
+        if let Some(files) = files {
+            if *completed {
+                return Err(bad("files", "a completed setup carries no files".into()));
+            }
+            for (name, content) in files {
+                if !WORKSPACE_FILE_NAMES.contains(&name.as_str()) {
+                    return Err(bad(
+                        "files",
+                        format!(
+                            "{:?} is not one of {}",
+                            crate::runtime::escape_control(
+                                &name.chars().take(64).collect::<String>()
+                            ),
+                            WORKSPACE_FILE_NAMES.join(", ")
+                        ),
+                    ));
+                }
+                match content {
+                    Value::String(text)
+                        if !text.contains('\0') && text.len() <= WORKSPACE_FILE_MAX_BYTES => {}
+                    Value::String(text) if text.contains('\0') => {
+                        return Err(bad(&format!("files.{name}"), "holds NUL".into()));
+                    }
+                    Value::String(text) => {
+                        return Err(bad(
+                            &format!("files.{name}"),
+                            format!(
+                                "is {} bytes of UTF-8, over OCC's bound of {WORKSPACE_FILE_MAX_BYTES}",
+                                text.len()
+                            ),
+                        ));
+                    }
+                    _ => return Err(bad(&format!("files.{name}"), "must be a string".into())),
+                }
+            }
+        }
+        if !*completed && files.is_none_or(|f| f.is_empty()) {
+            return Err(bad(
+                "files",
+                "a setup that is not completed carries at least one document".into(),
+            ));
+        }
+        Ok(Some(value.clone()))
+    }
+
     pub(crate) fn to_wit(&self) -> wit::RevisionContext {
         wit::RevisionContext {
             secret_environment: self
@@ -399,6 +536,116 @@ pub(crate) mod tests {
         assert_eq!(w.plugin_approvers.as_deref(), Some("[]"));
         assert_eq!(w.secret_bindings.as_deref(), Some("{}"));
         assert_eq!(w.sandbox_driver_id.as_deref(), Some("sandbox-k8s"));
+    }
+
+    /// OCC's WorkspaceSetup, as the Console's create form sends it for the
+    /// revision's own Agent; each departure from OCC's contract is refused
+    /// naming the field, never quoting a document.
+    #[test]
+    fn a_workspace_setup_is_held_to_occs_contract_for_the_revisions_own_agent() {
+        let revision: Revision = read(&occ_revision(), "revision").unwrap();
+        let good = json!({"id": "setup-1", "namespaceId": "ns-1", "agentId": "agent-1",
+            "defaultsId": "a".repeat(64), "completed": false,
+            "files": {"AGENTS.md": "# Team rules\n", "SOUL.md": "calm", "IDENTITY.md": "Ada", "USER.md": "Grace"}});
+        let check = |setup: Value| {
+            read::<RevisionContext>(&json!({"workspaceSetup": setup}), "context")
+                .unwrap()
+                .workspace_setup(&revision)
+        };
+        assert_eq!(check(good.clone()).unwrap(), Some(good.clone()));
+        let completed = json!({"id": "setup-1", "namespaceId": "ns-1", "agentId": "agent-1", "completed": true});
+        assert_eq!(check(completed.clone()).unwrap(), Some(completed));
+        let none = read::<RevisionContext>(&json!({"secretEnvironment": []}), "context").unwrap();
+        assert_eq!(none.workspace_setup(&revision).unwrap(), None);
+
+        let secret = "TOP-SECRET-PERSONA";
+        let with = |pointer: &str, value: Value| {
+            let mut v = good.clone();
+            match pointer.rsplit_once('/') {
+                Some((parent, key)) if value.is_null() => {
+                    v.pointer_mut(if parent.is_empty() { "" } else { parent })
+                        .and_then(Value::as_object_mut)
+                        .unwrap()
+                        .remove(key);
+                }
+                _ => {
+                    *v.pointer_mut(pointer)
+                        .unwrap_or_else(|| panic!("{pointer}")) = value
+                }
+            }
+            v
+        };
+        let mut extra_file = good.clone();
+        extra_file["files"]["MEMORY.md"] = json!(secret);
+        let mut extra_key = good.clone();
+        extra_key["workspace"] = json!("/root");
+        let cases = [
+            (json!([]), "context.workspaceSetup: must be an object"),
+            (extra_key, "context.workspaceSetup.workspace: not a field"),
+            (
+                extra_file,
+                "context.workspaceSetup.files: \"MEMORY.md\" is not one of AGENTS.md, SOUL.md, IDENTITY.md, USER.md",
+            ),
+            (
+                with("/files/SOUL.md", json!(format!("{secret}\u{0}"))),
+                "context.workspaceSetup.files.SOUL.md: holds NUL",
+            ),
+            (
+                with(
+                    "/files/USER.md",
+                    json!(format!("{secret}{}", "x".repeat(16 * 1024))),
+                ),
+                "context.workspaceSetup.files.USER.md: is 16402 bytes of UTF-8, over OCC's bound of 16384",
+            ),
+            (
+                with("/files/AGENTS.md", json!(7)),
+                "context.workspaceSetup.files.AGENTS.md: must be a string",
+            ),
+            (
+                with("/files", json!({})),
+                "context.workspaceSetup.files: a setup that is not completed carries at least one document",
+            ),
+            (
+                with("/completed", json!(true)),
+                "context.workspaceSetup.files: a completed setup carries no files",
+            ),
+            (
+                with("/completed", json!("yes")),
+                "context.workspaceSetup.completed: must be a boolean",
+            ),
+            (
+                with("/defaultsId", json!("ABC")),
+                "context.workspaceSetup.defaultsId: must be a SHA-256 digest",
+            ),
+            (
+                with("/id", json!("")),
+                "context.workspaceSetup.id: must be a string of 1 to 256 characters",
+            ),
+            (
+                with("/id", json!("i".repeat(257))),
+                "context.workspaceSetup.id: must be a string of 1 to 256 characters",
+            ),
+            (
+                with("/agentId", json!("agent-2")),
+                "context.workspaceSetup: belongs to another Agent than revision.agentId \"agent-1\"",
+            ),
+            (
+                with("/namespaceId", json!("ns-2")),
+                "context.workspaceSetup: belongs to another Agent",
+            ),
+        ];
+        for (setup, expected) in cases {
+            let err = check(setup).unwrap_err();
+            assert_eq!(err.code, "invalid-params", "{expected}");
+            assert!(
+                err.message.starts_with(expected),
+                "{expected}\n{}",
+                err.message
+            );
+            assert!(!err.message.contains(secret), "{}", err.message);
+        }
+        // Exactly 16 KiB is within OCC's bound.
+        assert!(check(with("/files/USER.md", json!("u".repeat(16 * 1024)))).is_ok());
     }
 
     #[test]
