@@ -206,6 +206,7 @@ pub fn admit(revision: &Revision, context: Option<&RevisionContext>) -> Result<A
         ));
     }
     check_plugins(revision)?;
+    check_gateway_settings(&revision.configuration)?;
     let native = render_native(&revision.configuration)?;
     if native.defaulted_mode {
         warnings.push(Warning::new(
@@ -217,6 +218,54 @@ pub fn admit(revision: &Revision, context: Option<&RevisionContext>) -> Result<A
         ));
     }
     Ok(Admission { warnings })
+}
+
+/// Native gateway settings an SSH Compute gateway cannot serve, as OCC's own SSH
+/// driver refuses them (its `validateGatewaySettings`): the path of the setting,
+/// the value refused there, and why. A refusal names the setting, never the
+/// document's value. Only the workload operations (prepare, activate) check
+/// them: stopping or retiring an older revision never does.
+pub const REFUSED_GATEWAY_SETTINGS: &[(&[&str], &str, &str)] = &[
+    (
+        &["gateway", "tls", "enabled"],
+        "true",
+        "gateway TLS is unsupported by SSH Compute: OCC reaches the gateway over loopback \
+         HTTP on its host; remove the setting",
+    ),
+    (
+        &[
+            "plugins",
+            "entries",
+            "codex",
+            "config",
+            "appServer",
+            "approvalPolicy",
+        ],
+        "\"untrusted\"",
+        "the untrusted approval policy of the Codex app server is unsupported by SSH Compute: \
+         it asks a person to approve each command, and an SSH Agent has no one to ask; choose \
+         another approval policy",
+    ),
+];
+
+/// Refuses the settings of [`REFUSED_GATEWAY_SETTINGS`].
+pub fn check_gateway_settings(configuration: &str) -> Result<(), Error> {
+    let Ok(document) = serde_json::from_str::<Value>(configuration) else {
+        // Not JSON: `render_native` says so.
+        return Ok(());
+    };
+    for (path, refused, why) in REFUSED_GATEWAY_SETTINGS {
+        let found = path.iter().try_fold(&document, |v, key| v.get(key));
+        let refused: Value = serde_json::from_str(refused).expect("a JSON value");
+        if found == Some(&refused) {
+            return Err(Error::refused(
+                "unsupported-gateway-setting",
+                format!("configuration.{}", path.join(".")),
+                *why,
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_harness_auth(harness_auth: &str) -> Result<(), Error> {
@@ -581,6 +630,45 @@ mod tests {
          credentials supplied on the host (OCC Secret-backed keys and managed ChatGPT accounts \
          are unsupported)"
             .into()
+    }
+
+    /// OCC's SSH driver's gateway settings refusals, table-driven: the setting
+    /// is named, its value never quoted, and anything else at that path passes.
+    #[test]
+    fn gateway_settings_an_ssh_gateway_cannot_serve_are_refused_naming_the_setting() {
+        let admit_with = |document: Value| {
+            let mut revision = testing::revision();
+            revision.configuration = document.to_string();
+            admit(&revision, None)
+        };
+        let codex = |policy: Value| {
+            json!({"gateway": {"mode": "local"},
+                   "plugins": {"entries": {"codex": {"config": {"appServer": {"approvalPolicy": policy}}}}}})
+        };
+        for (document, field) in [
+            (
+                json!({"gateway": {"mode": "local", "tls": {"enabled": true, "certPath": "/secret/cert.pem"}}}),
+                "configuration.gateway.tls.enabled",
+            ),
+            (
+                codex(json!("untrusted")),
+                "configuration.plugins.entries.codex.config.appServer.approvalPolicy",
+            ),
+        ] {
+            let (code, message) = refusal(admit_with(document));
+            assert_eq!(code, "unsupported-gateway-setting");
+            assert!(message.starts_with(&format!("{field}: ")), "{message}");
+            assert!(!message.contains("/secret/cert.pem"), "{message}");
+        }
+        for document in [
+            json!({"gateway": {"mode": "local", "tls": {"enabled": false}}}),
+            json!({"gateway": {"mode": "local", "tls": {}}}),
+            codex(json!("on-request")),
+            codex(json!("never")),
+            json!({"gateway": {"mode": "local"}, "plugins": {"entries": {"other": {"config": {"appServer": {"approvalPolicy": "untrusted"}}}}}}),
+        ] {
+            admit_with(document.clone()).unwrap_or_else(|e| panic!("{document}: {e}"));
+        }
     }
 
     #[test]

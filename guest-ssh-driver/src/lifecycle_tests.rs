@@ -753,6 +753,39 @@ fn activation_refuses_what_admission_refuses_before_any_effect() {
     assert!(script.calls.is_empty());
 }
 
+/// Teardown never checks gateway settings: an older revision OCC would refuse
+/// today can still be deactivated, stopped and retired; prepare refuses it.
+#[test]
+fn teardown_is_exempt_from_the_gateway_settings_check() {
+    let mut revision = testing::revision();
+    revision.configuration = r#"{"gateway":{"mode":"local","tls":{"enabled":true}}}"#.into();
+    let b = testing::binding();
+    let mut script = Script::default();
+    with_driver(&mut script, |d| {
+        d.deactivate_revision(Some(&b), &revision)?;
+        d.stop_revision(Some(&b), &revision)?;
+        d.retire_revision(Some(&b), &revision)
+    })
+    .unwrap();
+    assert_eq!(
+        script.calls,
+        [
+            "exec stable deactivate",
+            "beforeWorkloadStop agent-1 rev-1",
+            "exec stable stop",
+            "beforeWorkloadStop agent-1 rev-1",
+            "exec stable retire"
+        ]
+    );
+    let mut script = Script::default();
+    let err = with_driver(&mut script, |d| {
+        d.prepare_revision(Some(&b), &revision, None)
+    })
+    .unwrap_err();
+    assert_eq!(err.code(), "unsupported-gateway-setting");
+    assert!(script.calls.is_empty(), "{:?}", script.calls);
+}
+
 #[test]
 fn stop_and_retire_run_the_stop_hook_first() {
     for op in ["stop", "retire"] {

@@ -67,11 +67,25 @@ export interface AgentRevision {
   readonly createdAt: string;
 }
 
+/** OCC's `packages/contracts/src/workspace-setup.ts`: private delivery state of Agent creation. */
+export type InitialWorkspaceFileName = "AGENTS.md" | "SOUL.md" | "IDENTITY.md" | "USER.md";
+export interface WorkspaceSetup {
+  readonly id: string;
+  readonly namespaceId: string;
+  readonly agentId: string;
+  /** SHA-256 of the stock documents the Console showed. */
+  readonly defaultsId?: string;
+  /** Well-formed Unicode without NUL, at most 16 KiB each; absent once completed. */
+  readonly files?: Partial<Record<InitialWorkspaceFileName, string>>;
+  readonly completed: boolean;
+}
+
 export interface ComputeRevisionContext {
   /** Refused by SSH Compute unless empty. */
   readonly secretEnvironment: readonly { readonly name: string; readonly [field: string]: unknown }[];
   readonly harnessAuth?: unknown;
-  readonly workspaceSetup?: unknown;
+  /** Delivered into the Agent's OpenClaw workspace by prepare and activate. */
+  readonly workspaceSetup?: Readonly<WorkspaceSetup>;
 }
 
 export type NamespaceLifecycleFailure = "retryable" | "permanent";
@@ -84,6 +98,7 @@ export interface NamespaceEnsureResult {
   readonly reason?: string;
 }
 
+/** OCC's shape exactly: no `reason`. */
 export interface NamespaceDeleteResult {
   readonly namespaceId: string;
   readonly namespaceDeleted: boolean;
@@ -150,6 +165,12 @@ export interface ComputeDriver {
   readonly id: string;
   readonly implementation: string;
   readonly capability: "compute";
+  /** OCC's worker passes `context.workspaceSetup` to prepare and activate. */
+  readonly supportsWorkspaceSetup: true;
+  /** Credentials live in the operator's `<agentDir>/env`; OCC admits SecretRefs naming them. */
+  readonly operatorProvisionedSecrets: true;
+  /** Throws (permanent) naming a native gateway setting SSH Compute cannot serve; teardown never calls it. */
+  validateGatewaySettings(configuration: Readonly<Record<string, unknown>>): void;
   setLifecycleDrivers(drivers: readonly LifecycleDriver[]): void;
   preflight(): Promise<void | ComputePreflightResult>;
   ensureNamespace(namespace: Namespace): Promise<NamespaceEnsureResult>;
@@ -183,6 +204,9 @@ export declare class DriverError extends Error {
 }
 
 export declare const configurationSchema: Readonly<Record<string, unknown>>;
+/** The settings `validateGatewaySettings` refuses: [path, refused value, why]. */
+export declare const REFUSED_GATEWAY_SETTINGS: readonly (readonly [readonly string[], unknown, string])[];
+export declare function validateGatewaySettings(configuration: Readonly<Record<string, unknown>>): void;
 export declare function validateConfiguration(configuration: unknown): void;
 export declare function createDriver(options: CreateDriverOptions): ComputeDriver;
 export declare const METHODS: readonly { readonly name: string; readonly params: string }[];

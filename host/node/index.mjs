@@ -19,9 +19,11 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { DriverError, RPC, spawnHost } from "./client.mjs";
+import { validateGatewaySettings } from "./gateway-settings.mjs";
 import { LifecycleDispatcher } from "./lifecycle.mjs";
 
 export { DriverError } from "./client.mjs";
+export { REFUSED_GATEWAY_SETTINGS, validateGatewaySettings } from "./gateway-settings.mjs";
 export { LifecycleDispatcher, validateLaunch } from "./lifecycle.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -160,6 +162,25 @@ function reason(error) {
   return text.replace(/[^A-Za-z0-9._:/@-]+/g, " ").trim().slice(0, 256).trim();
 }
 
+/**
+ * A workspace setup's strings must be well-formed Unicode, as OCC's contract
+ * requires: a lone surrogate cannot cross to the host as JSON at all.
+ */
+function checkWellFormed(context) {
+  const setup = context?.workspaceSetup;
+  if (setup === null || typeof setup !== "object") return;
+  const strings = [["id", setup.id], ["namespaceId", setup.namespaceId], ["agentId", setup.agentId],
+    ...Object.entries(setup.files ?? {}).map(([name, text]) => [`files.${name}`, text])];
+  for (const [field, value] of strings) {
+    if (typeof value === "string" && !value.isWellFormed()) {
+      throw new DriverError(`context.workspaceSetup.${field}: must be well-formed Unicode`, {
+        failure: "permanent",
+        code: "invalid-params",
+      });
+    }
+  }
+}
+
 function notSelected(phase) {
   const error = new Error(`no ${phase} hook is selected`);
   error.rpcCode = RPC.METHOD_NOT_FOUND;
@@ -264,7 +285,9 @@ export function createDriver({ id, implementation, configuration, getOperationAb
       }
       return result;
     } catch (error) {
-      return { namespaceId: namespace?.id, [flag]: false, failure: error.failure ?? "retryable", reason: reason(error) };
+      const failed = { namespaceId: namespace?.id, [flag]: false, failure: error.failure ?? "retryable" };
+      // OCC's NamespaceDeleteResult has no `reason`; its NamespaceEnsureResult may.
+      return method === "deleteNamespace" ? failed : { ...failed, reason: reason(error) };
     }
   };
 
@@ -272,6 +295,14 @@ export function createDriver({ id, implementation, configuration, getOperationAb
     id,
     implementation,
     capability: "compute",
+    /** OCC's worker delivers `context.workspaceSetup` (the Console's documents) to this driver. */
+    supportsWorkspaceSetup: true,
+    /**
+     * Credentials come from the operator's `<agentDir>/env` file, never from OCC
+     * Secrets: OCC admits channel SecretRefs that name them.
+     */
+    operatorProvisionedSecrets: true,
+    validateGatewaySettings,
     setLifecycleDrivers(drivers) {
       if (started) throw new Error("Compute lifecycle Drivers cannot change after lifecycle operations begin.");
       dispatcher = new LifecycleDispatcher(drivers);
@@ -293,8 +324,12 @@ export function createDriver({ id, implementation, configuration, getOperationAb
       const result = runOnce(s, ["call", "validateHarnessAuth", "--installation", path, "--json", "--params", params]);
       if (result.status !== 0) throw cliError(result);
     },
-    prepareRevision: (revision, context) => invoke("prepareRevision", { revision, ...(context ? { context } : {}) }),
+    async prepareRevision(revision, context) {
+      checkWellFormed(context);
+      return invoke("prepareRevision", { revision, ...(context ? { context } : {}) });
+    },
     async activateRevision(revision, context) {
+      checkWellFormed(context);
       await invoke("activateRevision", { revision, ...(context ? { context } : {}) });
     },
     async deactivateRevision(revision) {

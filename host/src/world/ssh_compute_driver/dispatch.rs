@@ -327,8 +327,8 @@ impl MethodCall<'_> {
 /// The shape a controller sees for a finished call: namespace methods report
 /// failure inside their result, exactly as OCC's `NamespaceEnsureResult` and
 /// `NamespaceDeleteResult` do: `{namespaceId, namespaceReady: false, failure,
-/// reason}` (`namespaceDeleted` for deletion), the operator's text bounded in
-/// `reason`. The others return their result or the error, whose JSON-RPC
+/// reason}`, the operator's text bounded in `reason`, and `{namespaceId,
+/// namespaceDeleted: false, failure}` (OCC's deletion result has no `reason`). The others return their result or the error, whose JSON-RPC
 /// `data` carries `failure`, `code` and `host`.
 pub fn present(
     method: Method,
@@ -345,6 +345,13 @@ pub fn present(
         _ => return result,
     };
     match result {
+        // OCC's NamespaceDeleteResult has no `reason` (the audit log and the
+        // host's log keep the whole failure).
+        Err(e) if method == Method::DeleteNamespace => Ok(json!({
+            "namespaceId": namespace_id,
+            flag: false,
+            "failure": e.failure,
+        })),
         Err(e) => Ok(json!({
             "namespaceId": namespace_id,
             flag: false,
@@ -403,7 +410,7 @@ mod tests {
         let v = present(Method::DeleteNamespace, &params, Err(e.clone())).unwrap();
         assert_eq!(
             v.as_object().unwrap().keys().collect::<Vec<_>>(),
-            ["failure", "namespaceDeleted", "namespaceId", "reason"]
+            ["failure", "namespaceDeleted", "namespaceId"]
         );
         assert_eq!(v["namespaceDeleted"], json!(false));
         let ok = json!({"namespaceId": "ns-1", "namespaceReady": true});
