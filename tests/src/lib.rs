@@ -226,6 +226,17 @@ pub mod rig {
             String::from_utf8_lossy(&out.stdout).trim().to_string()
         }
 
+        /// Start `script` on `host` as root, its output piped: a process that
+        /// runs beside the calls a test makes.
+        pub fn spawn(&self, host: &Host, script: &str) -> std::process::Child {
+            self.ssh(host, script)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run ssh")
+        }
+
         fn ssh(&self, host: &Host, script: &str) -> Command {
             let mut command = Command::new("ssh");
             command
@@ -261,6 +272,127 @@ pub mod rig {
                 String::from_utf8_lossy(&out.stderr)
             );
             String::from_utf8_lossy(&out.stdout).trim().to_string()
+        }
+    }
+}
+
+/// What another account on a host sees of everyone's processes: a watcher that
+/// polls `/proc/*/cmdline` and `/proc/*/environ` as that account, as a
+/// model-chosen command of an Agent could, and whether what it saw reveals a
+/// secret (as it is, or inside any base64 run).
+pub mod watch {
+    use super::rig::{Host, Rig};
+
+    /// The watcher, run as `python3 -c WATCHER <stop file>`: it polls until the
+    /// stop file exists (or ten minutes pass), then prints every distinct
+    /// argument vector and environment it could read, as a JSON list.
+    const WATCHER: &str = r#"
+import json, os, sys, time
+stop, me, seen = sys.argv[1], os.getpid(), set()
+deadline = time.time() + 600
+while not os.path.exists(stop) and time.time() < deadline:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        for name in ("cmdline", "environ"):
+            try:
+                with open("/proc/%s/%s" % (pid, name), "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            if data:
+                seen.add(data)
+print(json.dumps(sorted(d.replace(b"\0", b" ").decode("utf-8", "replace") for d in seen)))
+"#;
+
+    /// A watcher running on a host as one account.
+    pub struct Watcher<'a> {
+        rig: &'a Rig,
+        host: &'a Host,
+        stop: String,
+        child: std::process::Child,
+    }
+
+    /// Start watching `host`'s processes as `account`.
+    pub fn start<'a>(rig: &'a Rig, host: &'a Host, account: &str) -> Watcher<'a> {
+        let stop = format!("/run/occ-watch-stop-{}", std::process::id());
+        rig.sh_ok(host, &format!("rm -f {stop}"));
+        let quoted = WATCHER.replace('\'', "'\"'\"'");
+        let child = rig.spawn(
+            host,
+            &format!("exec runuser -u {account} -- python3 -c '{quoted}' {stop}"),
+        );
+        // Give it its first pass before anything is called.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        Watcher {
+            rig,
+            host,
+            stop,
+            child,
+        }
+    }
+
+    impl Watcher<'_> {
+        /// Stop watching: every distinct command line and environment seen.
+        pub fn finish(self) -> Vec<String> {
+            self.rig.sh_ok(self.host, &format!("touch {}", self.stop));
+            let out = self.child.wait_with_output().expect("the watcher");
+            self.rig.sh_ok(self.host, &format!("rm -f {}", self.stop));
+            assert!(
+                out.status.success(),
+                "the watcher failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice(&out.stdout).expect("the watcher's JSON list")
+        }
+    }
+
+    /// The first text of `seen` that holds `secret`, as it is or in the bytes
+    /// any run of base64 characters in it decodes to (at every alignment).
+    pub fn reveals<'s>(seen: &'s [String], secret: &str) -> Option<&'s str> {
+        use base64::Engine as _;
+        let engine = &base64::engine::general_purpose::STANDARD_NO_PAD;
+        let decoded_holds = |run: &str| {
+            (0..4).any(|skip| {
+                let part: String = run.chars().skip(skip).collect();
+                let part = &part[..part.len() - part.len() % 4];
+                engine
+                    .decode(part.trim_end_matches('='))
+                    .is_ok_and(|bytes| String::from_utf8_lossy(&bytes).contains(secret))
+            })
+        };
+        seen.iter().map(String::as_str).find(|text| {
+            text.contains(secret)
+                || text
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=')))
+                    .filter(|run| run.len() >= 16)
+                    .any(decoded_holds)
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::reveals;
+        use base64::Engine as _;
+
+        #[test]
+        fn a_secret_is_found_as_it_is_and_inside_base64() {
+            let secret = "wsetup-secret-91f2";
+            let doc = format!("{{\"note\":\"{secret}\",\"x\":1}}");
+            let b64 = base64::engine::general_purpose::STANDARD.encode(&doc);
+            for text in [
+                format!("node - {b64} tail"),
+                format!("prefix{secret}suffix"),
+            ] {
+                assert!(reveals(&[text.clone()], secret).is_some(), "{text}");
+            }
+            assert!(
+                reveals(
+                    &["node -e loader".into(), b64.replace('A', "B")],
+                    "nothing-here"
+                )
+                .is_none()
+            );
         }
     }
 }

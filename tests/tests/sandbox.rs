@@ -1672,3 +1672,65 @@ fn without_the_worker_each_operation_runs_on_its_own() {
     assert_eq!(fx.worker_processes(), Vec::<(u32, u32)>::new());
     assert!(s.close().success());
 }
+
+/// Nothing of a scope where another account on the target can read it: while
+/// the backend seeds a workspace, writes, reads, lists and stats a file, a
+/// watcher running as another account polls every process's command line and
+/// environment on the target and finds neither the file's path nor its
+/// content. (A command the caller asks `exec` to run is the caller's own
+/// process and is not part of this.)
+#[test]
+#[ignore]
+fn another_account_on_the_target_reads_nothing_of_a_scopes_files() {
+    let fx = Fixture::new(0);
+    let watcher_user = "occ-sbx-watcher";
+    fx.sh(&format!(
+        "id {watcher_user} >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin {watcher_user}"
+    ));
+    let tag = std::process::id();
+    let path = format!("notes/plan-path-secret-{tag}.md");
+    let content = format!("content-secret-{tag}\n");
+    let watcher = occ_e2e::watch::start(&fx.rig, &fx.host, watcher_user);
+    let mut s = fx.serve();
+    s.call("ensureRuntime", fx.p(json!({}))).ok();
+    s.call("mkdirp", fx.p(json!({"filePath": "notes"}))).ok();
+    s.call(
+        "writeFile",
+        fx.p(json!({"filePath": path, "text": content})),
+    )
+    .ok();
+    let read = s.call("readFile", fx.p(json!({"filePath": path}))).ok();
+    s.call("stat", fx.p(json!({"filePath": path}))).ok();
+    s.call("readDirectory", fx.p(json!({"filePath": "notes"})))
+        .ok();
+    s.call(
+        "rename",
+        fx.p(json!({"from": path, "to": format!("{path}.old")})),
+    )
+    .ok();
+    s.close();
+    let seen = watcher.finish();
+    assert!(
+        read.to_string().contains(&format!("content-secret-{tag}"))
+            || read.to_string().contains("Y29udGVudC1zZWNyZXQt"),
+        "the read returned the file: {read}"
+    );
+    // It was watching: it saw the workspace script run.
+    assert!(
+        seen.iter()
+            .any(|s| s.contains("occ sandbox: every change the backend makes")),
+        "the watcher saw no workspace script: {} texts",
+        seen.len()
+    );
+    for secret in [
+        format!("plan-path-secret-{tag}"),
+        format!("content-secret-{tag}"),
+    ] {
+        if let Some(text) = occ_e2e::watch::reveals(&seen, &secret) {
+            panic!(
+                "{secret} was readable by another account in: {}",
+                &text[..text.len().min(400)]
+            );
+        }
+    }
+}
