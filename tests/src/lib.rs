@@ -384,7 +384,10 @@ print(json.dumps(sorted(d.replace(b"\0", b" ").decode("utf-8", "replace") for d 
                 format!("node - {b64} tail"),
                 format!("prefix{secret}suffix"),
             ] {
-                assert!(reveals(&[text.clone()], secret).is_some(), "{text}");
+                assert!(
+                    reveals(std::slice::from_ref(&text), secret).is_some(),
+                    "{text}"
+                );
             }
             assert!(
                 reveals(
