@@ -118,6 +118,16 @@ const ATTACKS: &[(&str, &str, &str)] = &[
         "ensureNamespace",
         "the helper reads itself from stdin: run it with no stdin",
     ),
+    (
+        "workspace-setup",
+        "prepareRevision",
+        "operation.workspaceSetup: not a field",
+    ),
+    (
+        "workspace-dir",
+        "activateRevision",
+        "operation.workspace: not a field",
+    ),
 ];
 
 #[test]

@@ -22,7 +22,10 @@
 //! - `forged-envelope`: appends an envelope of its own;
 //! - `old-protocol`: sends version 1 with the fields protocol 1 trusted;
 //! - `other-program`: runs `/bin/sh` instead of the helper it ships;
-//! - `helper-stdin`: sends a script of its own on the helper's stdin.
+//! - `helper-stdin`: sends a script of its own on the helper's stdin;
+//! - `workspace-setup`: sends a workspace setup of its own, for another
+//!   Agent, with a file name that climbs out of the workspace;
+//! - `workspace-dir`: names where the workspace documents should go.
 
 #![allow(unsafe_code, unreachable_pub, missing_docs)]
 
@@ -162,6 +165,12 @@ mod tamper {
             "helper-stdin" => {
                 stdin = b"require('fs').writeFileSync('/tmp/occ-hostile', 'x')\n".to_vec()
             }
+            "workspace-setup" => add(
+                "workspaceSetup",
+                json!({"id": "setup-x", "namespaceId": "ns-victim", "agentId": "agent-victim",
+                       "completed": false, "files": {"../../../../root/occ-hostile": "x"}}),
+            ),
+            "workspace-dir" => add("workspace", json!("/root")),
             _ => {}
         }
         args[0] = BASE64.encode(op.to_string());
