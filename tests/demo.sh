@@ -130,7 +130,13 @@ cat >"$DEMO/revision.json" <<JSON
     "harnessAuth": {"method": "runtime"},
     "servicePrincipalId": "sp-demo", "createdAt": "$NOW"
   },
-  "context": {"harnessAuth": {"method": "runtime"}, "secretEnvironment": []}
+  "context": {"harnessAuth": {"method": "runtime"}, "secretEnvironment": [],
+              "workspaceSetup": {"id": "setup-agent-demo", "namespaceId": "$NS_ID", "agentId": "$AGENT_ID",
+                                 "completed": false, "files": {
+    "AGENTS.md": "# AGENTS.md\n\nThis Agent was created from OCC's Console and deployed by occ-driver-host.\nKeep notes in this workspace.\n",
+    "SOUL.md": "# SOUL.md\n\nCalm, exact and brief.\n",
+    "IDENTITY.md": "# IDENTITY.md\n\n- **Name:** Demo\n- **Emoji:** (none)\n",
+    "USER.md": "# USER.md\n\n<!-- observed: 2026-12-04 | status: active -->\n\n- Prefer short answers.\n"}}}
 }
 JSON
 call() { "$HOST_BIN" call "$1" --installation "$DEMO/installation.yaml" --params "$2"; }
@@ -141,7 +147,7 @@ say "preflight: SSH, systemd, flock, account tools, Node and OpenClaw on the hos
 call preflight '{}'
 say "ensureNamespace demo"
 call ensureNamespace "{\"namespace\": $NAMESPACE}"
-say "prepareRevision: account, port, immutable snapshot"
+say "prepareRevision: account, port, immutable snapshot, and the Console's four workspace documents"
 call prepareRevision "@$DEMO/revision.json"
 
 AGENT_HASH=$(printf %s "$AGENT_ID" | sha256sum | cut -c1-12)
@@ -163,6 +169,14 @@ say "the gateway, serving: GET http://127.0.0.1:$PORT/readyz on $HOST_NAME"
 ssh_host "curl -sS -w '\\nHTTP %{http_code}\\n' http://127.0.0.1:$PORT/readyz"
 say "systemctl status $UNIT"
 ssh_host systemctl status --no-pager --lines=5 "$UNIT" || true
+
+ACCOUNT="openclaw-$(printf %s "$NS_ID:$AGENT_ID" | sha256sum | cut -c1-12)"
+say "the Console's workspace documents, as the Agent's own account ($ACCOUNT) reads them"
+# Delivered by the approved helper's setup program, run as the Agent's account with
+# the documents on its stdin; the unit's ExecStartPre checks the setup before each start.
+ssh_host "cd $AGENT_DIR/state/workspace && ls -l AGENTS.md SOUL.md IDENTITY.md USER.md && \
+  for f in AGENTS.md SOUL.md IDENTITY.md USER.md; do echo \"--- \$f\"; runuser -u $ACCOUNT -- cat \$f; done; \
+  echo '--- workspace-setup.json'; cat $AGENT_DIR/workspace-setup.json; echo; grep ExecStartPre /etc/systemd/system/$UNIT"
 
 say "an Agent turn through the gateway: openclaw agent --message ... against ws://127.0.0.1:$PORT"
 # The real OpenClaw CLI on the host, authenticated with the Agent's managed
