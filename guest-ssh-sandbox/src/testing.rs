@@ -1,8 +1,10 @@
 //! A local target for the native tests: the real remote scripts, run by the
 //! local `python3` and `/bin/sh` against a temporary directory, with the
-//! envelope the host would write inserted before their arguments, and the
-//! local `tar` standing in for the host's archive stream. Nothing is
-//! simulated but the SSH hop and the host's own checks.
+//! envelope the host would write inserted before their arguments, sent as the
+//! host sends them (a Python script's arguments in the first frame on its
+//! stdin, the preflight script's in argv), and the local `tar` standing in
+//! for the host's archive stream. Nothing is simulated but the SSH hop and
+//! the host's own checks.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -106,16 +108,26 @@ impl LocalTarget {
         {
             hook();
         }
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..4])
-            .arg(&self.envelope)
-            .args(&argv[4..])
+        let mut args = vec![self.envelope.clone()];
+        args.extend(argv[4..].iter().cloned());
+        let framed = argv[0] == "python3";
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..4]);
+        if !framed {
+            command.args(&args);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| ExecError::Io(e.to_string()))?;
         let mut input = child.stdin.take().unwrap();
+        if framed {
+            let body = serde_json::json!({ "args": args }).to_string();
+            let _ = input.write_all(&(body.len() as u32).to_be_bytes());
+            let _ = input.write_all(body.as_bytes());
+        }
         stdin(&mut input);
         drop(input);
         let out = child
