@@ -23,25 +23,7 @@ const UNIT_DIR = "/etc/systemd/system";
 const sha = (s) => createHash("sha256").update(s).digest("hex");
 const hash12 = (s) => sha(s).slice(0, 12);
 
-const rig = process.env.OCC_RIG_IDENTITY
-  ? {
-      identity: process.env.OCC_RIG_IDENTITY,
-      knownHosts: process.env.OCC_RIG_KNOWN_HOSTS,
-      node: process.env.OCC_RIG_NODE,
-      openclaw: process.env.OCC_RIG_OPENCLAW,
-      hosts: JSON.parse(readFileSync(process.env.OCC_RIG_HOSTS_JSON, "utf8")),
-    }
-  : null;
-
-function onHost(host, script) {
-  return execFileSync(
-    "ssh",
-    ["-F", "none", "-i", rig.identity, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-      "-o", `UserKnownHostsFile=${rig.knownHosts}`, "-o", "LogLevel=ERROR", "-p", String(host.port ?? 22),
-      `root@${host.address}`, script],
-    { encoding: "utf8" },
-  ).trim();
-}
+const { rig, onHost } = occ;
 
 /** Everything the driver may change on a host: its tree, its units, its accounts. */
 const listing = (host) =>

@@ -22,25 +22,8 @@ import test from "node:test";
 
 import * as occ from "./occ.mjs";
 
-const rig = process.env.OCC_RIG_IDENTITY
-  ? {
-      identity: process.env.OCC_RIG_IDENTITY,
-      knownHosts: process.env.OCC_RIG_KNOWN_HOSTS,
-      node: process.env.OCC_RIG_NODE,
-      openclaw: process.env.OCC_RIG_OPENCLAW,
-      hosts: JSON.parse(readFileSync(process.env.OCC_RIG_HOSTS_JSON, "utf8")),
-    }
-  : null;
+const { rig, onHost } = occ;
 const hash12 = (s) => createHash("sha256").update(s).digest("hex").slice(0, 12);
-
-function onHost(host, script) {
-  return execFileSync(
-    "ssh",
-    ["-F", "none", "-i", rig.identity, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-      "-o", `UserKnownHostsFile=${rig.knownHosts}`, "-o", "LogLevel=ERROR", `root@${host.address}`, script],
-    { encoding: "utf8" },
-  ).trim();
-}
 
 // The Console's create form pre-fills these four.
 const FILES = {

@@ -2,7 +2,9 @@
 // (openclaw/openclaw-enterprise packages/contracts/src/index.ts): every field a
 // controller sends, under OCC's names, and nothing of our own.
 
+import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -64,4 +66,26 @@ export function revision(a, number, extra = {}) {
 /** `ComputeRevisionContext` as the worker builds it for an SSH revision. */
 export function context(extra = {}) {
   return { harnessAuth: { method: "runtime" }, secretEnvironment: [], ...extra };
+}
+
+/** The disposable test hosts tests/run.sh brings up and exports as OCC_RIG_*, or null. */
+export const rig = process.env.OCC_RIG_IDENTITY
+  ? {
+      identity: process.env.OCC_RIG_IDENTITY,
+      knownHosts: process.env.OCC_RIG_KNOWN_HOSTS,
+      node: process.env.OCC_RIG_NODE,
+      openclaw: process.env.OCC_RIG_OPENCLAW,
+      hosts: JSON.parse(readFileSync(process.env.OCC_RIG_HOSTS_JSON, "utf8")),
+    }
+  : null;
+
+/** Run `script` on a rig host as root, as an operator would look; its trimmed stdout. */
+export function onHost(host, script) {
+  return execFileSync(
+    "ssh",
+    ["-F", "none", "-i", rig.identity, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+      "-o", `UserKnownHostsFile=${rig.knownHosts}`, "-o", "LogLevel=ERROR", "-p", String(host.port ?? 22),
+      `root@${host.address}`, script],
+    { encoding: "utf8" },
+  ).trim();
 }
