@@ -302,7 +302,7 @@ fn the_workspace_script_acts_only_on_what_the_envelope_grants() {
     ];
     // Each case run as a one-shot run and as a request to a worker serving
     // this runtime: the same refusal, and nothing changed.
-    let mut worker = Worker::start(&t.root(), RUNTIME);
+    let mut worker = Worker::start(&t.root());
     for (what, envelope, args, code) in cases {
         let (status, line) = refusal("workspace", envelope, args);
         assert_eq!(status, Some(1), "{what}: {line}");
@@ -520,19 +520,41 @@ fn read_refuses_a_fifo_and_a_device_without_opening_them() {
     }
 }
 
-/// The workspace script serving one runtime (`--serve`), spoken to as the
-/// host speaks to it: 4-byte big-endian lengths, JSON headers, data.
+/// The workspace script serving a target's root (`--serve`), spoken to as
+/// the host speaks to it: 4-byte big-endian lengths, JSON headers, data,
+/// each request with an id of its own.
 struct Worker {
     child: std::process::Child,
     stdin: Option<std::process::ChildStdin>,
     stdout: Option<std::process::ChildStdout>,
     /// The serving process, as its hello names it.
     pid: u32,
+    next: u64,
+}
+
+/// One frame: the length of `header`, `header`, then `data`.
+fn frame(header: serde_json::Value, data: &[u8]) -> Vec<u8> {
+    let header = header.to_string();
+    let mut frame = (header.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(header.as_bytes());
+    frame.extend_from_slice(data);
+    frame
+}
+
+/// What a command sent back through the worker.
+#[derive(Debug, Default)]
+struct Ran {
+    out: Vec<u8>,
+    err: Vec<u8>,
+    exit: Option<i64>,
+    signal: Option<i64>,
 }
 
 impl Worker {
-    fn start(root: &str, runtime: &str) -> Worker {
+    /// Started for `root`, with the exec script to run commands with.
+    fn start(root: &str) -> Worker {
         let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
+        let exec = std::fs::read_to_string(scripts().join("exec.py")).unwrap();
         let mut child = Command::new("python3")
             .arg("-c")
             .arg(text)
@@ -545,18 +567,21 @@ impl Worker {
         let mut stdin = child.stdin.take();
         {
             use std::io::Write;
-            let frame = args_frame(&["--serve", root, runtime]);
-            stdin.as_mut().unwrap().write_all(&frame).unwrap();
+            let mut start = args_frame(&["--serve", root]);
+            start.extend(frame(serde_json::json!({ "exec": exec }), b""));
+            stdin.as_mut().unwrap().write_all(&start).unwrap();
         }
         let mut stdout = child.stdout.take();
         let hello = read_header(stdout.as_mut().unwrap()).expect("a hello");
-        assert_eq!(hello["serving"], 1, "{hello}");
+        assert_eq!(hello["serving"], 2, "{hello}");
+        assert_eq!(hello["exec"], true, "{hello}");
         let pid = hello["pid"].as_u64().expect("the serving pid") as u32;
         Worker {
             child,
             stdin,
             stdout,
             pid,
+            next: 1,
         }
     }
 
@@ -568,25 +593,76 @@ impl Worker {
         stdin.flush().unwrap();
     }
 
-    /// One request: (status, stdout, stderr).
-    fn call(&mut self, args: &[&str], data: &[u8]) -> (i64, Vec<u8>, String) {
+    /// Send one request; its id.
+    fn request(&mut self, args: &[&str], data: &[u8]) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.send(&frame(
+            serde_json::json!({"id": id, "args": args, "stdin": data.len()}),
+            data,
+        ));
+        id
+    }
+
+    /// The next frame: its header and data.
+    fn next_frame(&mut self) -> (serde_json::Value, Vec<u8>) {
         use std::io::Read;
-        let header = serde_json::json!({"args": args, "stdin": data.len()}).to_string();
-        let mut frame = (header.len() as u32).to_be_bytes().to_vec();
-        frame.extend_from_slice(header.as_bytes());
-        frame.extend_from_slice(data);
-        self.send(&frame);
         let stdout = self.stdout.as_mut().unwrap();
-        let answer = read_header(stdout).expect("an answer");
-        let mut out = vec![0u8; answer["stdout"].as_u64().unwrap() as usize];
-        let mut err = vec![0u8; answer["stderr"].as_u64().unwrap() as usize];
-        stdout.read_exact(&mut out).unwrap();
-        stdout.read_exact(&mut err).unwrap();
+        let header = read_header(stdout).expect("a frame");
+        let len = ["stdout", "stderr", "out", "err"]
+            .iter()
+            .filter_map(|k| header[*k].as_u64())
+            .sum::<u64>();
+        let mut data = vec![0u8; len as usize];
+        stdout.read_exact(&mut data).unwrap();
+        (header, data)
+    }
+
+    /// One request, answered: (status, stdout, stderr).
+    fn call(&mut self, args: &[&str], data: &[u8]) -> (i64, Vec<u8>, String) {
+        let id = self.request(args, data);
+        let (answer, bytes) = self.next_frame();
+        assert_eq!(answer["id"], id, "{answer}");
+        let n = answer["stdout"].as_u64().unwrap() as usize;
         (
             answer["status"].as_i64().unwrap(),
-            out,
-            String::from_utf8(err).unwrap(),
+            bytes[..n].to_vec(),
+            String::from_utf8(bytes[n..].to_vec()).unwrap(),
         )
+    }
+
+    /// Start a command (the exec script's arguments, its header and input);
+    /// its id.
+    fn command(&mut self, args: &[&str], stdin: &[u8]) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.send(&frame(
+            serde_json::json!({"id": id, "exec": args, "stdin": stdin.len()}),
+            stdin,
+        ));
+        id
+    }
+
+    /// Everything command `id` sends until it exits (frames of others are
+    /// collected into `others`).
+    fn finish(&mut self, id: u64, others: &mut Vec<serde_json::Value>) -> Ran {
+        let mut c = Ran::default();
+        loop {
+            let (h, data) = self.next_frame();
+            if h["id"] != id {
+                others.push(h);
+                continue;
+            }
+            if h.get("out").is_some() {
+                c.out.extend(data);
+            } else if h.get("err").is_some() {
+                c.err.extend(data);
+            } else if h.get("exit").is_some() {
+                c.exit = h["exit"].as_i64();
+                c.signal = h["signal"].as_i64();
+                return c;
+            }
+        }
     }
 
     /// Close its stdin: both processes exit, the serving one at once.
@@ -646,7 +722,7 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
     let t = Target::new();
     let write = t.envelope("writeFile", true).to_json();
     let read = t.envelope("readFile", true).to_json();
-    let mut worker = Worker::start(&t.root(), RUNTIME);
+    let mut worker = Worker::start(&t.root());
     let pid = worker.pid;
     // Requests one after another, in one process: a write, then a read of it.
     for round in 0..3 {
@@ -669,13 +745,38 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
         assert_eq!(one_shot.stdout, text.as_bytes());
     }
     assert_eq!(worker.pid, pid);
-    // Another scope's envelope is refused by this scope's worker, and the
-    // other runtime is untouched.
+    // Another scope of the same target and root: the same worker serves it,
+    // in its own runtime, and the first scope's files are untouched.
+    let other_runtime = "openclaw-ssh-other-00000000";
+    std::fs::create_dir_all(Path::new(&t.root()).join(other_runtime).join("workspace")).unwrap();
     let mut other = t.envelope("writeFile", true);
-    other.runtime_id = Some("openclaw-ssh-other-00000000".into());
-    other.ops.push("mkdirp");
+    other.runtime_id = Some(other_runtime.into());
+    let (status, _, err) = worker.call(
+        &[&other.to_json(), "write", "workspace", "notes/b.txt", "1"],
+        b"other scope\n",
+    );
+    assert_eq!((status, err.as_str()), (0, ""));
+    assert_eq!(
+        std::fs::read_to_string(
+            Path::new(&t.root())
+                .join(other_runtime)
+                .join("workspace/notes/b.txt")
+        )
+        .unwrap(),
+        "other scope\n"
+    );
+    assert!(
+        !Path::new(&t.root())
+            .join(RUNTIME)
+            .join("workspace/notes/b.txt")
+            .exists()
+    );
+    // Another root is refused, and nothing changes.
     let before = t.tree();
-    let (status, _, err) = worker.call(&[&other.to_json(), "mkdirp", "workspace", "x"], b"");
+    let mut root = t.envelope("writeFile", true);
+    root.workspace_root = "/tmp".into();
+    root.ops.push("mkdirp");
+    let (status, _, err) = worker.call(&[&root.to_json(), "mkdirp", "workspace", "x"], b"");
     assert_eq!(status, 1);
     assert_eq!(
         code_of(err.lines().last().unwrap()),
@@ -683,12 +784,86 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
         "{err}"
     );
     assert!(err.contains("this process serves"), "{err}");
-    let mut root = t.envelope("writeFile", true);
-    root.workspace_root = "/tmp".into();
-    root.ops.push("mkdirp");
-    let (_, _, err) = worker.call(&[&root.to_json(), "mkdirp", "workspace", "x"], b"");
-    assert!(err.contains("this process serves"), "{err}");
     assert_eq!(t.tree(), before);
+
+    // Requests side by side: a command that waits for its input does not
+    // hold up a read of another scope, whose answer comes first.
+    let exec = t.envelope("exec", true).to_json();
+    let header = format!(
+        r#"{{"command":"cat; echo done","env":{{}},"args":[],"nonce":"{}"}}"#,
+        "1".repeat(32)
+    );
+    let len = header.len().to_string();
+    let cmd = worker.command(
+        &[&exec, "exec", "workspace", "", "0", &len],
+        header.as_bytes(),
+    );
+    let (status, out, _) = worker.call(&[&read, "read", "workspace", "notes/a.txt", "100"], b"");
+    assert_eq!((status, out.as_slice()), (0, b"round 2\n".as_slice()));
+    worker.send(&frame(
+        serde_json::json!({"id": cmd, "input": 6}),
+        b"piped\n",
+    ));
+    worker.send(&frame(serde_json::json!({"id": cmd, "close": true}), b""));
+    let done = worker.finish(cmd, &mut Vec::new());
+    assert_eq!(
+        (done.out.as_slice(), done.exit),
+        (b"piped\ndone\n".as_slice(), Some(0))
+    );
+    // A command's exit status and streams, as a one-shot exec run gives them.
+    let header = format!(
+        r#"{{"command":"echo out; echo err >&2; exit 7","env":{{}},"args":[],"nonce":"{}"}}"#,
+        "2".repeat(32)
+    );
+    let len = header.len().to_string();
+    let cmd = worker.command(
+        &[&exec, "exec", "workspace", "", "0", &len],
+        header.as_bytes(),
+    );
+    worker.send(&frame(serde_json::json!({"id": cmd, "close": true}), b""));
+    let done = worker.finish(cmd, &mut Vec::new());
+    assert_eq!(
+        (done.out.as_slice(), done.err.as_slice(), done.exit),
+        (b"out\n".as_slice(), b"err\n".as_slice(), Some(7))
+    );
+    // Cancelled, as a closed channel: its process group is ended, and the
+    // worker serves on.
+    let marker = t.dir.path().join("still-running");
+    let header = format!(
+        r#"{{"command":"sleep 30; touch {}","env":{{}},"args":[],"nonce":"{}"}}"#,
+        marker.display(),
+        "3".repeat(32)
+    );
+    let len = header.len().to_string();
+    let cmd = worker.command(
+        &[&exec, "exec", "workspace", "", "0", &len],
+        header.as_bytes(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    worker.send(&frame(serde_json::json!({"id": cmd, "cancel": true}), b""));
+    let (status, _, _) = worker.call(&[&read, "read", "workspace", "notes/a.txt", "100"], b"");
+    assert_eq!(status, 0);
+    let sleeping = || {
+        Command::new("pgrep")
+            .args(["-f", "^sleep 30$"])
+            .output()
+            .unwrap()
+            .stdout
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !sleeping().is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(sleeping().is_empty(), "the cancelled command still runs");
+    assert!(!marker.exists());
+    // A ping is answered at once.
+    worker.send(&frame(serde_json::json!({"id": 999, "ping": true}), b""));
+    let (pong, _) = worker.next_frame();
+    assert_eq!(
+        (pong["id"].as_u64(), pong["pong"].as_bool()),
+        (Some(999), Some(true))
+    );
+
     // A frame over its bound ends the process; nothing was read past it.
     worker.send(&(2u32 << 20).to_be_bytes());
     assert_eq!(
@@ -698,16 +873,16 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
     );
     assert!(!alive(pid));
     // A header that is not a request does too.
-    let mut worker = Worker::start(&t.root(), RUNTIME);
+    let mut worker = Worker::start(&t.root());
     let junk = br#"{"argv": 1}"#;
-    let mut frame = (junk.len() as u32).to_be_bytes().to_vec();
-    frame.extend_from_slice(junk);
-    worker.send(&frame);
+    let mut junk_frame = (junk.len() as u32).to_be_bytes().to_vec();
+    junk_frame.extend_from_slice(junk);
+    worker.send(&junk_frame);
     assert_eq!(worker.exits_within(10), Some(0));
     assert!(!alive(worker.pid));
     // Stopped, and its reader gone (the host closed the session): the
     // watcher kills it.
-    let mut worker = Worker::start(&t.root(), RUNTIME);
+    let mut worker = Worker::start(&t.root());
     let pid = worker.pid;
     assert!(
         Command::new("kill")
@@ -719,10 +894,14 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
     drop(worker.stdout.take());
     assert_eq!(worker.exits_within(10), Some(0));
     assert!(!alive(pid), "the stopped worker {pid} outlived its session");
-    // Only a host-built start serves: a relative root, or a runtime id that
-    // is a path, is refused before anything runs.
+    // Only a host-built start serves: a relative root, or a start without
+    // the exec frame, is refused before anything runs.
     let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
-    for (root, runtime) in [("relative", RUNTIME), ("/tmp", "../x")] {
+    for (root, second) in [
+        ("relative", frame(serde_json::json!({"exec": null}), b"")),
+        ("/tmp", frame(serde_json::json!({"exec": 1}), b"")),
+        ("/tmp", Vec::new()),
+    ] {
         let mut child = Command::new("python3")
             .arg("-c")
             .arg(&text)
@@ -734,20 +913,15 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
             .unwrap();
         {
             use std::io::Write;
-            let frame = args_frame(&["--serve", root, runtime]);
-            child.stdin.take().unwrap().write_all(&frame).unwrap();
+            let mut start = args_frame(&["--serve", root]);
+            start.extend(second);
+            child.stdin.take().unwrap().write_all(&start).unwrap();
         }
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(1));
-        assert!(out.stdout.is_empty(), "no hello for {root} {runtime}");
+        assert!(out.stdout.is_empty(), "no hello for {root}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            matches!(
-                code_of(err.trim()).as_str(),
-                "invalid-operation" | "invalid-path"
-            ),
-            "{err}"
-        );
+        assert_eq!(code_of(err.trim()), "invalid-operation", "{err}");
     }
 }
 

@@ -106,9 +106,9 @@ HostKey /etc/ssh/ssh_host_ed25519_key
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 UseDNS no
-MaxSessions 64
-MaxStartups 64:30:128
 CONF
+  # MaxSessions (10) and MaxStartups (10:30:100) stay as Debian ships them:
+  # what a real target runs, and what the host's session budget is for.
   for unit in "${MASK[@]}"; do ln -sfn /dev/null "$root/etc/systemd/system/$unit"; done
   mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
   ln -sfn /lib/systemd/system/ssh.service "$root/etc/systemd/system/multi-user.target.wants/ssh.service"

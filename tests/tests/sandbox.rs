@@ -1481,18 +1481,16 @@ impl Fixture {
         self
     }
 
-    /// The processes of this fixture's workspace workers on the target, as
-    /// (pid, parent pid): each worker is a watcher and the process that
-    /// serves, its child. Matched by the workspace root in their argument
-    /// vector (`workspace --serve <root> <runtime id>`); the bracket keeps the
-    /// pattern from matching the shell that runs `pgrep`.
+    /// The workspace workers' processes on the target, as (pid, parent
+    /// pid): each worker is a watcher and the process that serves, its child
+    /// (and, while one runs, a process per request, a child of the server).
+    /// Matched by their argument vector, `python3 -c <the workspace script>
+    /// workspace`, which holds nothing else (the root comes on stdin); the
+    /// tests run one at a time, so the workers found are this fixture's.
     fn worker_processes(&self) -> Vec<(u32, u32)> {
-        let root = &self.remote_root;
-        let out = self.sh(&format!(
-            "for p in $(pgrep -f -- 'workspace --serve [{}]{} '); do echo \"$p $(ps -o ppid= -p $p)\"; done",
-            &root[..1],
-            &root[1..]
-        ));
+        let out = self.sh(
+            "python3 -c 'import os\nfor p in os.listdir(\"/proc\"):\n    if not p.isdigit(): continue\n    try:\n        a = open(\"/proc/%s/cmdline\" % p, \"rb\").read().split(b\"\\0\")[:-1]\n        st = open(\"/proc/%s/stat\" % p).read()\n    except OSError: continue\n    if len(a) == 4 and a[1] == b\"-c\" and a[3] == b\"workspace\" and b\"occ sandbox: every change\" in a[2]:\n        print(p, st.rsplit(\")\", 1)[1].split()[1])'",
+        );
         out.lines()
             .filter_map(|l| {
                 let mut it = l.split_whitespace().map(|n| n.parse().ok());
@@ -1502,20 +1500,26 @@ impl Fixture {
     }
 
     /// The serving process of the one worker running now (the child of its
-    /// watcher), and both pids.
+    /// watcher), and both pids; a request's or a command's process (the
+    /// server's child) is not counted.
     fn one_worker(&self) -> (u32, Vec<u32>) {
         let procs = self.worker_processes();
+        let watchers: Vec<u32> = procs
+            .iter()
+            .filter(|(_, parent)| !procs.iter().any(|(p, _)| p == parent))
+            .map(|(p, _)| *p)
+            .collect();
         assert_eq!(
-            procs.len(),
-            2,
+            watchers.len(),
+            1,
             "one worker: a watcher and its server: {procs:?}"
         );
         let server = procs
             .iter()
-            .find(|(_, parent)| procs.iter().any(|(p, _)| p == parent))
+            .find(|(_, parent)| *parent == watchers[0])
             .expect("the server is the watcher's child")
             .0;
-        (server, procs.iter().map(|(p, _)| *p).collect())
+        (server, vec![watchers[0], server])
     }
 
     /// Wait up to `seconds` for none of `pids` to be running on the target.
@@ -1733,4 +1737,170 @@ fn another_account_on_the_target_reads_nothing_of_a_scopes_files() {
             );
         }
     }
+}
+
+/// The params of `params` in scope number `n` of this fixture's workspace:
+/// another session, so another remote runtime on the same target.
+fn in_scope(fx: &Fixture, n: usize, params: Value) -> Value {
+    let mut p = params;
+    p["scope"] = json!({"workspaceDir": fx.workspace, "sessionKey": format!("{}-{n}", fx.session)});
+    p
+}
+
+/// The audit records of `path`.
+fn audit_records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Sixty-four scopes at once through one host process, on a target whose sshd
+/// keeps Debian's limits (`MaxSessions 10`): every first use seeds, every
+/// write reads back, every command returns its own bytes, and none of it
+/// meets a refused session. One worker serves every scope, commands
+/// included; the channel budget keeps the master's sessions below the
+/// target's limit.
+#[test]
+#[ignore]
+fn sixty_four_scopes_share_one_worker_within_the_targets_session_limit() {
+    let fx = Fixture::new(0);
+    if occ_e2e::sandbox::workspace_worker() {
+        assert_eq!(
+            fx.worker_processes(),
+            Vec::<(u32, u32)>::new(),
+            "a worker was left by another test"
+        );
+    }
+    assert!(
+        fx.sh("sshd -T 2>/dev/null | grep -i '^maxsessions'")
+            .eq_ignore_ascii_case("maxsessions 10"),
+        "the target keeps sshd's shipped MaxSessions"
+    );
+    let audit = fx.dir.path().join("audit.jsonl");
+    let mut s = Serve::start(&fx.installation, &["--audit-log", audit.to_str().unwrap()]);
+    const SCOPES: usize = 64;
+    let mut writes = Vec::new();
+    for n in 0..SCOPES {
+        let text = format!("scope {n} says hello\n");
+        writes.push(s.send(
+            "writeFile",
+            in_scope(
+                &fx,
+                n,
+                json!({"filePath": format!("notes/{n}.txt"), "text": text}),
+            ),
+        ));
+    }
+    for id in writes {
+        s.wait(id).ok();
+    }
+    let mut reads = Vec::new();
+    let mut execs = Vec::new();
+    for n in 0..SCOPES {
+        reads.push(s.send(
+            "readFile",
+            in_scope(&fx, n, json!({"filePath": format!("notes/{n}.txt")})),
+        ));
+        execs.push(s.send(
+            "exec",
+            in_scope(&fx, n, json!({"command": format!("cat notes/{n}.txt; echo from $(basename $(dirname $(pwd)))")})),
+        ));
+    }
+    let mut runtimes = std::collections::BTreeSet::new();
+    for (n, (read, exec)) in reads.into_iter().zip(execs).enumerate() {
+        let r = s.wait(read).ok();
+        assert_eq!(
+            String::from_utf8(base64_decode(r["data"].as_str().unwrap())).unwrap(),
+            format!("scope {n} says hello\n")
+        );
+        let r = s.wait(exec);
+        let out = r.stream("stdout");
+        assert_eq!(r.ok()["exitCode"], 0);
+        let mut lines = out.lines();
+        assert_eq!(
+            lines.next(),
+            Some(format!("scope {n} says hello").as_str()),
+            "{out}"
+        );
+        runtimes.insert(lines.next().unwrap_or_default().to_string());
+    }
+    assert_eq!(
+        runtimes.len(),
+        SCOPES,
+        "each command ran in its own scope's runtime"
+    );
+    if occ_e2e::sandbox::workspace_worker() {
+        // One worker for the target and root, whichever scope asked first.
+        fx.one_worker();
+        let records = audit_records(&audit);
+        let served_commands = records
+            .iter()
+            .filter(|r| r["event"] == "begin" && r["worker"] == true && r["script"] == "exec")
+            .count();
+        assert_eq!(
+            served_commands, SCOPES,
+            "every command went through the worker"
+        );
+    }
+    let text = std::fs::read_to_string(&audit).unwrap();
+    assert!(!text.contains("refused by peer"), "a session was refused");
+    assert!(s.close().success());
+}
+
+/// Commands through the target's worker, as OpenClaw runs them: 10 MiB of
+/// output arrives whole and in order; a command that reads its stdin to the
+/// end gets all of it; a worker killed while a command runs fails that call
+/// (retryable, and never sent again: it may have run), ends the command's
+/// processes, and the next command gets a new worker.
+#[test]
+#[ignore]
+fn commands_run_through_the_worker_and_end_with_it() {
+    let fx = Fixture::new(0);
+    let mut s = fx.serve();
+    let r = s.call(
+        "exec",
+        fx.p(json!({"command": "head -c 10485760 /dev/zero | tr '\\0' a; echo; echo end"})),
+    );
+    let out = r.stream("stdout");
+    assert_eq!(r.ok()["exitCode"], 0);
+    assert_eq!(out.len(), 10 * 1024 * 1024 + 5, "all of it");
+    assert!(out.starts_with("aaaa") && out.ends_with("a\nend\n"));
+    let input = "line\n".repeat(200_000);
+    let r = s.call(
+        "exec",
+        fx.p(json!({"command": "wc -c", "stdinText": input})),
+    );
+    assert_eq!(r.stream("stdout").trim(), input.len().to_string());
+    if !occ_e2e::sandbox::workspace_worker() {
+        return;
+    }
+    // Killed mid-command.
+    let marker = unique("occ-worker-killed");
+    let id = s.send(
+        "exec",
+        fx.p(json!({"command": format!("echo started; sh -c 'sleep 604; : {marker}'")})),
+    );
+    assert_eq!(s.next_for(id)["method"], "$/output");
+    let (server, first) = fx.one_worker();
+    fx.sh(&format!("kill -KILL {server}"));
+    let r = s.wait(id);
+    let e = r.outcome.clone().expect_err("a command whose worker died");
+    assert_eq!(
+        e.pointer("/data/failure").and_then(Value::as_str),
+        Some("retryable"),
+        "{e}"
+    );
+    assert!(r.message().contains("may have run"), "{}", r.message());
+    fx.sh(&format!(
+        "timeout 20 sh -c 'while pgrep -f \"{}\" >/dev/null; do sleep 0.05; done'",
+        pattern(&marker)
+    ));
+    assert!(fx.gone(&first, 10), "the killed worker's watcher lives on");
+    let r = s.call("exec", fx.p(json!({"command": "echo again"})));
+    assert_eq!(r.stream("stdout"), "again\n");
+    let (_, second) = fx.one_worker();
+    assert!(second.iter().all(|p| !first.contains(p)));
+    assert!(s.close().success());
 }

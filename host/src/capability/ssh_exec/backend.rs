@@ -71,11 +71,20 @@ pub struct ExecRequest<'a> {
 pub struct Serve {
     /// The argument vector that starts the worker.
     pub start: Vec<String>,
+    /// What the worker reads on stdin after its start's own frame: the
+    /// host's frame of the programs it may run for a command.
+    pub start_input: Vec<u8>,
     /// The request: what a one-shot run gets after the script's name.
     pub request: Vec<String>,
+    /// A command (the exec script's run): its input and output stream, and
+    /// it is never sent twice. Otherwise a file operation, whole both ways.
+    pub command: bool,
+    /// Requests with the same key run in the order they came (one scope's
+    /// file operations); others run side by side.
+    pub order: Option<String>,
     /// It changes nothing, so it may be sent again after its worker failed.
     pub idempotent: bool,
-    /// The longest one request may take before its worker is replaced.
+    /// The longest one request may take before it is ended.
     pub bound: Duration,
 }
 

@@ -23,6 +23,9 @@ use super::client::SshClient;
 /// below it.
 pub const OPERATION_BOUND: Duration = Duration::from_secs(180);
 
+/// Sessions per master by default: two below sshd's shipped `MaxSessions`.
+pub const DEFAULT_MAX_SESSIONS: usize = 8;
+
 /// The limits one exec is held to. They are part of the grant so that an
 /// operator reads them in one place and a test can tighten them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +51,10 @@ pub struct ExecBounds {
     pub connect_backoff: Duration,
     /// An idle master connection is closed after this long.
     pub idle_master: Duration,
+    /// Sessions one master connection may have open at once: below sshd's
+    /// shipped `MaxSessions` (10), so a target as its distribution ships it
+    /// never refuses one; more work waits for a place.
+    pub max_sessions: usize,
 }
 
 impl Default for ExecBounds {
@@ -61,6 +68,7 @@ impl Default for ExecBounds {
             max_stdin_bytes: 1 << 20,
             connect_backoff: Duration::from_secs(5),
             idle_master: Duration::from_secs(60),
+            max_sessions: DEFAULT_MAX_SESSIONS,
         }
     }
 }

@@ -261,12 +261,14 @@ impl SshExecState {
             },
             (stream, sink, _) => (stream, sink),
         };
-        // Only a run that holds its whole input and collects its output may
-        // go to a worker: a stream is a session's own.
-        let serve = match (&self.serve, &stream, &sink) {
-            (Some(select), None, None) => select(argv),
-            _ => None,
-        };
+        // A file operation goes to a worker only when it holds its whole
+        // input and collects its output (a stream, seeding, is a session's
+        // own); a command streams both through it.
+        let serve = self
+            .serve
+            .as_ref()
+            .and_then(|select| select(argv))
+            .filter(|s| s.command || (stream.is_none() && sink.is_none()));
         let mut fields = json!({
             "host": alias,
             "backend": self.exec.backend_kind(),

@@ -434,16 +434,18 @@ impl LiveSsh {
             .control_dir
             .join(format!("m{}", self.masters.fetch_add(1, Ordering::Relaxed)));
         let idle = self.grant.bounds.idle_master;
+        let sessions = self.grant.bounds.max_sessions;
         // ssh bounds the TCP connect itself; the handshake after it gets as long
         // again, and a client still running then is killed.
         let bound = self.grant.connect_timeout * 2 + CONNECT_SLACK;
         tokio::spawn(async move {
             let result = match handshakes.begin() {
                 Ok(()) => {
-                    let connected = Master::connect(&client, &config, dir, &host, idle, bound)
-                        .await
-                        .map(Arc::new)
-                        .map_err(|e| connect_error(&alias, &host, &e));
+                    let connected =
+                        Master::connect(&client, &config, dir, &host, idle, bound, sessions)
+                            .await
+                            .map(Arc::new)
+                            .map_err(|e| connect_error(&alias, &host, &e));
                     handshakes.end();
                     connected
                 }
@@ -680,6 +682,15 @@ impl LiveSsh {
         let mut reconnected = false;
         loop {
             let master = self.connected(req.alias, req.host, req.cancel).await?;
+            // A place among the master's sessions, for as long as this one
+            // runs: past the budget, the exec waits rather than be refused.
+            let _session = tokio::select! {
+                p = tokio::time::timeout(bound, master.session()) => match p {
+                    Ok(permit) => permit,
+                    Err(_) => return Err(ExecError::Timeout),
+                },
+                () = cancel.cancelled() => return Err(ExecError::Cancelled),
+            };
             let started = Instant::now();
             let mut command = master.command(&line);
             let opened = tokio::select! {
@@ -741,28 +752,47 @@ impl ExecBackend for LiveSsh {
                 return Err(ExecError::Io("empty argument vector".into()));
             }
             let started = Instant::now();
+            let mut req = req;
+            // A file operation goes to the target's worker when it holds its
+            // whole input and collects its output; a command streams both.
             if let Some(serve) = req.serve
-                && req.stdin_stream.is_none()
-                && req.output.is_none()
+                && (serve.command || (req.stdin_stream.is_none() && req.output.is_none()))
             {
                 let bounds = &self.grant.bounds;
-                let ask = Ask {
-                    alias: req.alias,
-                    stdin: req.stdin,
-                    timeout: req.timeout.min(bounds.operation),
-                    on_line: req.on_line,
-                    cancel: req.cancel,
-                };
+                let timeout = req.timeout.min(bounds.operation);
                 let (alias, host, cancel) = (req.alias, req.host, req.cancel);
-                let served = self
+                let master = || self.connected(alias, host, cancel);
+                match self
                     .workers
-                    .call(&ask, serve, bounds.stdout_cap, bounds.stderr_tail, || {
-                        self.connected(alias, host, cancel)
-                    })
-                    .await;
-                if let Some(result) = served {
-                    log_exec(alias, "worker", started, &result);
-                    return result;
+                    .worker(alias, cancel, timeout, serve, &master)
+                    .await
+                {
+                    Some(Ok(worker)) => {
+                        let ask = Ask {
+                            alias,
+                            stdin: req.stdin,
+                            timeout,
+                            on_line: req.on_line,
+                            cancel,
+                            stream: req.stdin_stream.take(),
+                            output: req.output,
+                        };
+                        let result = self
+                            .workers
+                            .call(
+                                worker,
+                                ask,
+                                serve,
+                                bounds.stdout_cap,
+                                bounds.stderr_tail,
+                                master,
+                            )
+                            .await;
+                        log_exec(alias, "worker", started, &result);
+                        return result;
+                    }
+                    Some(Err(e)) => return Err(e),
+                    None => {}
                 }
             }
             let alias = req.alias;

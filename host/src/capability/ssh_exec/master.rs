@@ -39,6 +39,10 @@ pub(crate) struct Master {
     /// Speaks the mux protocol to `socket`; resumed, so dropping it leaves
     /// the master alone (closing is `-O exit`'s).
     mux: std::sync::Arc<openssh::Session>,
+    /// The sessions this master may have open at once: fewer than sshd's
+    /// `MaxSessions` (10 as shipped), so a session is never refused; more
+    /// work waits for a place.
+    sessions: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Master {
@@ -65,6 +69,7 @@ impl Master {
         host: &HostGrant,
         idle: Duration,
         bound: Duration,
+        sessions: usize,
     ) -> Result<Master, ConnectFailure> {
         use std::os::unix::fs::DirBuilderExt;
         let _ = std::fs::remove_dir_all(&dir);
@@ -139,6 +144,7 @@ impl Master {
                 socket.clone().into_boxed_path(),
                 None,
             )),
+            sessions: std::sync::Arc::new(tokio::sync::Semaphore::new(sessions.max(1))),
         };
         match master.check().await {
             Ok(pid) => master.pid = pid,
@@ -183,6 +189,16 @@ impl Master {
     /// check, in this process.
     pub(crate) async fn is_alive(&self) -> bool {
         self.mux.check().await.is_ok()
+    }
+
+    /// A place among the sessions this master may have open at once, held
+    /// for as long as one is: waits while the budget is spent.
+    pub(crate) async fn session(&self) -> tokio::sync::OwnedSemaphorePermit {
+        self.sessions
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the session budget is never closed")
     }
 
     /// A session over the master for the remote command line `line`, whose

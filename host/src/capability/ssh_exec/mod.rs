@@ -184,6 +184,15 @@ impl SshExec {
         self.shipped.get(name).is_some_and(|s| s.approved)
     }
 
+    /// The text of the program the component ships as `name`, when the
+    /// policy approves it.
+    pub fn approved_text(&self, name: &str) -> Option<&[u8]> {
+        self.shipped
+            .get(name)
+            .filter(|s| s.approved)
+            .map(|s| s.text.as_slice())
+    }
+
     /// Whether `text` is the approved program the component ships as `name`.
     fn is_shipped_approved(&self, name: &str, text: &[u8]) -> bool {
         self.shipped

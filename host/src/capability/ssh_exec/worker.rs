@@ -1,73 +1,120 @@
 //! Long-lived workers: one remote process per target and start vector (for
-//! the sandbox, per scope's runtime root), started over a session of its own
-//! on the host's master and then sent framed requests on its stdin, instead
-//! of a session and a fresh interpreter for every exec.
+//! the sandbox, per SSH target and workspace root), started over a session of
+//! its own on the host's master, serving every scope of that target: file
+//! operations and commands alike, each a request with an id of its own on the
+//! one session, instead of a session and a fresh interpreter for every exec.
 //!
 //! What a worker runs is what a one-shot exec would: the world builds the
-//! start vector from the admitted one (the same pinned program) and each
-//! request from the admitted arguments, envelope first, and the program
-//! checks each request as it checks a one-shot run ([`super::Serve`]).
+//! start from the approved programs and each request from the admitted
+//! arguments, envelope first, and the program checks each request as it
+//! checks a one-shot run ([`super::Serve`]).
 //!
 //! Frames, both ways: a 4-byte big-endian length, that many bytes of JSON,
-//! then the data the JSON announces.
-//! - hello (worker): `{"serving": 1, "pid": n}`, once, after it started;
-//! - request (host): `{"args": [...], "stdin": n}` and n bytes;
-//! - answer (worker): `{"status": 0|1, "stdout": n, "stderr": m}` and n + m
-//!   bytes.
+//! then the data the JSON announces (`guest-ssh-sandbox/scripts/workspace.py`,
+//! "serving"):
+//! - hello (worker): `{"serving": 2, "pid": n, "exec": bool}`, once;
+//! - request (host): `{"id", "args": [...], "stdin": n}` and n bytes; answer
+//!   (worker): `{"id", "status": 0|1, "stdout": n, "stderr": m}` and n + m
+//!   bytes;
+//! - command (host): `{"id", "exec": [...], "stdin": n}` and n bytes, then
+//!   `{"id", "input": n}` and n bytes as the caller writes, `{"id", "close":
+//!   true}` at the end of its input, `{"id", "cancel": true}` to end it;
+//!   (worker): `{"id", "out": n}` or `{"id", "err": n}` and n bytes as the
+//!   command writes, then `{"id", "exit": status, "signal": n}`.
 //!
 //! Lifecycle:
-//! - started on first use, reused by every later call of this backend (every
-//!   `serve` client of one process), one request at a time: requests of one
-//!   worker are serialized, different workers run concurrently;
+//! - started on first use, reused by every later call of this backend;
+//!   requests of different scopes run side by side in it, and one scope's
+//!   requests (the same [`super::Serve::order`]) are kept in order here;
 //! - ended (its session closed) when idle longer than the grant's
 //!   `idle_worker`, when its master is found gone, and when this backend is
-//!   dropped; the remote process exits when its stdin closes, and its watcher
-//!   kills it when its session goes, even while it is stopped;
-//! - a worker that ends mid-request, answers out of frame, or takes longer
-//!   than the request's bound is killed and replaced: the request is sent
-//!   once more to a new worker when it changes nothing
-//!   ([`super::Serve::idempotent`]), and fails retryable otherwise;
+//!   dropped; the remote process exits when its stdin closes (every command
+//!   it runs then sees its channel close), and its watcher kills it when its
+//!   session goes, even while it is stopped;
+//! - a worker that ends, or speaks out of frame, fails every request in
+//!   flight and is replaced on the next one: a request that changes nothing
+//!   ([`super::Serve::idempotent`]) is sent once more to the new worker,
+//!   anything else (a command included) fails retryable and is never sent
+//!   twice; a request past its bound is ended in the worker alone;
 //! - one that cannot start (no hello: the interpreter is missing, or the
 //!   program refused to serve) leaves the exec to a one-shot run, which
 //!   reports what is wrong as it always did, and no new start is tried for
 //!   [`UNAVAILABLE_FOR`].
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio_util::sync::CancellationToken;
 
-use super::backend::{ExecError, ExecOutput, Serve};
+use super::backend::{ExecError, ExecOutput, InputStream, OutputSink, OutputStream, Serve};
 use super::grant::ExecPolicy;
 use super::master::{Master, remote_command};
 use super::seal::{Sealed, seal};
 
 /// The largest JSON header of a frame the host reads.
 const HEADER_MAX: u32 = 1 << 20;
+/// The most data one frame announces (the worker's own bound on a request).
+const DATA_MAX: u32 = 64 << 20;
 
 /// How long a start vector that produced no worker is left to one-shot runs.
 const UNAVAILABLE_FOR: Duration = Duration::from_secs(60);
 
+/// The most a command's input frame carries.
+const INPUT_CHUNK: usize = 64 << 10;
+
 type Key = (String, Vec<String>);
 
-/// One running worker.
-struct Worker {
+/// What a worker said about one request.
+enum Event {
+    Answer {
+        status: i32,
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+    },
+    Out(Vec<u8>),
+    Err(Vec<u8>),
+    Exit(Option<i32>),
+    /// The worker still serves.
+    Pong,
+    /// The worker ended or spoke out of frame.
+    Broken(String),
+}
+
+/// How long a worker has to answer a ping after a request ran past its
+/// bound: one that does not is hung, not merely busy with that request.
+const PING_BOUND: Duration = Duration::from_secs(5);
+
+/// One running worker: its session, the writer of its stdin, and the
+/// requests in flight, each waiting for its frames.
+pub(crate) struct Worker {
     master: Arc<Master>,
-    /// The session; dropping it closes the channel.
-    _child: openssh::Child<Arc<openssh::Session>>,
-    stdin: openssh::ChildStdin,
-    stdout: openssh::ChildStdout,
+    /// The session; dropping it closes the channel ([`Worker::end`]).
+    child: Mutex<Option<openssh::Child<Arc<openssh::Session>>>>,
+    /// Its place among the master's sessions, for as long as it lives.
+    _permit: OwnedSemaphorePermit,
+    stdin: tokio::sync::Mutex<openssh::ChildStdin>,
+    pending: Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Event>>>>,
+    next: AtomicU64,
+    /// Set when the reader saw the worker end or speak out of frame.
+    broken: CancellationToken,
     /// The end of what it wrote to stderr (a program's own failure).
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// One lock per [`Serve::order`]: one scope's requests in order.
+    order: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     pid: u32,
-    last_used: Instant,
+    /// It runs commands (its start carried the exec script).
+    runs_commands: bool,
+    last_used: Mutex<Instant>,
 }
 
 #[derive(Default)]
 struct Slot {
-    worker: Option<Worker>,
+    worker: Option<Arc<Worker>>,
     /// No start is tried before this: the last one produced no worker.
     unavailable_until: Option<Instant>,
 }
@@ -79,7 +126,12 @@ pub(crate) struct Ask<'a> {
     /// The exec's bound (the request's is the smaller of it and the serve's).
     pub timeout: Duration,
     pub on_line: &'a (dyn Fn(&str) + Send + Sync),
-    pub cancel: &'a tokio_util::sync::CancellationToken,
+    pub cancel: &'a CancellationToken,
+    /// More input, after `stdin` (a command's open stdin).
+    pub stream: Option<InputStream<'a>>,
+    /// Where a command's output goes as it comes; without one it is
+    /// collected.
+    pub output: Option<&'a OutputSink>,
 }
 
 /// The workers of one backend.
@@ -87,16 +139,6 @@ pub(crate) struct Workers {
     slots: Arc<Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>>,
     /// The grant's policy: how a start vector travels.
     policy: ExecPolicy,
-}
-
-/// Why an exchange with a worker failed.
-enum Fault {
-    /// The worker ended or spoke out of frame.
-    Broken(String),
-    /// No answer within the request's bound.
-    Timeout,
-    /// The answer's stdout is over the grant's cap.
-    TooLarge(u64),
 }
 
 /// Why a frame from a worker could not be read.
@@ -167,123 +209,443 @@ impl Workers {
         slots.entry(key).or_default().clone()
     }
 
-    /// Answer `req` by `serve`'s worker, starting it if none serves; `None`
-    /// when no worker could start, so the exec is the caller's to run.
-    /// `master` connects (or finds) the alias's master, within its bounds.
-    pub(crate) async fn call<F, Fut>(
+    /// The worker of `serve`'s start on `alias`, started if none serves;
+    /// `None` when none could start (or, for a command, when the one that
+    /// serves runs no commands), so the exec is the caller's to run.
+    pub(crate) async fn worker<F, Fut>(
         &self,
-        req: &Ask<'_>,
+        alias: &str,
+        cancel: &CancellationToken,
+        timeout: Duration,
         serve: &Serve,
-        cap: usize,
-        tail: usize,
-        master: F,
-    ) -> Option<Result<ExecOutput, ExecError>>
+        master: &F,
+    ) -> Option<Result<Arc<Worker>, ExecError>>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<Arc<Master>, ExecError>>,
     {
-        let slot = self.slot((req.alias.to_string(), serve.start.clone()));
+        let slot = self.slot((alias.to_string(), serve.start.clone()));
         let mut slot = tokio::select! {
             s = slot.lock() => s,
-            () = req.cancel.cancelled() => return Some(Err(ExecError::Cancelled)),
+            () = cancel.cancelled() => return Some(Err(ExecError::Cancelled)),
         };
-        let bound = serve.bound.min(req.timeout);
-        let mut retried = false;
-        loop {
-            if let Some(w) = &slot.worker
-                && !w.master.is_alive().await
-            {
-                slot.worker = None;
+        if let Some(w) = &slot.worker
+            && (w.broken.is_cancelled() || !w.master.is_alive().await)
+        {
+            slot.worker = None;
+        }
+        if slot.worker.is_none() {
+            if slot.unavailable_until.is_some_and(|t| Instant::now() < t) {
+                return None;
             }
-            if slot.worker.is_none() {
-                if slot.unavailable_until.is_some_and(|t| Instant::now() < t) {
+            let master = match master().await {
+                Ok(m) => m,
+                Err(e) => return Some(Err(e)),
+            };
+            let bound = serve.bound.min(timeout);
+            let mut sealed = seal(&self.policy, &serve.start, &[]);
+            sealed.stdin.extend_from_slice(&serve.start_input);
+            let started = tokio::select! {
+                r = tokio::time::timeout(bound, start(master, &sealed)) => r.unwrap_or(Err(WorkerError::Timeout(bound))),
+                () = cancel.cancelled() => return Some(Err(ExecError::Cancelled)),
+            };
+            match started {
+                Ok(w) => {
+                    tracing::debug!(host = alias, pid = w.pid, "workspace worker started");
+                    slot.unavailable_until = None;
+                    slot.worker = Some(Arc::new(w));
+                }
+                Err(why) => {
+                    tracing::warn!(
+                        host = alias,
+                        "no long-lived worker could start ({why}); running one-shot for {} s",
+                        UNAVAILABLE_FOR.as_secs()
+                    );
+                    slot.unavailable_until = Some(Instant::now() + UNAVAILABLE_FOR);
                     return None;
                 }
-                let master = match master().await {
-                    Ok(m) => m,
-                    Err(e) => return Some(Err(e)),
-                };
-                let sealed = seal(&self.policy, &serve.start, &[]);
-                let started = tokio::select! {
-                    r = tokio::time::timeout(bound, start(master, &sealed)) => r.unwrap_or(Err(WorkerError::Timeout(bound))),
-                    () = req.cancel.cancelled() => return Some(Err(ExecError::Cancelled)),
-                };
-                match started {
-                    Ok(w) => {
-                        tracing::debug!(host = req.alias, pid = w.pid, "workspace worker started");
-                        slot.unavailable_until = None;
-                        slot.worker = Some(w);
-                    }
-                    Err(why) => {
-                        tracing::warn!(
-                            host = req.alias,
-                            "no long-lived worker could start ({why}); running one-shot for {} s",
-                            UNAVAILABLE_FOR.as_secs()
-                        );
-                        slot.unavailable_until = Some(Instant::now() + UNAVAILABLE_FOR);
-                        return None;
-                    }
-                }
             }
-            let w = slot.worker.as_mut().expect("a worker serves");
-            let exchanged = tokio::select! {
-                r = tokio::time::timeout(bound, exchange(w, serve, req.stdin, cap)) => r.unwrap_or(Err(Fault::Timeout)),
-                () = req.cancel.cancelled() => {
-                    // The request may be half done: only a new worker is
-                    // known to be between requests.
-                    slot.worker = None;
-                    return Some(Err(ExecError::Cancelled));
-                }
+        }
+        let w = slot.worker.clone().expect("a worker serves");
+        if serve.command && !w.runs_commands {
+            return None;
+        }
+        Some(Ok(w))
+    }
+
+    /// Forget `w` in its slot (it broke): the next request starts another.
+    fn drop_worker(&self, alias: &str, serve: &Serve, w: &Arc<Worker>) {
+        let slot = self.slot((alias.to_string(), serve.start.clone()));
+        if let Ok(mut slot) = slot.try_lock()
+            && slot.worker.as_ref().is_some_and(|s| Arc::ptr_eq(s, w))
+        {
+            slot.worker = None;
+        }
+    }
+
+    /// Answer `req` by `first`, a worker [`Workers::worker`] gave for
+    /// `serve`: a command, or a file operation, sent once more to a new
+    /// worker (when it changes nothing) if this one breaks under it.
+    /// `master` connects (or finds) the alias's master, within its bounds.
+    pub(crate) async fn call<F, Fut>(
+        &self,
+        first: Arc<Worker>,
+        req: Ask<'_>,
+        serve: &Serve,
+        cap: usize,
+        tail: usize,
+        master: F,
+    ) -> Result<ExecOutput, ExecError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<Arc<Master>, ExecError>>,
+    {
+        if serve.command {
+            return command(&first, req, serve, cap, tail).await;
+        }
+        let mut retried = false;
+        let mut next = Some(first);
+        loop {
+            let w = match next.take() {
+                Some(w) => w,
+                None => match self
+                    .worker(req.alias, req.cancel, req.timeout, serve, &master)
+                    .await
+                {
+                    Some(Ok(w)) => w,
+                    Some(Err(e)) => return Err(e),
+                    None => {
+                        return Err(ExecError::Io(format!(
+                            "{}: the remote worker failed mid-request and none could start again",
+                            req.alias
+                        )));
+                    }
+                },
             };
-            match exchanged {
+            // One scope's requests in order, on this worker.
+            let order = serve.order.as_ref().map(|key| {
+                w.order
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(key.clone())
+                    .or_default()
+                    .clone()
+            });
+            let _in_order = match &order {
+                Some(lock) => Some(tokio::select! {
+                    g = lock.clone().lock_owned() => g,
+                    () = req.cancel.cancelled() => return Err(ExecError::Cancelled),
+                }),
+                None => None,
+            };
+            match request(&w, req.stdin, req.timeout, req.cancel, serve, cap).await {
                 Ok((status, stdout, mut stderr)) => {
-                    w.last_used = Instant::now();
                     for line in String::from_utf8_lossy(&stdout).lines() {
                         (req.on_line)(line);
                     }
                     if stderr.len() > tail {
                         stderr.drain(..stderr.len() - tail);
                     }
-                    return Some(Ok(ExecOutput {
+                    return Ok(ExecOutput {
                         exit_status: Some(status),
                         stdout,
                         stderr_tail: stderr,
-                    }));
+                    });
                 }
-                Err(Fault::TooLarge(cap)) => {
-                    slot.worker = None;
-                    return Some(Err(ExecError::OutputTooLarge(cap)));
+                Err(Outcome::Failed(e)) => return Err(e),
+                Err(Outcome::Hung(why)) => {
+                    // Ended: its session closes, and its watcher kills it.
+                    tracing::warn!(
+                        host = req.alias,
+                        pid = w.pid,
+                        "workspace worker replaced: {why}"
+                    );
+                    self.drop_worker(req.alias, serve, &w);
+                    w.end();
+                    if serve.idempotent && !retried {
+                        retried = true;
+                        continue;
+                    }
+                    return Err(ExecError::Timeout);
                 }
-                Err(fault) => {
-                    let timed_out = matches!(fault, Fault::Timeout);
-                    let why = match fault {
-                        Fault::Broken(why) => why,
-                        _ => format!("no answer within {} ms", bound.as_millis()),
-                    };
-                    let w = slot.worker.take().expect("a worker serves");
+                Err(Outcome::Broken(why)) => {
                     let said = tail_text(&w.stderr);
                     tracing::warn!(
                         host = req.alias,
                         pid = w.pid,
                         "workspace worker replaced: {why}{said}"
                     );
-                    drop(w);
+                    self.drop_worker(req.alias, serve, &w);
                     if serve.idempotent && !retried {
                         retried = true;
                         continue;
                     }
-                    return Some(Err(if timed_out {
-                        ExecError::Timeout
-                    } else {
-                        ExecError::Io(format!(
-                            "{}: the remote worker failed mid-request ({why}{said}); \
-                             the operation may or may not have taken effect",
-                            req.alias
-                        ))
-                    }));
+                    return Err(ExecError::Io(format!(
+                        "{}: the remote worker failed mid-request ({why}{said}); \
+                         the operation may or may not have taken effect",
+                        req.alias
+                    )));
                 }
             }
         }
+    }
+}
+
+/// How a request failed: on its own, or with its whole worker (which ended,
+/// or hangs).
+enum Outcome {
+    Failed(ExecError),
+    Broken(String),
+    Hung(String),
+}
+
+impl Worker {
+    /// A new request id, with the channel its frames arrive on.
+    fn register(&self) -> (u64, mpsc::UnboundedReceiver<Event>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, tx);
+        (id, rx)
+    }
+
+    fn forget(&self, id: u64) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
+    /// Send one frame: `header` and `data`.
+    async fn send(&self, header: Value, data: &[u8]) -> Result<(), String> {
+        let header = header.to_string();
+        let mut frame = Vec::with_capacity(4 + header.len() + data.len());
+        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+        frame.extend_from_slice(header.as_bytes());
+        frame.extend_from_slice(data);
+        let mut stdin = self.stdin.lock().await;
+        stdin.write_all(&frame).await.map_err(|e| e.to_string())?;
+        stdin.flush().await.map_err(|e| e.to_string())
+    }
+
+    /// Close its session now: the remote process exits with its stdin, and
+    /// its watcher kills it even while it is stopped. Requests in flight on
+    /// it fail.
+    fn end(&self) {
+        self.broken.cancel();
+        drop(self.child.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
+
+    /// Whether the worker answers a ping within [`PING_BOUND`].
+    async fn answers_ping(&self) -> bool {
+        let (id, mut events) = self.register();
+        let _forget = Forget(self, id);
+        if self
+            .send(json!({"id": id, "ping": true}), &[])
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        matches!(
+            tokio::time::timeout(PING_BOUND, events.recv()).await,
+            Ok(Some(Event::Pong))
+        )
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+}
+
+/// One file operation with `stdin`: (status, stdout, stderr).
+async fn request(
+    w: &Arc<Worker>,
+    stdin: &[u8],
+    timeout: Duration,
+    cancel: &CancellationToken,
+    serve: &Serve,
+    cap: usize,
+) -> Result<(i32, Vec<u8>, Vec<u8>), Outcome> {
+    let (id, mut events) = w.register();
+    let forget = Forget(w, id);
+    w.touch();
+    w.send(
+        json!({"id": id, "args": serve.request, "stdin": stdin.len()}),
+        stdin,
+    )
+    .await
+    .map_err(Outcome::Broken)?;
+    let bound = serve.bound.min(timeout);
+    let event = tokio::select! {
+        e = tokio::time::timeout(bound, events.recv()) => e,
+        () = cancel.cancelled() => {
+            // Ended in the worker alone; its answer, if any, is dropped.
+            let _ = w.send(json!({"id": id, "cancel": true}), &[]).await;
+            return Err(Outcome::Failed(ExecError::Cancelled));
+        }
+    };
+    drop(forget);
+    match event {
+        Ok(Some(Event::Answer {
+            status,
+            stdout,
+            stderr,
+        })) => {
+            if stdout.len() > cap {
+                return Err(Outcome::Failed(ExecError::OutputTooLarge(cap as u64)));
+            }
+            w.touch();
+            Ok((status, stdout, stderr))
+        }
+        Ok(Some(Event::Broken(why))) => Err(Outcome::Broken(why)),
+        Ok(Some(_)) => Err(Outcome::Broken(format!(
+            "request {id} got a command's frame"
+        ))),
+        Ok(None) => Err(Outcome::Broken("it ended".into())),
+        Err(_) => {
+            // Past its bound: the request alone, or the whole worker?
+            if !w.answers_ping().await {
+                return Err(Outcome::Hung(format!(
+                    "no answer within {} ms, nor to a ping within {} s",
+                    bound.as_millis(),
+                    PING_BOUND.as_secs()
+                )));
+            }
+            let _ = w.send(json!({"id": id, "cancel": true}), &[]).await;
+            Err(Outcome::Failed(ExecError::Timeout))
+        }
+    }
+}
+
+/// Forgets a request's channel when dropped.
+struct Forget<'a>(&'a Worker, u64);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.0.forget(self.1);
+    }
+}
+
+/// One command: its input sent as it comes, its output passed on (or
+/// collected) as it comes, then its exit status. Never sent twice.
+async fn command(
+    w: &Arc<Worker>,
+    req: Ask<'_>,
+    serve: &Serve,
+    cap: usize,
+    tail_max: usize,
+) -> Result<ExecOutput, ExecError> {
+    let (id, mut events) = w.register();
+    let _forget = Forget(w, id);
+    w.touch();
+    let broken = |why: String| {
+        ExecError::Io(format!(
+            "{}: the remote worker failed mid-command ({why}{}); the command may have run",
+            req.alias,
+            tail_text(&w.stderr)
+        ))
+    };
+    w.send(
+        json!({"id": id, "exec": serve.request, "stdin": req.stdin.len()}),
+        req.stdin,
+    )
+    .await
+    .map_err(broken)?;
+    // The caller's input, framed as it comes; its end closes the command's.
+    let feed = async {
+        if let Some(mut stream) = req.stream {
+            let mut buf = vec![0u8; INPUT_CHUNK];
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if w.send(json!({"id": id, "input": n}), &buf[..n])
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        let _ = w.send(json!({"id": id, "close": true}), &[]).await;
+        // Nothing more to send: wait here while the output runs.
+        std::future::pending::<()>().await;
+    };
+    let sink = req.output;
+    let on_line = req.on_line;
+    let collect = async {
+        let mut out: Vec<u8> = Vec::new();
+        let mut line_start = 0;
+        let mut err_tail: Vec<u8> = Vec::new();
+        loop {
+            match events.recv().await {
+                Some(Event::Out(data)) => {
+                    if let Some(sink) = sink {
+                        keep_tail(&mut out, &data, tail_max);
+                        sink(OutputStream::Stdout, data).await;
+                        continue;
+                    }
+                    if out.len() + data.len() > cap {
+                        return Err(ExecError::OutputTooLarge(cap as u64));
+                    }
+                    out.extend_from_slice(&data);
+                    while let Some(i) = out[line_start..].iter().position(|b| *b == b'\n') {
+                        let end = line_start + i;
+                        on_line(String::from_utf8_lossy(&out[line_start..end]).trim_end());
+                        line_start = end + 1;
+                    }
+                }
+                Some(Event::Err(data)) => {
+                    keep_tail(&mut err_tail, &data, tail_max);
+                    if let Some(sink) = sink {
+                        sink(OutputStream::Stderr, data).await;
+                    }
+                }
+                Some(Event::Exit(status)) => {
+                    if let Some(sink) = sink {
+                        sink(OutputStream::Stdout, Vec::new()).await;
+                        sink(OutputStream::Stderr, Vec::new()).await;
+                    }
+                    return Ok(ExecOutput {
+                        exit_status: status,
+                        stdout: out,
+                        stderr_tail: err_tail,
+                    });
+                }
+                Some(Event::Answer { .. } | Event::Pong) => {
+                    return Err(broken(format!("command {id} got another request's frame")));
+                }
+                Some(Event::Broken(why)) => return Err(broken(why)),
+                None => return Err(broken("it ended".into())),
+            }
+        }
+    };
+    let result = tokio::select! {
+        r = tokio::time::timeout(req.timeout, collect) => r.unwrap_or(Err(ExecError::Timeout)),
+        () = feed => unreachable!("the feed waits forever once done"),
+        () = req.cancel.cancelled() => Err(ExecError::Cancelled),
+    };
+    if matches!(
+        result,
+        Err(ExecError::Timeout | ExecError::Cancelled | ExecError::OutputTooLarge(_))
+    ) {
+        // As a closed channel: the exec script ends the command's process group.
+        let _ = w.send(json!({"id": id, "cancel": true}), &[]).await;
+    }
+    w.touch();
+    result
+}
+
+/// Append `bytes` to `tail`, keeping its last `max` bytes.
+fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8], max: usize) {
+    tail.extend_from_slice(bytes);
+    if tail.len() > max {
+        tail.drain(..tail.len() - max);
     }
 }
 
@@ -294,17 +656,22 @@ async fn reap(slots: Weak<Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>>, i
         let Some(slots) = slots.upgrade() else { return };
         let mut slots = slots.lock().unwrap_or_else(|p| p.into_inner());
         slots.retain(|_, slot| {
-            // A slot in use is busy, not idle.
+            // A slot being started is busy, not idle.
             let Ok(mut s) = slot.try_lock() else {
                 return true;
             };
-            if s.worker
-                .as_ref()
-                .is_some_and(|w| w.last_used.elapsed() > idle)
-            {
-                s.worker = None;
+            if let Some(w) = &s.worker {
+                let busy = !w
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_empty();
+                let last = *w.last_used.lock().unwrap_or_else(|p| p.into_inner());
+                if w.broken.is_cancelled() || (!busy && last.elapsed() > idle) {
+                    s.worker = None;
+                }
             }
-            s.worker.is_some() || s.unavailable_until.is_some_and(|t| Instant::now() < t)
+            s.worker.is_some() || s.unavailable_until.is_some()
         });
     }
 }
@@ -320,16 +687,16 @@ fn tail_text(stderr: &Mutex<Vec<u8>>) -> String {
     }
 }
 
-/// Start a worker on `master` with its start vector, `sealed`, and read its
-/// hello.
+/// Start a worker on `master` with its start, `sealed`, and read its hello.
 async fn start(master: Arc<Master>, sealed: &Sealed) -> Result<Worker, WorkerError> {
+    let permit = master.session().await;
     let mut child = master
         .owned_command(&remote_command(&sealed.argv))
         .spawn()
         .await
         .map_err(WorkerError::Spawn)?;
     let mut stdin = child.stdin().take().ok_or(WorkerError::NoStream("stdin"))?;
-    // What the start vector carries beyond the program travels first on stdin.
+    // What the start carries beyond the program travels first on stdin.
     stdin
         .write_all(&sealed.stdin)
         .await
@@ -369,61 +736,117 @@ async fn start(master: Arc<Master>, sealed: &Sealed) -> Result<Worker, WorkerErr
         hello.get("serving").and_then(Value::as_u64),
         hello.get("pid").and_then(Value::as_u64),
     ) {
-        (Some(1), Some(pid)) => u32::try_from(pid).map_err(|_| WorkerError::PidOutOfRange)?,
+        (Some(2), Some(pid)) => u32::try_from(pid).map_err(|_| WorkerError::PidOutOfRange)?,
         _ => return Err(WorkerError::NotAHello(hello)),
     };
+    let pending: Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Event>>>> = Arc::default();
+    let broken = CancellationToken::new();
+    tokio::spawn(read_frames(stdout, pending.clone(), broken.clone()));
     Ok(Worker {
         master,
-        _child: child,
-        stdin,
-        stdout,
+        child: Mutex::new(Some(child)),
+        _permit: permit,
+        stdin: tokio::sync::Mutex::new(stdin),
+        pending,
+        next: AtomicU64::new(1),
+        broken,
         stderr,
+        order: Mutex::new(HashMap::new()),
         pid,
-        last_used: Instant::now(),
+        runs_commands: hello.get("exec").and_then(Value::as_bool) == Some(true),
+        last_used: Mutex::new(Instant::now()),
     })
 }
 
-/// Send one request and read its answer: (status, stdout, stderr).
-async fn exchange(
-    w: &mut Worker,
-    serve: &Serve,
-    stdin: &[u8],
-    cap: usize,
-) -> Result<(i32, Vec<u8>, Vec<u8>), Fault> {
-    let header = json!({"args": serve.request, "stdin": stdin.len()}).to_string();
-    let mut frame = Vec::with_capacity(4 + header.len() + stdin.len());
-    frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
-    frame.extend_from_slice(header.as_bytes());
-    frame.extend_from_slice(stdin);
-    let broken = |e: std::io::Error| Fault::Broken(e.to_string());
-    w.stdin.write_all(&frame).await.map_err(broken)?;
-    w.stdin.flush().await.map_err(broken)?;
-    let answer = read_header(&mut w.stdout)
-        .await
-        .map_err(|e| Fault::Broken(e.to_string()))?;
-    let field = |name: &str| answer.get(name).and_then(Value::as_u64);
-    let (Some(status @ 0..=1), Some(out), Some(err)) =
-        (field("status"), field("stdout"), field("stderr"))
-    else {
-        return Err(Fault::Broken(format!("not an answer: {answer}")));
+/// Read the worker's frames and hand each to the request it names, until it
+/// ends or speaks out of frame: then every request in flight learns why.
+async fn read_frames(
+    mut stdout: openssh::ChildStdout,
+    pending: Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Event>>>>,
+    broken: CancellationToken,
+) {
+    let why = loop {
+        let header = match read_header(&mut stdout).await {
+            Ok(h) => h,
+            Err(e) => break e.to_string(),
+        };
+        let Some(id) = header.get("id").and_then(Value::as_u64) else {
+            break format!("a frame without an id: {header}");
+        };
+        let field = |name: &str| header.get(name).and_then(Value::as_u64);
+        let event = if let (Some(status @ 0..=1), Some(out), Some(err)) =
+            (field("status"), field("stdout"), field("stderr"))
+        {
+            if err > u64::from(HEADER_MAX) {
+                break format!("{err} bytes of stderr in one answer");
+            }
+            let stdout_bytes = match read_data(&mut stdout, out).await {
+                Ok(b) => b,
+                Err(e) => break e,
+            };
+            let stderr_bytes = match read_data(&mut stdout, err).await {
+                Ok(b) => b,
+                Err(e) => break e,
+            };
+            Event::Answer {
+                status: status as i32,
+                stdout: stdout_bytes,
+                stderr: stderr_bytes,
+            }
+        } else if let Some(n) = field("out") {
+            match read_data(&mut stdout, n).await {
+                Ok(b) => Event::Out(b),
+                Err(e) => break e,
+            }
+        } else if let Some(n) = field("err") {
+            match read_data(&mut stdout, n).await {
+                Ok(b) => Event::Err(b),
+                Err(e) => break e,
+            }
+        } else if header.get("pong").is_some() {
+            Event::Pong
+        } else if header.get("exit").is_some() {
+            Event::Exit(
+                header
+                    .get("exit")
+                    .and_then(Value::as_i64)
+                    .and_then(|s| i32::try_from(s).ok()),
+            )
+        } else {
+            break format!("a frame of no known shape: {header}");
+        };
+        let last = matches!(event, Event::Answer { .. } | Event::Exit(_) | Event::Pong);
+        let mut pending = pending.lock().unwrap_or_else(|p| p.into_inner());
+        // A request the host gave up on: its frames are dropped.
+        if let Some(tx) = pending.get(&id) {
+            let _ = tx.send(event);
+        }
+        if last {
+            pending.remove(&id);
+        }
     };
-    if out > cap as u64 {
-        return Err(Fault::TooLarge(cap as u64));
+    broken.cancel();
+    let mut pending = pending.lock().unwrap_or_else(|p| p.into_inner());
+    for (_, tx) in pending.drain() {
+        let _ = tx.send(Event::Broken(why.clone()));
     }
-    if err > u64::from(HEADER_MAX) {
-        return Err(Fault::Broken(format!(
-            "{err} bytes of stderr in one answer"
-        )));
+}
+
+/// The `n` bytes a frame's header announced.
+async fn read_data<R: AsyncRead + Unpin>(stdout: &mut R, n: u64) -> Result<Vec<u8>, String> {
+    if n > u64::from(DATA_MAX) {
+        return Err(format!("a frame announcing {n} bytes"));
     }
-    let mut stdout = vec![0u8; out as usize];
-    let mut stderr = vec![0u8; err as usize];
-    w.stdout.read_exact(&mut stdout).await.map_err(broken)?;
-    w.stdout.read_exact(&mut stderr).await.map_err(broken)?;
-    Ok((status as i32, stdout, stderr))
+    let mut buf = vec![0u8; n as usize];
+    stdout
+        .read_exact(&mut buf)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(buf)
 }
 
 /// One frame's JSON header.
-async fn read_header(stdout: &mut openssh::ChildStdout) -> Result<Value, FrameError> {
+async fn read_header<R: AsyncRead + Unpin>(stdout: &mut R) -> Result<Value, FrameError> {
     let mut size = [0u8; 4];
     stdout
         .read_exact(&mut size)

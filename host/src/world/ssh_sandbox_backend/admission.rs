@@ -366,37 +366,76 @@ const SERVED: &[(&str, bool)] = &[
     ("remove-runtime", false),
 ];
 
+/// What a target's long-lived worker starts from: the approved workspace
+/// script, which it runs, and the frame of the approved exec script it runs
+/// commands with (`{"exec": null}` when the installation approves none:
+/// commands then run one-shot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct WorkerPrograms {
+    /// The interpreter the workspace script's first line names.
+    pub(super) interpreter: String,
+    /// The workspace script's text.
+    pub(super) workspace: String,
+    /// The start's second frame: `{"exec": <text or null>}`.
+    pub start_input: Vec<u8>,
+    /// Commands go to the worker (the exec script is approved).
+    pub runs_commands: bool,
+}
+
+impl WorkerPrograms {
+    /// From the approved texts of the component's workspace and exec scripts.
+    pub(super) fn new(workspace: &str, exec: Option<&str>) -> Option<WorkerPrograms> {
+        let interpreter = occ_ssh_target::programs::interpreter_of(workspace)?;
+        let start = serde_json::json!({ "exec": exec }).to_string();
+        let mut start_input = (start.len() as u32).to_be_bytes().to_vec();
+        start_input.extend_from_slice(start.as_bytes());
+        Some(WorkerPrograms {
+            interpreter: interpreter.to_string(),
+            workspace: workspace.to_string(),
+            start_input,
+            runs_commands: exec.is_some(),
+        })
+    }
+}
+
 impl CallAdmission {
-    /// How the scope's long-lived worker answers the argument vector this
-    /// call admitted (`[<interpreter>, "-c", <script>, "workspace",
-    /// <envelope>, <op>, <args...>]`), if it may: started as
-    /// `[<interpreter>, "-c", <script>, "workspace", "--serve", <workspace
-    /// root>, <runtime id>]` from this call's envelope, and sent everything
-    /// after the script's name.
-    pub(super) fn served(&self, argv: &[String], bound: std::time::Duration) -> Option<Serve> {
-        let [interpreter, flag, script, name, _, op, ..] = argv else {
+    /// How the target's long-lived worker answers the argument vector this
+    /// call admitted, if it may: a file operation
+    /// (`[<interpreter>, "-c", <script>, "workspace", <envelope>, <op>,
+    /// <args...>]`) in the order of its scope's others, or a command (the
+    /// exec script's run) beside them. The worker is started as
+    /// `[<interpreter>, "-c", <workspace script>, "workspace", "--serve",
+    /// <workspace root>]` (one per target and root, whichever scope asks
+    /// first), and sent everything after the script's name.
+    pub(super) fn served(
+        &self,
+        argv: &[String],
+        bound: std::time::Duration,
+        programs: &WorkerPrograms,
+    ) -> Option<Serve> {
+        let [_, _, _, name, _, op, ..] = argv else {
             return None;
         };
-        if name != "workspace" {
-            return None;
-        }
-        let idempotent = SERVED.iter().find(|(o, _)| o == op)?.1;
         let envelope = &self.facts.as_ref().ok()?.envelope;
         let runtime = envelope.runtime_id.as_deref()?;
+        let (command, idempotent) = match name.as_str() {
+            "workspace" => (false, SERVED.iter().find(|(o, _)| o == op)?.1),
+            "exec" if programs.runs_commands => (true, false),
+            _ => return None,
+        };
         Some(Serve {
-            start: [
-                interpreter,
-                flag,
-                script,
-                name,
-                "--serve",
-                &envelope.workspace_root,
-                runtime,
-            ]
-            .iter()
-            .map(|a| a.to_string())
-            .collect(),
+            start: vec![
+                programs.interpreter.clone(),
+                "-c".into(),
+                programs.workspace.clone(),
+                "workspace".into(),
+                "--serve".into(),
+                envelope.workspace_root.clone(),
+            ],
+            start_input: programs.start_input.clone(),
             request: argv[4..].to_vec(),
+            command,
+            order: (!command).then(|| runtime.to_string()),
             idempotent,
             bound,
         })
@@ -567,9 +606,18 @@ mod tests {
 
     const RUNTIME: &str = "openclaw-ssh-shared-8198076c";
 
-    /// What a scope's worker answers: the admitted vector's operations that
-    /// stream nothing, started from the envelope the host wrote, and sent
-    /// the admitted arguments; the rest run on their own.
+    fn programs(exec: bool) -> WorkerPrograms {
+        WorkerPrograms::new(
+            "#!/usr/bin/env python3\n# the workspace script\n",
+            exec.then_some("#!/usr/bin/env python3\n# the exec script\n"),
+        )
+        .unwrap()
+    }
+
+    /// What a target's worker answers: the admitted vector's file operations
+    /// that stream nothing, in their scope's order, and commands beside them;
+    /// it starts from the approved workspace script and the envelope's root
+    /// alone (no scope of its own), and is sent the admitted arguments.
     #[test]
     fn a_worker_answers_what_was_admitted_and_starts_from_the_envelope() {
         let bound = std::time::Duration::from_secs(7);
@@ -581,15 +629,31 @@ mod tests {
             )
             .unwrap();
         let serve = admission(Method::ReadFile, Access::ReadWrite, None)
-            .served(&read, bound)
+            .served(&read, bound, &programs(true))
             .expect("a read is served");
         assert_eq!(
             serve.start,
-            argv("workspace", &["--serve", "/r", RUNTIME]),
-            "the same program, with the envelope's root and runtime"
+            [
+                "python3",
+                "-c",
+                "#!/usr/bin/env python3\n# the workspace script\n",
+                "workspace",
+                "--serve",
+                "/r"
+            ],
+            "the approved workspace script, with the envelope's root and no scope"
+        );
+        assert_eq!(
+            &serve.start_input[4..],
+            br##"{"exec":"#!/usr/bin/env python3\n# the exec script\n"}"##
         );
         assert_eq!(serve.request, read[4..].to_vec(), "envelope first");
-        assert!(serve.idempotent);
+        assert!(serve.idempotent && !serve.command);
+        assert_eq!(
+            serve.order.as_deref(),
+            Some(RUNTIME),
+            "in its scope's order"
+        );
         assert_eq!(serve.bound, bound);
         let write = admission(Method::WriteFile, Access::ReadWrite, None)
             .admit(
@@ -599,23 +663,35 @@ mod tests {
             )
             .unwrap();
         let serve = admission(Method::WriteFile, Access::ReadWrite, None)
-            .served(&write, bound)
+            .served(&write, bound, &programs(true))
             .expect("a write is served");
         assert!(!serve.idempotent, "a write is never sent twice");
-        // Streams, the other scripts and anything unadmitted-looking run on
-        // their own.
+        // A command, beside the scope's file operations, never sent twice.
+        let exec = argv("exec", &["{}", "exec", "workspace", "", "0", "2"]);
+        let serve = admission(Method::Exec, Access::ReadWrite, None)
+            .served(&exec, bound, &programs(true))
+            .expect("a command is served");
+        assert!(serve.command && !serve.idempotent && serve.order.is_none());
+        assert_eq!(serve.request, exec[4..].to_vec());
+        // ... unless no exec script is approved for the worker to run.
+        assert!(
+            admission(Method::Exec, Access::ReadWrite, None)
+                .served(&exec, bound, &programs(false))
+                .is_none()
+        );
+        assert_eq!(&programs(false).start_input[4..], br#"{"exec":null}"#);
+        // Streams and the preflight script run on their own.
         for (name, args) in [
             ("workspace", vec!["unpack", "s", "workspace"]),
             ("workspace", vec!["skills"]),
             ("workspace", vec!["inputs"]),
-            ("exec", vec!["exec", "workspace", "", "0", "2"]),
             ("preflight", vec![]),
         ] {
             let mut run = argv(name, &["{}"]);
             run.extend(args.iter().map(|a| a.to_string()));
             assert!(
                 admission(Method::ReadFile, Access::ReadWrite, None)
-                    .served(&run, bound)
+                    .served(&run, bound, &programs(true))
                     .is_none(),
                 "{name} {args:?}"
             );
@@ -628,7 +704,7 @@ mod tests {
             None,
             1,
         );
-        assert!(unscoped.served(&read, bound).is_none());
+        assert!(unscoped.served(&read, bound, &programs(true)).is_none());
     }
 
     #[test]

@@ -326,6 +326,7 @@ pub fn sandbox_bounds(max_run: Duration) -> ExecBounds {
         max_stdin_bytes: (8 << 20) + (64 << 10),
         connect_backoff: Duration::from_secs(5),
         idle_master: Duration::from_secs(300),
+        max_sessions: crate::capability::ssh_exec::grant::DEFAULT_MAX_SESSIONS,
     }
 }
 

@@ -48,7 +48,7 @@ use crate::capability::ssh_exec::{self, ExecAsk, OutputSink, SshExec, SshExecSta
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, Linked, World, WorldInfo};
-use admission::{Asked, CallAdmission};
+use admission::{Asked, CallAdmission, WorkerPrograms};
 use bindings::exports::occ::compute::sandbox_backend as wit;
 use bindings::{SshSandboxBackend, SshSandboxBackendPre};
 use installation::{
@@ -156,6 +156,9 @@ pub struct SandboxBackend {
     local: Arc<LocalWorkspaceGrant>,
     log_grant: LogGrant,
     calls: Calls,
+    /// What the target's long-lived worker starts from, when the
+    /// installation wants one and approves the workspace script.
+    worker_programs: Option<Arc<WorkerPrograms>>,
 }
 
 impl std::fmt::Debug for SandboxBackend {
@@ -257,6 +260,14 @@ impl SandboxBackend {
         let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
         let settings = installation::sandbox_settings(&installation.configuration);
         let world = WORLD.named(&linked.component);
+        let text = |name: &str| {
+            ssh.approved_text(name)
+                .and_then(|t| std::str::from_utf8(t).ok())
+        };
+        let worker_programs = installation
+            .worker
+            .and_then(|_| WorkerPrograms::new(text("workspace")?, text("exec")))
+            .map(Arc::new);
         let backend = SandboxBackend {
             runtime: Arc::new(runtime.with_wall(wall)),
             configuration: redacted_configuration(&installation.configuration).to_string(),
@@ -267,6 +278,7 @@ impl SandboxBackend {
             local: Arc::new(local),
             log_grant: LogGrant::default(),
             calls,
+            worker_programs,
         };
         backend.calls.audit_load(
             json!({
@@ -372,12 +384,13 @@ impl SandboxBackend {
                 admit.admit(ask.argv, ask.stdin, None)
             }))
             .with_describe(admission::describe());
-        if let Some(bound) = self.installation.worker {
+        if let (Some(bound), Some(programs)) = (self.installation.worker, &self.worker_programs) {
             // The worker is started from this call's envelope, already
             // written: nothing is parsed again per operation.
             let admitted = admission.clone();
+            let programs = programs.clone();
             ssh = ssh.with_serve(Arc::new(move |argv: &[String]| {
-                admitted.served(argv, bound)
+                admitted.served(argv, bound, &programs)
             }));
         }
         if method == Method::Exec
