@@ -39,6 +39,7 @@ const COMPUTE_KEYS: &[&str] = &[
     "implementation",
     "component",
     "approvedHelpers",
+    "maxSessions",
     "configuration",
 ];
 
@@ -66,6 +67,9 @@ pub struct Installation {
     pub approved_helpers: Vec<Sha256>,
     /// The component file, resolved against the installation's directory.
     pub component: PathBuf,
+    /// `drivers.compute.maxSessions`: sessions one host connection keeps
+    /// open at once.
+    pub max_sessions: usize,
     /// `drivers.compute.configuration`, as JSON for the driver.
     pub configuration: Value,
 }
@@ -157,6 +161,11 @@ impl Installation {
                 ));
             }
         };
+        let max_sessions = crate::capability::ssh_exec::grant::max_sessions_setting(
+            compute.get("maxSessions"),
+            "drivers.compute.maxSessions",
+        )
+        .map_err(err)?;
         // A component named by the caller is taken as given (relative to the
         // working directory); one named in the document is relative to it.
         let env_component = std::env::var_os(COMPONENT_ENV).filter(|v| !v.is_empty());
@@ -195,6 +204,7 @@ impl Installation {
             implementation,
             approved_helpers,
             component,
+            max_sessions,
             configuration,
         })
     }

@@ -26,6 +26,25 @@ pub const OPERATION_BOUND: Duration = Duration::from_secs(180);
 /// Sessions per master by default: two below sshd's shipped `MaxSessions`.
 pub const DEFAULT_MAX_SESSIONS: usize = 8;
 
+/// The most `maxSessions` an installation may set.
+pub const MAX_MAX_SESSIONS: u64 = 64;
+
+/// An installation's `maxSessions` (at `key`, for messages): how many
+/// sessions one SSH connection keeps open at once; [`DEFAULT_MAX_SESSIONS`]
+/// when absent. Keep it below the target sshd's `MaxSessions`.
+pub fn max_sessions_setting(value: Option<&Value>, key: &str) -> Result<usize, String> {
+    match value {
+        None => Ok(DEFAULT_MAX_SESSIONS),
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=MAX_MAX_SESSIONS).contains(&n) => Ok(n as usize),
+            _ => Err(format!(
+                "{key}: must be a whole number of sessions from 1 to {MAX_MAX_SESSIONS}, below the \
+                 target sshd's MaxSessions (10 as shipped), not {v}"
+            )),
+        },
+    }
+}
+
 /// The limits one exec is held to. They are part of the grant so that an
 /// operator reads them in one place and a test can tighten them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -457,6 +476,36 @@ pub(crate) fn path(key: &str, v: Option<&Value>) -> Result<PathBuf, GrantError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `maxSessions`: below sshd's shipped limit by default, bounded, and
+    /// refused naming the key when it is not a count.
+    #[test]
+    fn max_sessions_is_a_bounded_count() {
+        let key = "drivers.sandbox.maxSessions";
+        assert_eq!(max_sessions_setting(None, key), Ok(8));
+        assert_eq!(
+            max_sessions_setting(Some(&serde_json::json!(3)), key),
+            Ok(3)
+        );
+        assert_eq!(
+            max_sessions_setting(Some(&serde_json::json!(64)), key),
+            Ok(64)
+        );
+        for bad in [
+            serde_json::json!(0),
+            serde_json::json!(65),
+            serde_json::json!("8"),
+            serde_json::json!(-1),
+        ] {
+            let e = max_sessions_setting(Some(&bad), key).unwrap_err();
+            assert!(
+                e.starts_with(
+                    "drivers.sandbox.maxSessions: must be a whole number of sessions from 1 to 64"
+                ),
+                "{e}"
+            );
+        }
+    }
     use serde_json::json;
 
     fn cfg() -> Value {

@@ -227,6 +227,10 @@ impl Driver {
             &installation.configuration,
             &installation.approved_helpers,
         )
+        .map(|mut grant| {
+            grant.bounds.max_sessions = installation.max_sessions;
+            grant
+        })
         .and_then(|grant| {
             let trusted = TrustedRuntime::from_configuration(
                 &installation.configuration,
@@ -261,6 +265,7 @@ impl Driver {
             implementation: crate::installation::DEFAULT_IMPLEMENTATION.into(),
             approved_helpers: Vec::new(),
             component: component.to_path_buf(),
+            max_sessions: crate::capability::ssh_exec::grant::DEFAULT_MAX_SESSIONS,
             configuration: json!({}),
         };
         let bytes = crate::runtime::component::read(component)?;

@@ -14,9 +14,13 @@
 //!     maxRunSeconds: 86400               # optional: the longest one remote run
 //!                                        # (a command, a seed) may last
 //!     workspaceWorker: true              # optional, the default: one long-lived
-//!                                        # workspace worker per scope answers the
-//!                                        # file operations; false: a run each;
-//!                                        # {requestSeconds: 30}: its bound of one
+//!                                        # worker per target answers every scope's
+//!                                        # file operations and commands; false: a
+//!                                        # run each; {requestSeconds: 30}: its
+//!                                        # bound of one file operation
+//!     maxSessions: 8                     # optional: sessions the connection to
+//!                                        # the target keeps open at once; more
+//!                                        # work waits (sshd ships MaxSessions 10)
 //!     configuration:                     # OpenClaw's block, verbatim
 //!       agents:
 //!         defaults:
@@ -58,6 +62,7 @@ const SANDBOX_KEYS: &[&str] = &[
     "localWorkspaces",
     "maxRunSeconds",
     "workspaceWorker",
+    "maxSessions",
     "configuration",
 ];
 
@@ -106,6 +111,9 @@ pub struct SandboxInstallation {
     /// `workspaceWorker`: the bound of one request to a scope's long-lived
     /// workspace worker; none when every operation is a run of its own.
     pub worker: Option<Duration>,
+    /// `maxSessions`: sessions the connection to the target keeps open at
+    /// once (the worker's among them).
+    pub max_sessions: usize,
     /// `configuration`, as written (with any inline key material).
     pub configuration: Value,
 }
@@ -213,6 +221,11 @@ impl SandboxInstallation {
             },
         };
         let worker = worker_setting(sandbox.get("workspaceWorker")).map_err(err)?;
+        let max_sessions = crate::capability::ssh_exec::grant::max_sessions_setting(
+            sandbox.get("maxSessions"),
+            "drivers.sandbox.maxSessions",
+        )
+        .map_err(err)?;
         let configuration = match sandbox.get("configuration") {
             Some(v @ Value::Object(_)) => v.clone(),
             Some(_) => return Err(err("drivers.sandbox.configuration: must be a mapping".into())),
@@ -226,6 +239,7 @@ impl SandboxInstallation {
             local_workspaces,
             max_run,
             worker,
+            max_sessions,
             configuration,
         })
     }

@@ -210,6 +210,10 @@ impl SandboxBackend {
             &installation.approved_scripts,
             installation.max_run,
         )
+        .map(|mut grant| {
+            grant.bounds.max_sessions = installation.max_sessions;
+            grant
+        })
         .map_err(|e| LoadError::Configuration {
             path: installation.path.clone(),
             error: Box::new(CallError::new(
