@@ -245,6 +245,18 @@ function createHandle(host, scope, info, params) {
     }
     return out;
   };
+  // The workspace is seeded before the first command of this handle; later
+  // commands skip the check, a round trip each: a runtime removed meanwhile
+  // (by a recreate elsewhere) is seeded again by the command itself, which
+  // finds it gone before it runs anything.
+  let seeded = null;
+  const seedOnce = () => {
+    seeded ??= call("ensureRuntime", {}).catch((error) => {
+      seeded = null;
+      throw error;
+    });
+    return seeded;
+  };
   return {
     id: BACKEND_ID,
     runtimeId: info.runtimeId,
@@ -276,7 +288,7 @@ function createHandle(host, scope, info, params) {
      */
     async buildExecSpec({ command, workdir, env, usePty }) {
       assertValidExecCommand(command);
-      await call("ensureRuntime", {});
+      await seedOnce();
       // usePty: the command gets a terminal on the target (TERM=xterm-256color
       // unless env sets TERM), as OpenClaw's backend gives one with `ssh -tt`.
       const request = { scope, command, ...(workdir ? { workdir } : {}), env: env ?? {}, ...(usePty ? { pty: true } : {}) };
@@ -294,7 +306,11 @@ function createHandle(host, scope, info, params) {
       return createFsBridge(call, mounts);
     },
     /** Seed now (otherwise the first operation does). */
-    ensureRuntime: () => call("ensureRuntime", {}),
+    ensureRuntime: async () => {
+      const result = await call("ensureRuntime", {});
+      seeded = Promise.resolve(result);
+      return result;
+    },
     /** The scope the host acts on. */
     scope,
     params,

@@ -200,10 +200,12 @@ fn ports(rig: &Rig, host: &Host, root: &str) -> BTreeMap<String, u64> {
 }
 
 /// Two controllers, as OCC's scaled-out workers each with a host process of its
-/// own, deploy 10 Agents each into the same two Namespaces on two hosts, all at
-/// once: every Agent serves, ports are unique per host, no marker is
-/// half-written and the host lock is free; then both delete both Namespaces at
-/// once and nothing is left (tree, units, accounts, processes).
+/// own, deploy 24 Agents each into the same two Namespaces on two hosts, all at
+/// once: twelve calls at a time on each master, more than the ten sessions
+/// sshd allows a connection as shipped, so the host's session budget keeps
+/// them from being refused. Every Agent serves, ports are unique per host, no
+/// marker is half-written and the host lock is free; then both delete both
+/// Namespaces at once and nothing is left (tree, units, accounts, processes).
 #[test]
 #[ignore = "needs the disposable test hosts: run tests/run.sh"]
 fn two_controllers_deploy_and_delete_concurrently_on_the_same_hosts() {
@@ -228,7 +230,7 @@ fn two_controllers_deploy_and_delete_concurrently_on_the_same_hosts() {
         .map(|_| Controller::start(&d.installation, &d.audit, None))
         .collect();
     let agents: Vec<Vec<Agent>> = (0..2)
-        .map(|_| (0..10).map(|i| Agent::new(&namespaces[i % 2])).collect())
+        .map(|_| (0..24).map(|i| Agent::new(&namespaces[i % 2])).collect())
         .collect();
 
     let started = Instant::now();
@@ -268,15 +270,15 @@ fn two_controllers_deploy_and_delete_concurrently_on_the_same_hosts() {
         }
     });
     println!(
-        "2 controllers x 10 Agents on 2 hosts deployed in {:?}",
+        "2 controllers x 24 Agents on 2 hosts deployed in {:?}",
         started.elapsed()
     );
 
     for (h, ns) in hosts.iter().zip(namespaces) {
         let ports = ports(&rig, h, root);
-        assert_eq!(ports.len(), 10, "{ports:?}");
+        assert_eq!(ports.len(), 24, "{ports:?}");
         let unique_ports: BTreeSet<_> = ports.values().collect();
-        assert_eq!(unique_ports.len(), 10, "a port allocated twice: {ports:?}");
+        assert_eq!(unique_ports.len(), 24, "a port allocated twice: {ports:?}");
         for port in ports.values() {
             assert_eq!(readyz(&rig, h, *port), "200", "port {port} on {}", h.name);
         }

@@ -16,7 +16,11 @@
 //   OCC_BENCH_SEED_N=3        first uses per seeding row
 //   OCC_BENCH_ROUNDS=5        rounds of write/read/stat per scope, per concurrency level
 //   OCC_BENCH_RT_N=200        round trips on the open channel
-//   OCC_BENCH_ONLY=floor,ops,seed,concurrency   a subset of the sections
+//   OCC_BENCH_LATENCY_MS=25   the latency section's delay each way (a relay of
+//                             tests/rig/relay.mjs in front of the target: a
+//                             round trip costs twice this)
+//   OCC_BENCH_LEVELS=1,4,16,64   the concurrency section's numbers of scopes
+//   OCC_BENCH_ONLY=floor,ops,seed,concurrency,latency   a subset of the sections
 //   OCC_BENCH_JSON=FILE       also write every sample there
 
 import { execFileSync, spawn } from "node:child_process";
@@ -27,7 +31,7 @@ import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 
 import { startSandboxHost } from "../sandbox.mjs";
-import { component, hostBinary, installation, rig, sshBlock, unique } from "./rig.mjs";
+import { component, hostBinary, installation, repo, rig, sshBlock, unique } from "./rig.mjs";
 
 const int = (name, fallback) => {
   const v = Number.parseInt(process.env[name] ?? "", 10);
@@ -37,8 +41,9 @@ const N = int("OCC_BENCH_N", 20);
 const SEED_N = int("OCC_BENCH_SEED_N", 3);
 const ROUNDS = int("OCC_BENCH_ROUNDS", 5);
 const RT_N = int("OCC_BENCH_RT_N", 200);
-const LEVELS = [1, 4, 16];
-const only = new Set((process.env.OCC_BENCH_ONLY ?? "floor,ops,seed,concurrency").split(",").map((s) => s.trim()));
+const LEVELS = (process.env.OCC_BENCH_LEVELS ?? "1,4,16,64").split(",").map(Number).filter((n) => n > 0);
+const LATENCY_MS = int("OCC_BENCH_LATENCY_MS", 25);
+const only = new Set((process.env.OCC_BENCH_ONLY ?? "floor,ops,seed,concurrency,latency").split(",").map((s) => s.trim()));
 
 const host = process.env.OCC_BENCH_HOST ? rig.hosts.find((h) => h.name === process.env.OCC_BENCH_HOST) : rig.hosts[0];
 if (!host) throw new Error(`no host ${process.env.OCC_BENCH_HOST ?? ""} in the rig's hosts.json`);
@@ -176,6 +181,7 @@ function smallWorkspace(dir) {
   mkdirSync(join(dir, "dir100"));
   writeFileSync(join(dir, "README.md"), "benchmark workspace\n");
   writeFileSync(join(dir, "bench/r.txt"), KIB);
+  writeFileSync(join(dir, "bench/1mib.bin"), randomBytes(1 << 20));
   writeFileSync(join(dir, "edit.txt"), EDIT_TEXT);
   for (let i = 0; i < 100; i++) writeFileSync(join(dir, "dir100", `entry-${String(i).padStart(3, "0")}.txt`), `${i}\n`);
 }
@@ -284,6 +290,7 @@ const OPERATIONS = [
   // canonical-path lookup first for its mutation queue.
   ["edit", "OpenClaw's `edit` tool over the bridge: stat, read, write, stat, read", (t) => t.edit()],
   ["exec `true`", "`buildExecSpec`, spawn, `finalizeExec`", (t) => exec(t.handle, "true")],
+  ["exec `cat` of 1 MiB", "`buildExecSpec`, spawn (its stdout read to the end), `finalizeExec`", (t) => exec(t.handle, "cat bench/1mib.bin")],
 ];
 
 /** The first use of a fresh scope: the handle, and one shell command, which seeds. */
@@ -432,6 +439,66 @@ async function seedSection(ours) {
   await remote(`rm -rf ${theirsRoot} ${tarRoot}`);
 }
 
+/**
+ * The operations again, through a relay that holds every chunk LATENCY_MS
+ * each way (a round trip of twice that), for both backends: what a call
+ * costs across a real network, and how many round trips that is.
+ */
+async function latencySection(small) {
+  const rtt = 2 * LATENCY_MS;
+  const relay = spawn(process.execPath, [join(repo, "tests/rig/relay.mjs"), "--to", `${host.address}:${host.port ?? 22}`, "--delay-ms", String(LATENCY_MS)], { stdio: ["pipe", "pipe", "inherit"] });
+  const port = await new Promise((resolve, reject) => {
+    relay.stdout.setEncoding("utf8");
+    relay.stdout.once("data", (d) => resolve(Number(d.match(/listening (\d+)/)[1])));
+    relay.once("exit", () => reject(new Error("the relay ended")));
+  });
+  // The target's own key, under the relay's address.
+  const key = readFileSync(rig.knownHosts, "utf8").split("\n").find((l) => l.startsWith(`${host.address} `));
+  const knownHosts = join(base, "known_hosts_relay");
+  writeFileSync(knownHosts, `[127.0.0.1]:${port} ${key.split(" ").slice(1).join(" ")}\n`);
+  const via = { target: `root@127.0.0.1:${port}`, knownHostsFile: knownHosts };
+  try {
+    const oursRoot = `/tmp/${unique("occ-bench-lat-ours")}`;
+    const theirsRoot = `/tmp/${unique("occ-bench-lat-openclaw")}`;
+    const doc = installation({ ssh: sshBlock(host, oursRoot, via), localWorkspaces: [base] });
+    doc.drivers.sandbox.approvedScripts = approved;
+    const ours = await startSandboxHost({ installation: doc, hostBinary });
+    try {
+      say(`latency: seeding one scope on each side through a ${rtt} ms round trip`);
+      const session = unique("agent:main:lat");
+      const mine = tools(small, await firstUse(() => ours.createHandle(params(small, session, null))));
+      const theirs = tools(small, await firstUse(() => theirFactory(params(small, session, openclawCfg(sshBlock(host, theirsRoot, via))))));
+      const n = Math.max(5, Math.floor(N / 2));
+      for (const [name, , op] of OPERATIONS.filter(([name]) => ["write 1 KiB", "read 1 KiB", "stat", "exec `true`"].includes(name))) {
+        say(`latency: ${name}, ${n} pairs`);
+        await op(mine);
+        await op(theirs);
+        const a = [];
+        const b = [];
+        for (let i = 0; i < n; i++) {
+          a.push((await timed(() => op(mine))).ms);
+          b.push((await timed(() => op(theirs))).ms);
+        }
+        samples[`latency: ${name}`] = { ours: a, openclaw: b, rttMs: rtt };
+        const [sa, sb] = [stats(a), stats(b)];
+        const trips = (ms) => `${(ms / rtt).toFixed(1)} round trips`;
+        row(
+          `${name} across a ${rtt} ms round trip`,
+          `occ-ssh ${range(sa)} (${trips(sa.median)}; +${fmt(sa.median - rtt)} over one)`,
+          `OpenClaw \`ssh\` ${range(sb)} (${trips(sb.median)})`,
+          ratio(sa.median, sb.median),
+        );
+      }
+      await remote(`rm -rf ${oursRoot} ${theirsRoot}`);
+    } finally {
+      await ours.close();
+    }
+  } finally {
+    relay.stdin.end();
+    relay.kill();
+  }
+}
+
 /** VmHWM (peak resident set) of a process, in KiB. */
 const vmHwm = (pid) => Number(readFileSync(`/proc/${pid}/status`, "utf8").match(/^VmHWM:\s+(\d+)\s+kB/m)[1]);
 
@@ -518,6 +585,7 @@ try {
     await remote(`rm -rf ${oursRoot}`);
   }
   if (only.has("concurrency")) await concurrencySection(small);
+  if (only.has("latency")) await latencySection(small);
 } finally {
   await ours?.close();
   // The master removes its socket as it exits: removing the directory
