@@ -365,7 +365,22 @@ def main():
         os.dup2(err_w, 2)
         for fd in (out_r, out_w, err_r, err_w):
             os.close(fd)
-    child = spawn(argv, env, nonce, arrange)
+    child = None
+    if hasattr(os, "posix_spawn"):
+        # The same arrangement without copying this process first: a command
+        # starts in a fraction of a fork's time (the pipes are close-on-exec,
+        # their copies on 1 and 2 are not).
+        try:
+            child = os.posix_spawn(argv[0], argv, env, setsid=True, file_actions=[
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, err_w, 2),
+            ])
+        except (NotImplementedError, TypeError):
+            child = None
+        except OSError as e:
+            report(nonce, {"error": "remote", "message": "spawn: %s" % e}, 125)
+    if child is None:
+        child = spawn(argv, env, nonce, arrange)
     os.close(out_w)
     os.close(err_w)
     run(child, marker, nonce, timeout, int(timeout_ms), {out_r: 1, err_r: 2})

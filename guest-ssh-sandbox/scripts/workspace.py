@@ -1515,6 +1515,15 @@ class Server(object):
         import select
         self.root = root
         self.exec_code = compile(exec_text, "exec", "exec") if exec_text else None
+        if self.exec_code is not None:
+            # What every command's process would import on its own (the
+            # exec script's prctl, a terminal's ioctls): loaded once here,
+            # each forked command finds it loaded.
+            for name in ("ctypes", "fcntl", "termios"):
+                try:
+                    __import__(name)
+                except ImportError:
+                    pass
         self.inbuf = bytearray()
         self.poller = select.poll()
         # fd -> (request id, role): role "answer", "out", "err", "in"
