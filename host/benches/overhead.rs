@@ -100,6 +100,7 @@ fn main() {
         implementation: "occ/ssh".into(),
         approved_helpers: Vec::new(),
         component: component.clone(),
+        max_sessions: occ_driver_host::capability::ssh_exec::grant::DEFAULT_MAX_SESSIONS,
         configuration: config,
     };
     let driver = Driver::open(

@@ -213,6 +213,7 @@ static DRIVER: LazyLock<Fixture> = LazyLock::new(|| {
         implementation: "occ/ssh".into(),
         approved_helpers: vec![sha],
         component,
+        max_sessions: occ_driver_host::capability::ssh_exec::grant::DEFAULT_MAX_SESSIONS,
         configuration: json!({
             "ssh": {"identityFile": "/nonexistent/id", "knownHostsFile": "/nonexistent/known_hosts"},
             "hosts": {"stable": {"address": "127.0.0.1", "port": 22, "user": "root"}},

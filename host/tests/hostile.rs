@@ -67,6 +67,7 @@ fn installation(fault: &str, extra: Value, approved: Vec<String>) -> Installatio
             .map(|s| occ_ssh_target::digest::Sha256::parse(s).expect("a SHA-256"))
             .collect(),
         component: component("fault_guest"),
+        max_sessions: occ_driver_host::capability::ssh_exec::grant::DEFAULT_MAX_SESSIONS,
         configuration,
     }
 }

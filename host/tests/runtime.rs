@@ -35,6 +35,7 @@ fn installation(component: PathBuf, fault: &str) -> Installation {
         implementation: "occ/ssh".into(),
         approved_helpers: Vec::new(),
         component,
+        max_sessions: occ_driver_host::capability::ssh_exec::grant::DEFAULT_MAX_SESSIONS,
         configuration: json!({
             "fault": fault,
             "ssh": {"identityFile": "/nonexistent/id", "knownHostsFile": "/nonexistent/known_hosts"},
