@@ -85,6 +85,8 @@ test('the four documents land in the workspace as the Agent\'s own, and a second
   writeAs(agent, `${workspaceOf(agent)}/SOUL.md`, '# Soul\n\nEdited by the Agent.\n');
   L.sh(`systemctl restart ${fx.unitName(agent)}`);
   await L.waitFor(() => L.readyz(activated.port) === '200', { timeoutMs: 120000, what: 'the gateway after a restart' });
+  // A serving gateway keeps writing its state: the later tests compare trees.
+  L.sh(`systemctl stop ${fx.unitName(agent)}`);
 });
 
 test('a file the Agent already made its own is never replaced: the setup is refused and nothing is recorded', async () => {

@@ -105,7 +105,14 @@ impl Deployment {
 
     /// Like [`Deployment::call`] with extra command-line arguments.
     pub fn call_with(&self, method: &str, params: Value, extra: &[&str]) -> (i32, Value) {
-        let params = params.to_string();
+        let mut params = params.to_string();
+        // Linux takes at most 128 KiB in one argument: a larger document
+        // goes by file, as `@<file>`.
+        if params.len() > 64 << 10 {
+            let file = self._dir.path().join("params.json");
+            std::fs::write(&file, &params).unwrap();
+            params = format!("@{}", file.display());
+        }
         let mut args = vec![
             "call",
             method,
