@@ -1329,7 +1329,11 @@ function planWorkspaceSetup(op, L, snapshotText) {
 
 // Delivers (or verifies) a planned setup: the program is (re)written from this
 // helper's own text, then run as the Agent's account with the setup on stdin; the
-// completion record is written once. Returns whether anything changed.
+// completion record is written once. Called with the host lock held; the program's
+// run (a first delivery runs OpenClaw's own setup twice, several seconds) happens
+// without it, as it changes nothing but the Agent's own workspace as the Agent's
+// own account, and the lock is taken again, and the Agent's markers and snapshot
+// checked again, before the record is written. Returns whether anything changed.
 async function applyWorkspaceSetup(op, L, account, plan) {
   const { setup, saved, recordPath, programPath, workspace } = plan;
   let changed = false;
@@ -1343,6 +1347,7 @@ async function applyWorkspaceSetup(op, L, account, plan) {
   }
   guard('run the workspace setup');
   progress('workspace-setup', `${saved ? 'verifying' : 'delivering'} workspace setup ${setup.id} as ${account.name}`);
+  await releaseLock();
   const result = await run(op.nodePath, [programPath], {
     as: account,
     cwd: L.state,
@@ -1365,7 +1370,17 @@ async function applyWorkspaceSetup(op, L, account, plan) {
       'a supplied file there is neither stock nor the submitted text, the workspace marker is another setup\'s, ' +
       'or OpenClaw\'s own setup failed; inspect the workspace as the Agent\'s account');
   }
-  if (saved === null) {
+  await acquireLock(L.root);
+  // What the record vouches for is still this Agent's, and this revision's snapshot.
+  const again = await loadAgent(op, L, { required: true });
+  if (again.uid !== account.uid || again.gid !== account.gid || !verifyRevision(op, L, account.gid)) {
+    throw new HelperError('superseded', `Agent ${op.agent.id} changed while its workspace setup ran`);
+  }
+  const now = readMarker(recordPath);
+  if (now !== null && JSON.stringify(now) !== JSON.stringify({ ...workspaceSetupIdentity(setup), completed: true })) {
+    throw new HelperError('foreign-marker', `${recordPath} records another workspace setup than ${JSON.stringify(setup.id)}`);
+  }
+  if (saved === null && now === null) {
     guard('record the completed workspace setup');
     writeAtomic(recordPath, JSON.stringify({ ...workspaceSetupIdentity(setup), completed: true }), 0o640,
       ROOT_UID, account.gid);
@@ -2417,6 +2432,15 @@ async function opActivate(op) {
   if (!operatorDirExists(op.unitDirectory)) throw new HelperError('invalid-operation', `${op.unitDirectory} does not exist`);
   await acquireLock(L.root);
   const agent = await loadAgent(op, L, { required: true });
+  // The workspace setup is delivered (or verified) first, before the unit that
+  // runs behind it is written; its run lets go of the host lock for a while, so
+  // everything below is read after it.
+  const prepared = verifyRevision(op, L, agent.gid);
+  if (!prepared) {
+    throw new HelperError('missing-revision', `${L.revDir} does not exist; prepare revision ${op.revision.id} first`);
+  }
+  const setupPlan = planWorkspaceSetup(op, L, prepared.text);
+  let changed = setupPlan ? await applyWorkspaceSetup(op, L, accountIdentity(agent), setupPlan) : false;
   const currentHash = readCurrent(L);
   // Never backwards: a newer current revision stays (OCC: "A newer revision is
   // already current"), and a number belongs to one revision.
@@ -2431,7 +2455,6 @@ async function opActivate(op) {
   if (!snapshot) {
     throw new HelperError('missing-revision', `${L.revDir} does not exist; prepare revision ${op.revision.id} first`);
   }
-  const setupPlan = planWorkspaceSetup(op, L, snapshot.text);
   const unitText = renderUnit({
     namespaceId: op.namespace.id, agentId: op.agent.id, account: op.agent.account, agentDir: L.agentDir,
     nodePath: op.nodePath, openclawPath: op.openclawPath, port: agent.port,
@@ -2443,8 +2466,6 @@ async function opActivate(op) {
   sweep(L.agentDir);
   sweep(op.unitDirectory, `${TEMP_PREFIX}${UNIT_PREFIX}`);
 
-  // Delivered (or verified) before the unit that runs behind it is written.
-  let changed = setupPlan ? await applyWorkspaceSetup(op, L, accountIdentity(agent), setupPlan) : false;
   const unitChanged = existingUnit !== unitText;
   if (unitChanged) {
     guard('write the unit');

@@ -167,3 +167,26 @@ test('the setup is never aimed at another Agent nor outside the Agent\'s own hom
   L.sameHost(L.hostState([fx.root, fx.unitDirectory]), before, 'a refused setup changed the host');
   assert.equal(L.exists(`${workspaceOf(victim)}/SOUL.md`), false);
 });
+
+test('a first delivery does not hold the host lock: another Agent\'s prepare finishes meanwhile', async () => {
+  const slow = 'agent-lock-a';
+  const other = 'agent-lock-b';
+  const order = [];
+  let delivering;
+  const started = new Promise((resolve) => { delivering = resolve; });
+  const run = L.startHelper(withSetup(fx.prepare(NS, slow, 'rev-1', 1), setupOf(slow)), {
+    onEvent: (event) => {
+      if (event.event === 'progress' && event.step === 'workspace-setup' && /^delivering/.test(event.message)) delivering();
+    },
+  });
+  run.done.then(() => order.push(slow));
+  await started;
+  const result = await L.helper(fx.prepare(NS, other, 'rev-1', 1));
+  order.push(other);
+  assert.equal(result.ok, true, JSON.stringify(result));
+  const done = await run.done;
+  assert.equal(done.result.ok, true, done.stdout);
+  assert.deepEqual(order, [other, slow], 'the other prepare waited for the delivery');
+  assert.equal(readAs(slow, `${workspaceOf(slow)}/SOUL.md`), FILES['SOUL.md']);
+  assert.ok(L.lockIsFree(fx.root), 'the lock is free');
+});
