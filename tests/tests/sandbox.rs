@@ -1900,7 +1900,29 @@ fn commands_run_through_the_worker_and_end_with_it() {
     assert!(fx.gone(&first, 10), "the killed worker's watcher lives on");
     let r = s.call("exec", fx.p(json!({"command": "echo again"})));
     assert_eq!(r.stream("stdout"), "again\n");
-    let (_, second) = fx.one_worker();
+    let (server, second) = fx.one_worker();
     assert!(second.iter().all(|p| !first.contains(p)));
+    // Killed with a write in flight: the write fails retryable and is not
+    // sent again (it changes something), the file is as it was, and the
+    // next call gets a new worker.
+    fx.sh(&format!("kill -STOP {server}"));
+    let id = s.send(
+        "writeFile",
+        fx.p(json!({"filePath": "README.md", "text": "changed\n"})),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    fx.sh(&format!("kill -KILL {server}"));
+    let r = s.wait(id);
+    let e = r.outcome.clone().expect_err("a write whose worker died");
+    assert_eq!(
+        e.pointer("/data/failure").and_then(Value::as_str),
+        Some("retryable"),
+        "{e}"
+    );
+    assert!(fx.gone(&second, 10), "the killed worker's watcher lives on");
+    let read = fx.read(&mut s, "README.md");
+    assert_eq!(read.as_deref(), Ok("hello from the local workspace\n"));
+    let (_, third) = fx.one_worker();
+    assert!(third.iter().all(|p| !second.contains(p)));
     assert!(s.close().success());
 }
