@@ -1481,18 +1481,16 @@ impl Fixture {
         self
     }
 
-    /// The processes of this fixture's workspace workers on the target, as
-    /// (pid, parent pid): each worker is a watcher and the process that
-    /// serves, its child. Matched by the workspace root in their argument
-    /// vector (`workspace --serve <root> <runtime id>`); the bracket keeps the
-    /// pattern from matching the shell that runs `pgrep`.
+    /// The workspace workers' processes on the target, as (pid, parent
+    /// pid): each worker is a watcher and the process that serves, its child.
+    /// Matched by their argument vector, `python3 -c <the workspace script>
+    /// workspace`, which holds nothing else (the root and the runtime come on
+    /// stdin); the tests run one at a time, so the workers found are this
+    /// fixture's.
     fn worker_processes(&self) -> Vec<(u32, u32)> {
-        let root = &self.remote_root;
-        let out = self.sh(&format!(
-            "for p in $(pgrep -f -- 'workspace --serve [{}]{} '); do echo \"$p $(ps -o ppid= -p $p)\"; done",
-            &root[..1],
-            &root[1..]
-        ));
+        let out = self.sh(
+            "python3 -c 'import os\nfor p in os.listdir(\"/proc\"):\n    if not p.isdigit(): continue\n    try:\n        a = open(\"/proc/%s/cmdline\" % p, \"rb\").read().split(b\"\\0\")[:-1]\n        st = open(\"/proc/%s/stat\" % p).read()\n    except OSError: continue\n    if len(a) == 4 and a[1] == b\"-c\" and a[3] == b\"workspace\" and b\"occ sandbox: every change\" in a[2]:\n        print(p, st.rsplit(\")\", 1)[1].split()[1])'",
+        );
         out.lines()
             .filter_map(|l| {
                 let mut it = l.split_whitespace().map(|n| n.parse().ok());
