@@ -1,8 +1,20 @@
 'use strict';
 // The fault guest's "helper": what a hostile or broken remote command does to the
-// host that reads its output. The operation is base64 JSON, as for the real helper,
-// and the host's envelope follows it; deadlineMs 1300 asks for 300 MB of stdout.
-const op = JSON.parse(Buffer.from(process.argv[2] || 'e30=', 'base64').toString('utf8'));
+// host that reads its output. Its input comes as the real helper's does, a frame on
+// stdin after its own text ({"args": [<base64 operation JSON>, <base64 envelope>]});
+// deadlineMs 1300 asks for 300 MB of stdout.
+const fs = require('node:fs');
+const take = (n) => {
+  const b = Buffer.alloc(n);
+  for (let got = 0; got < n;) {
+    const r = fs.readSync(0, b, got, n - got, null);
+    if (r === 0) break;
+    got += r;
+  }
+  return b;
+};
+const input = JSON.parse(take(take(4).readUInt32BE(0)).toString('utf8'));
+const op = JSON.parse(Buffer.from(input.args[0] || 'e30=', 'base64').toString('utf8'));
 if (op.deadlineMs === 1300) {
   // Megabytes without a single newline.
   const chunk = Buffer.alloc(1 << 20, 0x78);
@@ -19,5 +31,5 @@ if (op.deadlineMs === 1300) {
   process.stdout.on('error', () => process.exit(0));
   write();
 } else {
-  process.stdout.write(`${JSON.stringify({ event: 'result', ok: true, argv: process.argv.length })}\n`);
+  process.stdout.write(`${JSON.stringify({ event: 'result', ok: true, args: input.args.length })}\n`);
 }
