@@ -2432,28 +2432,33 @@ async function opActivate(op) {
   if (!operatorDirExists(op.unitDirectory)) throw new HelperError('invalid-operation', `${op.unitDirectory} does not exist`);
   await acquireLock(L.root);
   const agent = await loadAgent(op, L, { required: true });
-  // The workspace setup is delivered (or verified) first, before the unit that
-  // runs behind it is written; its run lets go of the host lock for a while, so
-  // everything below is read after it.
-  const prepared = verifyRevision(op, L, agent.gid);
-  if (!prepared) {
-    throw new HelperError('missing-revision', `${L.revDir} does not exist; prepare revision ${op.revision.id} first`);
-  }
-  const setupPlan = planWorkspaceSetup(op, L, prepared.text);
-  let changed = setupPlan ? await applyWorkspaceSetup(op, L, accountIdentity(agent), setupPlan) : false;
-  const currentHash = readCurrent(L);
   // Never backwards: a newer current revision stays (OCC: "A newer revision is
   // already current"), and a number belongs to one revision.
-  const current = currentRevision(op, L, currentHash);
-  if (current && current.number > op.revision.number) {
-    throw new HelperError('superseded',
-      `a newer revision is already current: revision ${current.number} (${JSON.stringify(current.id)}) ` +
-      `of Agent ${op.agent.id}, not ${op.revision.number}`);
-  }
-  refuseNumberConflict(op, current);
-  const snapshot = verifyRevision(op, L, agent.gid);
+  const notBehind = () => {
+    const hash = readCurrent(L);
+    const current = currentRevision(op, L, hash);
+    if (current && current.number > op.revision.number) {
+      throw new HelperError('superseded',
+        `a newer revision is already current: revision ${current.number} (${JSON.stringify(current.id)}) ` +
+        `of Agent ${op.agent.id}, not ${op.revision.number}`);
+    }
+    refuseNumberConflict(op, current);
+    return hash;
+  };
+  let currentHash = notBehind();
+  let snapshot = verifyRevision(op, L, agent.gid);
   if (!snapshot) {
     throw new HelperError('missing-revision', `${L.revDir} does not exist; prepare revision ${op.revision.id} first`);
+  }
+  // The workspace setup is delivered (or verified) before the unit that runs
+  // behind it is written. Its run lets go of the host lock for a while, so what
+  // the rest relies on is read again after it.
+  const setupPlan = planWorkspaceSetup(op, L, snapshot.text);
+  let changed = false;
+  if (setupPlan) {
+    changed = await applyWorkspaceSetup(op, L, accountIdentity(agent), setupPlan);
+    currentHash = notBehind();
+    snapshot = verifyRevision(op, L, agent.gid);
   }
   const unitText = renderUnit({
     namespaceId: op.namespace.id, agentId: op.agent.id, account: op.agent.account, agentDir: L.agentDir,
