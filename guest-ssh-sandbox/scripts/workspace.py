@@ -1842,19 +1842,25 @@ def serve(root, exec_text):
     Server(root, exec_text).run()
 
 
-def read_start(fd):
-    """The serving start's second frame: {"exec": <text or null>}."""
+def read_json_frame(fd, what):
+    """One frame of JSON from `fd`, read unbuffered (what follows is the
+    operation's data, or the requests); `what` names it in a refusal."""
     import struct
     size = read_exact(fd, 4)
     if size is None:
-        raise Refusal("invalid-operation", "--serve: stdin ended before the start frame")
+        raise Refusal("invalid-operation", "stdin ended before %s" % what)
     (n,) = struct.unpack(">I", size)
     if n > HEADER_MAX:
-        raise Refusal("invalid-operation", "--serve: a start frame of %d bytes" % n)
+        raise Refusal("invalid-operation", "%s of %d bytes" % (what, n))
     try:
-        start = json.loads((read_exact(fd, n) or b"").decode("utf-8"))
+        return json.loads((read_exact(fd, n) or b"").decode("utf-8"))
     except ValueError:
-        raise Refusal("invalid-operation", "--serve: the start frame is not JSON")
+        raise Refusal("invalid-operation", "%s is not JSON" % what)
+
+
+def read_start(fd):
+    """The serving start's second frame: {"exec": <text or null>}."""
+    start = read_json_frame(fd, "the start frame")
     text = start.get("exec") if isinstance(start, dict) else None
     if not isinstance(start, dict) or set(start) != {"exec"} or not (text is None or isinstance(text, str)):
         raise Refusal("invalid-operation", "--serve: the start frame is {\"exec\": <text or null>}")
@@ -1862,19 +1868,8 @@ def read_start(fd):
 
 
 def read_args(fd):
-    """The arguments the host sent in the first frame on stdin, read
-    unbuffered: what follows is the operation's data, or the requests."""
-    import struct
-    size = read_exact(fd, 4)
-    if size is None:
-        raise Refusal("invalid-operation", "stdin ended before the arguments' frame")
-    (n,) = struct.unpack(">I", size)
-    if n > HEADER_MAX:
-        raise Refusal("invalid-operation", "an arguments' frame of %d bytes" % n)
-    try:
-        request = json.loads((read_exact(fd, n) or b"").decode("utf-8"))
-    except ValueError:
-        raise Refusal("invalid-operation", "the arguments' frame is not JSON")
+    """The arguments the host sent in the first frame on stdin."""
+    request = read_json_frame(fd, "the arguments' frame")
     args = request.get("args") if isinstance(request, dict) else None
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or len(request) != 1:
         raise Refusal("invalid-operation", "the arguments' frame is {\"args\": [strings]}")

@@ -692,9 +692,15 @@ impl LiveSsh {
                 () = cancel.cancelled() => return Err(ExecError::Cancelled),
             };
             let started = Instant::now();
-            let mut command = master.command(&line);
+            let spawn = master.open(
+                || {
+                    let mut command = master.command(&line);
+                    async move { command.spawn().await }
+                },
+                started + bound,
+            );
             let opened = tokio::select! {
-                r = tokio::time::timeout(bound, command.spawn()) => match r {
+                r = tokio::time::timeout(bound, spawn) => match r {
                     Ok(opened) => opened,
                     Err(_) => return Err(ExecError::Timeout),
                 },

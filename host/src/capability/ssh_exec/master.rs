@@ -201,6 +201,43 @@ impl Master {
             .expect("the session budget is never closed")
     }
 
+    /// Open a session with `spawn`, once more each time the server refuses
+    /// it as over its limit (`Session open refused by peer`: sshd's
+    /// `MaxSessions`, which a budget below it still meets while sessions
+    /// this process already let go of are being closed on the server), with
+    /// a backoff of 10 ms doubling to 500 ms and jitter, until `deadline`. A
+    /// refused session started nothing, so opening it again runs nothing
+    /// twice.
+    pub(crate) async fn open<T, F, Fut>(
+        &self,
+        mut spawn: F,
+        deadline: std::time::Instant,
+    ) -> Result<T, openssh::Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, openssh::Error>>,
+    {
+        let mut wait = Duration::from_millis(10);
+        loop {
+            match spawn().await {
+                Err(e) if refused_by_peer(&e) => {
+                    let pause = jittered(wait);
+                    if std::time::Instant::now() + pause >= deadline {
+                        return Err(e);
+                    }
+                    tracing::debug!(
+                        address = %self.address,
+                        "the server refused a session over its limit; opening it again in {} ms",
+                        pause.as_millis()
+                    );
+                    tokio::time::sleep(pause).await;
+                    wait = (wait * 2).min(Duration::from_millis(500));
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// A session over the master for the remote command line `line`, whose
     /// standard streams are pipes to this process.
     pub(crate) fn command(&self, line: &str) -> openssh::OwningCommand<&openssh::Session> {
@@ -372,4 +409,32 @@ mod tests {
             .collect();
         assert_eq!(&lines[..8], &argv[2..], "{lines:?}");
     }
+}
+
+/// Whether `e` is the server refusing a session (a channel open failure the
+/// master passes on), which ran nothing.
+pub(crate) fn refused_by_peer(e: &openssh::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.to_string().contains("Session open refused by peer") {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// `wait` and up to half of it again, so that sessions refused together are
+/// not all asked for again together.
+fn jittered(wait: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    let half = wait.as_micros() as u64 / 2;
+    wait + Duration::from_micros(if half == 0 { 0 } else { h.finish() % half })
 }

@@ -690,9 +690,17 @@ fn tail_text(stderr: &Mutex<Vec<u8>>) -> String {
 /// Start a worker on `master` with its start, `sealed`, and read its hello.
 async fn start(master: Arc<Master>, sealed: &Sealed) -> Result<Worker, WorkerError> {
     let permit = master.session().await;
+    let line = remote_command(&sealed.argv);
+    // The caller bounds the whole start; this only stops asking again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let mut child = master
-        .owned_command(&remote_command(&sealed.argv))
-        .spawn()
+        .open(
+            || {
+                let mut command = master.owned_command(&line);
+                async move { command.spawn().await }
+            },
+            deadline,
+        )
         .await
         .map_err(WorkerError::Spawn)?;
     let mut stdin = child.stdin().take().ok_or(WorkerError::NoStream("stdin"))?;
