@@ -22,10 +22,11 @@
 //   OCC_BENCH_LEVELS=1,4,16,64   the concurrency section's numbers of scopes
 //   OCC_BENCH_ONLY=floor,ops,seed,concurrency,latency   a subset of the sections
 //   OCC_BENCH_JSON=FILE       also write every sample there
+//   OCC_BENCH_MARKS=FILE      append `begin <stretch>` and `end <stretch>` around each concurrency run
 
 import { execFileSync, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -105,6 +106,8 @@ function ratio(measured, baseline) {
   return r >= 1 ? `${r.toFixed(r >= 10 ? 0 : 1)}x faster` : `${(1 / r).toFixed(1)}x slower`;
 }
 const say = (m) => process.stderr.write(`bench: ${m}\n`);
+/** With OCC_BENCH_MARKS=FILE, a line there as a measured stretch begins and ends (for a profiler watching from outside). */
+const mark = (m) => process.env.OCC_BENCH_MARKS && appendFileSync(process.env.OCC_BENCH_MARKS, `${m}\n`);
 
 // --- processes and the plain ssh baselines -----------------------------------------
 
@@ -535,14 +538,18 @@ async function concurrencySection(small) {
     const idle = vmHwm(ours.pid);
     const mine = [];
     for (let j = 0; j < k; j++) mine.push(tools(small, await firstUse(() => ours.createHandle(params(small, unique("agent:main:conc"), null)))));
+    mark(`begin concurrency ${k} occ-ssh`);
     const a = await concurrently(mine);
+    mark(`end concurrency ${k} occ-ssh`);
     const peak = vmHwm(ours.pid);
     await ours.close();
     say(`concurrency: ${k} scopes, OpenClaw`);
     const theirsRoot = `/tmp/${unique(`occ-bench-conc${k}-openclaw`)}`;
     const theirs = [];
     for (let j = 0; j < k; j++) theirs.push(tools(small, await firstUse(() => theirHandle(small, unique("agent:main:conc"), theirsRoot))));
+    mark(`begin concurrency ${k} openclaw`);
     const b = await concurrently(theirs);
+    mark(`end concurrency ${k} openclaw`);
     await remote(`rm -rf ${oursRoot} ${theirsRoot}`);
     samples[`concurrency: ${k}`] = { ours: a, openclaw: b, vmHwmKiB: { idle, peak } };
     const [sa, sb] = [stats(a.durations), stats(b.durations)];
