@@ -351,9 +351,49 @@ pub fn remote_command(argv: &[String]) -> String {
     line
 }
 
+/// Whether `e` is the server refusing a session (a channel open failure the
+/// master passes on), which ran nothing.
+pub(crate) fn refused_by_peer(e: &openssh::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.to_string().contains("Session open refused by peer") {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// `wait` and up to half of it again, so that sessions refused together are
+/// not all asked for again together.
+fn jittered(wait: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    let half = wait.as_micros() as u64 / 2;
+    wait + Duration::from_micros(if half == 0 { 0 } else { h.finish() % half })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_session_is_asked_for_again_after_a_pause_with_jitter() {
+        let wait = Duration::from_millis(10);
+        let pauses: Vec<Duration> = (0..200).map(|_| jittered(wait)).collect();
+        assert!(pauses.iter().all(|p| *p >= wait && *p < wait * 3 / 2));
+        assert!(
+            pauses.iter().any(|p| *p != pauses[0]),
+            "the pauses differ, so sessions refused together are not asked for together"
+        );
+        assert_eq!(jittered(Duration::ZERO), Duration::ZERO);
+    }
 
     #[test]
     fn quoting_for_the_remote_shell() {
@@ -409,32 +449,4 @@ mod tests {
             .collect();
         assert_eq!(&lines[..8], &argv[2..], "{lines:?}");
     }
-}
-
-/// Whether `e` is the server refusing a session (a channel open failure the
-/// master passes on), which ran nothing.
-pub(crate) fn refused_by_peer(e: &openssh::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if c.to_string().contains("Session open refused by peer") {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
-}
-
-/// `wait` and up to half of it again, so that sessions refused together are
-/// not all asked for again together.
-fn jittered(wait: Duration) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
-    let half = wait.as_micros() as u64 / 2;
-    wait + Duration::from_micros(if half == 0 { 0 } else { h.finish() % half })
 }
