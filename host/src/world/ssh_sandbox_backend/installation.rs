@@ -108,7 +108,7 @@ pub struct SandboxInstallation {
     pub local_workspaces: Vec<PathBuf>,
     /// `maxRunSeconds`: the host's bound of one remote run.
     pub max_run: Duration,
-    /// `workspaceWorker`: the bound of one request to a scope's long-lived
+    /// `workspaceWorker`: the bound of one file operation on the target's long-lived
     /// workspace worker; none when every operation is a run of its own.
     pub worker: Option<Duration>,
     /// `maxSessions`: sessions the connection to the target keeps open at
