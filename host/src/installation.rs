@@ -210,10 +210,14 @@ impl Installation {
     }
 }
 
-/// Whether `path` names an inherited descriptor (`/dev/fd/N`): a pipe a
-/// client handed the document through, so that credentials in it touch no
-/// disk. It can be read once only, so its text is kept for the process.
+/// Whether `path` names an inherited descriptor (`/dev/fd/N` above 2, or
+/// `/dev/stdin`): a pipe a client handed the document through, so that
+/// credentials in it touch no disk. It can be read once only, so its text is
+/// kept for the process.
 fn descriptor(path: &Path) -> Option<i32> {
+    if path == Path::new("/dev/stdin") {
+        return Some(0);
+    }
     path.strip_prefix("/dev/fd")
         .or_else(|_| path.strip_prefix("/proc/self/fd"))
         .ok()

@@ -233,6 +233,9 @@ pub const METHOD_OPS: &[(&str, &[&str])] = &[
     ("runShellCommand", prepared![SHELL]),
     // Resolving a path is lexical: nothing runs.
     ("resolvePath", &[]),
+    // Where the scope's workspace is: the host answers from its layout,
+    // without the component and without the target.
+    ("resolveWorkdir", &[]),
     ("readFile", prepared![READ]),
     ("readMedia", prepared![READ]),
     ("writeFile", prepared![STAT, WRITE]),

@@ -144,3 +144,75 @@ fn a_sandbox_cannot_be_recorded_or_replayed() {
         text(&out.stderr)
     );
 }
+
+/// `resolveWorkdir` answers where a scope lives on the target from the
+/// settings and the scope alone: a target nothing answers at is never asked,
+/// the installation may come on stdin (it can carry key material), a scope
+/// key names its runtime as OpenClaw's does, and a scope the layout refuses
+/// is an error naming the scope.
+#[test]
+fn resolve_workdir_answers_without_the_target() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let inst = write_installation(
+        dir.path(),
+        json!({"target": "me@192.0.2.1:22", "workspaceRoot": "/srv/sandboxes/"}),
+        json!({}),
+        &[dir.path()],
+    );
+    let call = |installation: &str, params: &Value, stdin: Option<&[u8]>| {
+        let mut child = std::process::Command::new(occ_e2e::host_binary())
+            .args(["call", "resolveWorkdir", "--json", "-i", installation])
+            .args(["-p", &params.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.unwrap_or_default()).unwrap();
+        drop(input);
+        child.wait_with_output().unwrap()
+    };
+    let workspace = dir.path().join("ws");
+    let scope = json!({"scope": {"workspaceDir": workspace, "scopeKey": "agent:main:abc"}});
+    let out = call(inst.to_str().unwrap(), &scope, None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v,
+        json!({
+            "runtimeId": "openclaw-ssh-agent-main-abc-c2c3da17",
+            "runtimeRoot": "/srv/sandboxes/openclaw-ssh-agent-main-abc-c2c3da17",
+            "workdir": "/srv/sandboxes/openclaw-ssh-agent-main-abc-c2c3da17/workspace",
+            "agentWorkdir": null,
+        })
+    );
+    // The same from an installation on stdin.
+    let doc = std::fs::read(&inst).unwrap();
+    let out = call("/dev/stdin", &scope, Some(&doc));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap(), v);
+    // A local directory with a control character has no layout: refused,
+    // naming the scope.
+    let out = call(
+        inst.to_str().unwrap(),
+        &json!({"scope": {"workspaceDir": "/tmp/a\u{1}b"}}),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(65));
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(e["code"], "invalid-params");
+    assert!(
+        e["message"].as_str().unwrap().contains("params.scope"),
+        "{e}"
+    );
+    // Both from stdin is a usage error, before anything is read.
+    let out = run_host(&["call", "resolveWorkdir", "-i", "/dev/stdin", "-p", "@-"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("both read stdin"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -23,17 +23,21 @@ prepareRevision, activateRevision, ...) with OCC's own JSON shapes. Revision met
 {\"revision\": {...}, \"context\"?: {...}, \"binding\": {\"namespace\": {...}, \"agent\": {...}}}:\n\
 a one-shot call has no earlier bindAgent, so it passes the binding with the revision.\n\n\
 Sandbox backends: validateConfiguration, preflight, describeRuntime, ensureRuntime,\n\
-removeRuntime, recreateRuntime, validateWorkdir, exec, runShellCommand, resolvePath,\n\
-readFile, writeFile, createFileExclusive, mkdirp, remove, rename, stat, readDirectory,\n\
-edit, applyPatch, readMedia; every method but the first two takes\n\
+removeRuntime, recreateRuntime, validateWorkdir, resolveWorkdir, exec, runShellCommand,\n\
+resolvePath, readFile, writeFile, createFileExclusive, mkdirp, remove, rename, stat,\n\
+readDirectory, edit, applyPatch, readMedia; every method but the first two takes\n\
 {\"scope\": {\"workspaceDir\", \"sessionKey\"?, \"agentId\"?, \"scopeKey\"?, \"agentWorkspaceDir\"?}}.\n\
+resolveWorkdir answers from the installation and the scope alone, without the component or\n\
+the target: `-i /dev/stdin` takes the installation from a pipe.\n\
 An exec's output streams to this process's stdout and stderr before the JSON result."
 )]
 pub(crate) struct CallArgs {
     /// The method, as the component's world names it.
     #[arg(value_parser = known_method)]
     method: String,
-    /// The installation YAML [default: $OCC_CONFIG_PATH].
+    /// The installation YAML [default: $OCC_CONFIG_PATH]; `/dev/stdin` (or an
+    /// inherited `/dev/fd/N`) reads it from a pipe, so that credentials in it
+    /// touch no disk.
     #[arg(long, short = 'i', env = "OCC_CONFIG_PATH")]
     installation: PathBuf,
     /// The params object as JSON, or @FILE to read it from a file, or @- for stdin.
@@ -95,6 +99,11 @@ fn passthrough() -> OutputSink {
 }
 
 pub(crate) fn run(setup: &Setup, args: CallArgs) -> Result<ExitCode> {
+    if args.params == "@-" && args.installation == std::path::Path::new("/dev/stdin") {
+        bail!(
+            "--params @- and --installation /dev/stdin both read stdin: give one of them another way"
+        );
+    }
     let params = read_params(&args.params)?;
     let tokio = tokio::runtime::Runtime::new()?;
     // Open inside the runtime: the SSH capability starts its idle reaper there.

@@ -49,6 +49,10 @@ impl SandboxBackend {
                 .await;
         }
         let (sandbox_scope, roots) = p.scope()?;
+        if method == Method::ResolveWorkdir {
+            // Nothing local is read and nothing runs: no roots to check.
+            return self.resolve_workdir(&sandbox_scope);
+        }
         self.check_roots(method, &roots)?;
         let call = wit::SandboxCall {
             configuration,
@@ -81,13 +85,48 @@ impl SandboxBackend {
             | Method::ReadDirectory
             | Method::Edit
             | Method::ApplyPatch => on.call_file(&p).await?,
-            Method::ValidateConfiguration | Method::Preflight => unreachable!("handled above"),
+            Method::ValidateConfiguration | Method::Preflight | Method::ResolveWorkdir => {
+                unreachable!("handled above")
+            }
         };
         within_result_bound(
             result,
             self.runtime.limits().max_result_bytes.max(16 << 20),
             &format!("the {method}"),
         )
+    }
+
+    /// Where `scope`'s sandbox is on the target, as `describeRuntime` names
+    /// it but for `running`: the host's own layout of the installation's
+    /// settings and the scope, which every call's envelope is written from.
+    fn resolve_workdir(&self, scope: &wit::SandboxScope) -> Result<Value, CallError> {
+        let settings = self.settings.as_ref().map_err(|e| {
+            CallError::new(
+                FailureKind::Permanent,
+                "invalid-configuration",
+                e.to_string(),
+            )
+        })?;
+        let layout = occ_ssh_target::layout::Layout::new(
+            settings,
+            &occ_ssh_target::layout::ScopeRef {
+                scope_key: scope.scope_key.as_deref(),
+                session_key: scope.session_key.as_deref(),
+                agent_id: scope.agent_id.as_deref(),
+                workspace_dir: &scope.workspace_dir,
+                agent_workspace_dir: scope.agent_workspace_dir.as_deref(),
+            },
+        )
+        .map_err(|why| CallError::invalid_params(format!("resolveWorkdir: params.scope: {why}")))?;
+        let agent = layout
+            .mount(occ_ssh_target::layout::Mount::Agent)
+            .map(|m| m.container_root.clone());
+        Ok(json!({
+            "runtimeId": layout.runtime_id,
+            "runtimeRoot": layout.runtime_root,
+            "workdir": layout.workspace().container_root,
+            "agentWorkdir": agent,
+        }))
     }
 
     /// The configuration alone: no scope, no local workspace, no command.

@@ -18,6 +18,11 @@ pub enum Method {
     RecreateRuntime,
     /// `{scope, workdir}`.
     ValidateWorkdir,
+    /// `{scope}`: where the scope's workspace is on the target, from the
+    /// settings and the scope alone (OpenClaw's `resolveWorkdir`): the host
+    /// answers it from its own layout, with no component call and no
+    /// connection.
+    ResolveWorkdir,
     /// `{scope, command, workdir?, env?, stdin?, timeoutMs?, pty?, openStdin?}`;
     /// output streams; with `openStdin`, `$/input` reaches the command's stdin
     /// after `stdin` (otherwise `stdin` is written and closed).
@@ -58,6 +63,7 @@ const ALL: &[(Method, &str)] = &[
     (Method::RemoveRuntime, "removeRuntime"),
     (Method::RecreateRuntime, "recreateRuntime"),
     (Method::ValidateWorkdir, "validateWorkdir"),
+    (Method::ResolveWorkdir, "resolveWorkdir"),
     (Method::Exec, "exec"),
     (Method::RunShellCommand, "runShellCommand"),
     (Method::ResolvePath, "resolvePath"),
