@@ -11,7 +11,7 @@
 //   await bridge.writeFile({ filePath: "notes.md", data: "hi" });
 //   await host.close();
 
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -156,6 +156,45 @@ function inside(root, candidate) {
 }
 
 /** A running host for one sandbox installation. */
+/**
+ * The scope of OpenClaw's backend params (`scopeKey`, `sessionKey`,
+ * `workspaceDir`, `agentWorkspaceDir`, `skillsWorkspaceDir`), as the host's
+ * methods take it.
+ */
+function scopeOf(params) {
+  return {
+    workspaceDir: params.workspaceDir,
+    ...(params.scopeKey ? { scopeKey: params.scopeKey } : {}),
+    ...(params.sessionKey ? { sessionKey: params.sessionKey } : {}),
+    ...(params.agentId ? { agentId: params.agentId } : {}),
+    ...(params.agentWorkspaceDir ? { agentWorkspaceDir: params.agentWorkspaceDir } : {}),
+    // OpenClaw's materialized skills (workspaceAccess "rw"): refreshed on
+    // the target before each operation, as its own SSH backend does.
+    ...(params.skillsWorkspaceDir ? { skillsWorkspaceDir: params.skillsWorkspaceDir } : {}),
+  };
+}
+
+/**
+ * OpenClaw's `resolveWorkdir`: where the scope of `params` has its workspace
+ * on the target, answered by the host from the installation's settings and
+ * the scope alone (`occ-driver-host call resolveWorkdir`), with no connection
+ * to the target. Synchronous, as OpenClaw calls it; the installation travels
+ * on the host's stdin, never on disk or a command line.
+ */
+export function resolveWorkdirSync({ installation, hostBinary, component }, params) {
+  const binary = hostBinary ?? process.env.OCC_DRIVER_HOST ?? "occ-driver-host";
+  const args = ["call", "resolveWorkdir", "--json", "--installation", "/dev/stdin", "--params", JSON.stringify({ scope: scopeOf(params) })];
+  if (component) args.push("--component", component);
+  let out;
+  try {
+    out = execFileSync(binary, args, { input: JSON.stringify(installation), encoding: "utf8", stdio: ["pipe", "pipe", "pipe"], timeout: 30_000 });
+  } catch (e) {
+    const said = String(e.stderr ?? "").trim().split("\n").pop() || e.message;
+    throw new DriverError(`occ-driver-host resolveWorkdir: ${said}`, { code: "resolve-workdir", failure: "permanent" });
+  }
+  return JSON.parse(out);
+}
+
 export class SandboxHost {
   constructor({ child, exited, connection, socketPath, scratch, binary }) {
     this.binary = binary;
@@ -184,16 +223,7 @@ export class SandboxHost {
    * workspace if it does not exist.
    */
   async createHandle(params) {
-    const scope = {
-      workspaceDir: params.workspaceDir,
-      ...(params.scopeKey ? { scopeKey: params.scopeKey } : {}),
-      ...(params.sessionKey ? { sessionKey: params.sessionKey } : {}),
-      ...(params.agentId ? { agentId: params.agentId } : {}),
-      ...(params.agentWorkspaceDir ? { agentWorkspaceDir: params.agentWorkspaceDir } : {}),
-      // OpenClaw's materialized skills (workspaceAccess "rw"): refreshed on
-      // the target before each operation, as its own SSH backend does.
-      ...(params.skillsWorkspaceDir ? { skillsWorkspaceDir: params.skillsWorkspaceDir } : {}),
-    };
+    const scope = scopeOf(params);
     const info = await this.call("describeRuntime", { scope });
     return createHandle(this, scope, info, params);
   }

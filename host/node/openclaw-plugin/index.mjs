@@ -7,7 +7,7 @@
 //
 //   plugins: {
 //     load: { paths: ["/opt/occ/host/node/openclaw-plugin"] },
-//     entries: { "occ-sandbox-ssh": { config: {
+//     entries: { "occ-ssh": { config: {
 //       component: "/opt/occ/guest_ssh_sandbox.wasm",
 //       approvedScripts: { preflight: "<sha256>", workspace: "<sha256>", exec: "<sha256>" },
 //     } } },
@@ -21,9 +21,11 @@ import path from "node:path";
 
 import { registerSandboxBackend } from "openclaw/plugin-sdk/sandbox";
 
-import { BACKEND_ID, startSandboxHost } from "../sandbox.mjs";
+import { BACKEND_ID, resolveWorkdirSync, startSandboxHost } from "../sandbox.mjs";
 
-const PLUGIN_ID = "occ-sandbox-ssh";
+// The plugin id is the backend id: OpenClaw's CLI (sandbox explain, list,
+// recreate) loads the plugin whose id is a configured backend's, and no other.
+const PLUGIN_ID = BACKEND_ID;
 
 /** Where seeds may be read from: the plugin's list, or OpenClaw's state directory. */
 const localWorkspaces = (pluginConfig) =>
@@ -88,8 +90,23 @@ export default {
       hosts.clear();
       await Promise.allSettled(all.map(async (h) => (await h).close()));
     };
+    // OpenClaw asks where a scope's workspace is (the Agent's prompt,
+    // `openclaw sandbox explain`) without provisioning it, synchronously:
+    // the host answers from the settings and the scope alone, and the answer
+    // never changes for the same ones, so it is kept.
+    const workdirs = new Map();
+    const resolveWorkdir = (params) => {
+      const installation = installationFor(params.cfg, pluginConfig);
+      const key = JSON.stringify([installation, params.scopeKey, params.sessionKey, params.workspaceDir, params.agentWorkspaceDir]);
+      if (!workdirs.has(key)) {
+        if (workdirs.size >= 1024) workdirs.clear();
+        workdirs.set(key, resolveWorkdirSync({ installation, hostBinary: pluginConfig.hostBinary }, params).workdir);
+      }
+      return workdirs.get(key);
+    };
     const unregister = registerSandboxBackend(BACKEND_ID, {
       factory: async (params) => (await hostFor(params.cfg)).createHandle(params),
+      resolveWorkdir,
       manager: {
         describeRuntime: async (p) => (await managerFor(p.config)).describeRuntime(p),
         removeRuntime: async (p) => (await managerFor(p.config)).removeRuntime(p),

@@ -10,7 +10,7 @@
 //     $NODE24 --test host/node/test-sandbox/agent.test.mjs
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
@@ -78,6 +78,69 @@ test("an OpenClaw agent turn runs its tools in the component's sandbox", { timeo
   assert.equal(remote, "written by an edited agent turn");
 });
 
+test("openclaw sandbox explain names the remote workdir, as for OpenClaw's own ssh backend, with the target unreachable", { timeout: 300_000 }, async () => {
+  const base = mkdtempSync(join(tmpdir(), "occ-explain-"));
+  // TEST-NET-1: nothing answers there; an explain that connected would fail.
+  const target = "root@192.0.2.1:22";
+  const workspaceRoot = `/tmp/${unique("occ-sbx-explain")}`;
+  try {
+    for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
+    const explain = (backend) => {
+      writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(openclawConfig({ base, backend, workspaceRoot, target })));
+      const env = { ...process.env, HOME: join(base, "home"), OPENCLAW_STATE_DIR: join(base, "state"), OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json") };
+      const r = spawnSync(process.execPath, [rig.openclaw, "sandbox", "explain", "--session", "agent:main:main", "--json"], { env, encoding: "utf8", timeout: 120_000 });
+      assert.equal(r.status, 0, r.stderr);
+      return JSON.parse(r.stdout.slice(r.stdout.indexOf("{")));
+    };
+    const theirs = explain("ssh");
+    const ours = explain("occ-ssh");
+    const workdirs = (x) => JSON.stringify(x).match(new RegExp(`${workspaceRoot}/[^"]*`, "g")) ?? [];
+    assert.ok(workdirs(theirs).length > 0, `OpenClaw's own backend names a remote workdir: ${JSON.stringify(theirs)}`);
+    assert.deepEqual(workdirs(ours), workdirs(theirs), "ours names the same remote workdir");
+  } finally {
+    rmSync(base, { recursive: true, force: true });
+  }
+});
+
+/**
+ * OpenClaw's configuration for a turn or a CLI run in `base`: the plugin
+ * loaded from this checkout, `backend` as the sandbox backend on `target`
+ * (the rig host unless given), and the scripted model at `modelPort`.
+ */
+function openclawConfig({ base, backend, workspaceRoot, modelPort = 9, execTimeoutSeconds, target = `root@${host.address}:22` }) {
+  return {
+    plugins: {
+      load: { paths: [plugin] },
+      entries: { "occ-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base], ...workerConfig } } },
+    },
+    models: {
+      mode: "merge",
+      providers: {
+        scripted: {
+          baseUrl: `http://127.0.0.1:${modelPort}/v1`,
+          apiKey: "scripted",
+          api: "openai-completions",
+          models: [{ id: "steps", name: "Scripted steps", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }],
+        },
+      },
+    },
+    tools: { profile: "coding", ...(execTimeoutSeconds ? { exec: { timeoutSeconds: execTimeoutSeconds } } : {}) },
+    agents: {
+      defaults: {
+        workspace: join(base, "workspace"),
+        model: { primary: "scripted/steps" },
+        sandbox: {
+          mode: "all",
+          backend,
+          scope: "session",
+          workspaceAccess: "rw",
+          ssh: { target, workspaceRoot, identityFile: rig.identity, knownHostsFile: rig.knownHosts, updateHostKeys: false },
+        },
+      },
+    },
+  };
+}
+
 /**
  * One turn of `steps` (model steps) with `backend` as the sandbox backend on
  * a rig host, from a workspace holding seed.txt; the tool results the model
@@ -91,37 +154,7 @@ async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a p
   try {
     for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
     writeFileSync(join(base, "workspace/seed.txt"), "seeded from the agent workspace\n");
-    const config = {
-      plugins: {
-        load: { paths: [plugin] },
-        entries: { "occ-sandbox-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base], ...workerConfig } } },
-      },
-      models: {
-        mode: "merge",
-        providers: {
-          scripted: {
-            baseUrl: `http://127.0.0.1:${model.port}/v1`,
-            apiKey: "scripted",
-            api: "openai-completions",
-            models: [{ id: "steps", name: "Scripted steps", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }],
-          },
-        },
-      },
-      tools: { profile: "coding", ...(execTimeoutSeconds ? { exec: { timeoutSeconds: execTimeoutSeconds } } : {}) },
-      agents: {
-        defaults: {
-          workspace: join(base, "workspace"),
-          model: { primary: "scripted/steps" },
-          sandbox: {
-            mode: "all",
-            backend,
-            scope: "session",
-            workspaceAccess: "rw",
-            ssh: { target: `root@${host.address}:22`, workspaceRoot, identityFile: rig.identity, knownHostsFile: rig.knownHosts, updateHostKeys: false },
-          },
-        },
-      },
-    };
+    const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds });
     writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
     const env = { ...process.env, HOME: join(base, "home"), OPENCLAW_STATE_DIR: join(base, "state"), OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json") };
     const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", message, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });

@@ -276,7 +276,7 @@ test("the plugin registers occ-ssh in OpenClaw's registry, and OpenClaw's own br
   const { plugin, cleanup } = await loadPlugin();
   const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [local.base], ...workerConfig });
   try {
-    assert.equal(plugin.id, "occ-sandbox-ssh");
+    assert.equal(plugin.id, "occ-ssh");
     plugin.register(api);
     const factory = sdk.requireSandboxBackendFactory("occ-ssh");
     const cfg = openclawCfg("occ-ssh", sshBlock(host, workspaceRoot));
@@ -307,6 +307,38 @@ test("the plugin registers occ-ssh in OpenClaw's registry, and OpenClaw's own br
     });
     await manager.removeRuntime({ entry, config: { agents: { defaults: { sandbox: cfg } } } });
     assert.equal(sh(host, `[ -e ${handle.workdir} ] && echo present || echo gone`), "gone");
+  } finally {
+    await stop();
+    sh(host, `rm -rf ${workspaceRoot}`);
+    cleanup();
+    local.cleanup();
+  }
+});
+
+test("OpenClaw's workdir resolver finds ours: the built-in's answer, without touching the target", async () => {
+  const local = localWorkspace();
+  const workspaceRoot = `/tmp/${unique("occ-sbx-workdir")}`;
+  const { plugin, cleanup } = await loadPlugin();
+  const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [local.base], ...workerConfig });
+  try {
+    plugin.register(api);
+    const resolve = sdk.getSandboxBackendWorkdirResolver("occ-ssh");
+    assert.equal(typeof resolve, "function", "occ-ssh registers resolveWorkdir");
+    const builtin = sdk.getSandboxBackendWorkdirResolver("ssh");
+    // A target nothing answers at (TEST-NET-1): a resolver that connected
+    // would fail there instead of answering.
+    const nowhere = { ...sshBlock(host, workspaceRoot), target: "root@192.0.2.1:22" };
+    for (const sessionKey of [unique("agent:main"), unique("agent:other:subagent")]) {
+      const p = params(local, sessionKey, openclawCfg("occ-ssh", nowhere));
+      const ours = resolve(p);
+      assert.equal(typeof ours, "string", "answered synchronously");
+      assert.equal(ours, builtin({ ...p, cfg: openclawCfg("ssh", nowhere) }));
+    }
+    // And it is where a handle of the same scope works, on a real target.
+    const p = params(local, unique("agent:main"), openclawCfg("occ-ssh", sshBlock(host, workspaceRoot)));
+    const handle = await sdk.requireSandboxBackendFactory("occ-ssh")(p);
+    assert.equal(resolve(p), handle.workdir);
+    assert.equal(sh(host, `[ -e ${workspaceRoot} ] && echo present || echo absent`), "absent", "resolving provisioned nothing");
   } finally {
     await stop();
     sh(host, `rm -rf ${workspaceRoot}`);
