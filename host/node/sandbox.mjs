@@ -155,7 +155,6 @@ function inside(root, candidate) {
   return candidate === root || candidate.startsWith(root.endsWith("/") ? root : `${root}/`);
 }
 
-/** A running host for one sandbox installation. */
 /**
  * The scope of OpenClaw's backend params (`scopeKey`, `sessionKey`,
  * `workspaceDir`, `agentWorkspaceDir`, `skillsWorkspaceDir`), as the host's
@@ -181,10 +180,9 @@ function scopeOf(params) {
  * to the target. Synchronous, as OpenClaw calls it; the installation travels
  * on the host's stdin, never on disk or a command line.
  */
-export function resolveWorkdirSync({ installation, hostBinary, component }, params) {
+export function resolveWorkdirSync({ installation, hostBinary }, params) {
   const binary = hostBinary ?? process.env.OCC_DRIVER_HOST ?? "occ-driver-host";
   const args = ["call", "resolveWorkdir", "--json", "--installation", "/dev/stdin", "--params", JSON.stringify({ scope: scopeOf(params) })];
-  if (component) args.push("--component", component);
   let out;
   try {
     out = execFileSync(binary, args, { input: JSON.stringify(installation), encoding: "utf8", stdio: ["pipe", "pipe", "pipe"], timeout: 30_000 });
@@ -195,6 +193,7 @@ export function resolveWorkdirSync({ installation, hostBinary, component }, para
   return JSON.parse(out);
 }
 
+/** A running host for one sandbox installation. */
 export class SandboxHost {
   constructor({ child, exited, connection, socketPath, scratch, binary }) {
     this.binary = binary;

@@ -246,7 +246,7 @@ impl Workers {
             let mut sealed = seal(&self.policy, &serve.start, &[]);
             sealed.stdin.extend_from_slice(&serve.start_input);
             let started = tokio::select! {
-                r = tokio::time::timeout(bound, start(master, &sealed)) => r.unwrap_or(Err(WorkerError::Timeout(bound))),
+                r = tokio::time::timeout(bound, start(master, &sealed, Instant::now() + bound)) => r.unwrap_or(Err(WorkerError::Timeout(bound))),
                 () = cancel.cancelled() => return Some(Err(ExecError::Cancelled)),
             };
             match started {
@@ -687,12 +687,16 @@ fn tail_text(stderr: &Mutex<Vec<u8>>) -> String {
     }
 }
 
-/// Start a worker on `master` with its start, `sealed`, and read its hello.
-async fn start(master: Arc<Master>, sealed: &Sealed) -> Result<Worker, WorkerError> {
+/// Start a worker on `master` with its start, `sealed`, and read its hello;
+/// a session the server refuses is asked for again until `deadline`, the end
+/// of the caller's bound of the whole start.
+async fn start(
+    master: Arc<Master>,
+    sealed: &Sealed,
+    deadline: Instant,
+) -> Result<Worker, WorkerError> {
     let permit = master.session().await;
     let line = remote_command(&sealed.argv);
-    // The caller bounds the whole start; this only stops asking again.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let mut child = master
         .open(
             || {

@@ -107,17 +107,10 @@ impl SandboxBackend {
                 e.to_string(),
             )
         })?;
-        let layout = occ_ssh_target::layout::Layout::new(
-            settings,
-            &occ_ssh_target::layout::ScopeRef {
-                scope_key: scope.scope_key.as_deref(),
-                session_key: scope.session_key.as_deref(),
-                agent_id: scope.agent_id.as_deref(),
-                workspace_dir: &scope.workspace_dir,
-                agent_workspace_dir: scope.agent_workspace_dir.as_deref(),
-            },
-        )
-        .map_err(|why| CallError::invalid_params(format!("resolveWorkdir: params.scope: {why}")))?;
+        let layout = occ_ssh_target::layout::Layout::new(settings, &super::scope_ref(scope))
+            .map_err(|why| {
+                CallError::invalid_params(format!("resolveWorkdir: params.scope: {why}"))
+            })?;
         let agent = layout
             .mount(occ_ssh_target::layout::Mount::Agent)
             .map(|m| m.container_root.clone());

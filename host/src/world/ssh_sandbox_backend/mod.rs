@@ -346,13 +346,7 @@ impl SandboxBackend {
     ) -> Arc<CallAdmission> {
         let operation_ms =
             u64::try_from(self.ssh.grant().bounds.operation.as_millis()).unwrap_or(u64::MAX);
-        let scope = scope.map(|s| ScopeRef {
-            scope_key: s.scope_key.as_deref(),
-            session_key: s.session_key.as_deref(),
-            agent_id: s.agent_id.as_deref(),
-            workspace_dir: &s.workspace_dir,
-            agent_workspace_dir: s.agent_workspace_dir.as_deref(),
-        });
+        let scope = scope.map(scope_ref);
         Arc::new(CallAdmission::new(
             method,
             &self.settings,
@@ -479,5 +473,17 @@ fn sandbox_error(e: wit::SandboxError) -> CallError {
         message: crate::runtime::escape_control(&e.message),
         host: None,
         refusal: None,
+    }
+}
+
+/// A call's scope as the layout takes it: what admission and
+/// `resolveWorkdir` compute a scope's paths from.
+fn scope_ref(s: &wit::SandboxScope) -> ScopeRef<'_> {
+    ScopeRef {
+        scope_key: s.scope_key.as_deref(),
+        session_key: s.session_key.as_deref(),
+        agent_id: s.agent_id.as_deref(),
+        workspace_dir: &s.workspace_dir,
+        agent_workspace_dir: s.agent_workspace_dir.as_deref(),
     }
 }
