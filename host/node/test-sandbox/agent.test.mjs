@@ -156,7 +156,16 @@ async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a p
     writeFileSync(join(base, "workspace/seed.txt"), "seeded from the agent workspace\n");
     const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds });
     writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
-    const env = { ...process.env, HOME: join(base, "home"), OPENCLAW_STATE_DIR: join(base, "state"), OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json") };
+    // The host's ssh log at debug: a failed turn prints OpenClaw's stderr,
+    // which carries the host's (the plugin passes it on), and says where
+    // the time went.
+    const env = {
+      ...process.env,
+      RUST_LOG: process.env.RUST_LOG ?? "warn,occ_driver_host::capability::ssh_exec=debug",
+      HOME: join(base, "home"),
+      OPENCLAW_STATE_DIR: join(base, "state"),
+      OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json"),
+    };
     const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", message, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
     let stderr = "";
     agent.stderr.on("data", (d) => (stderr += d));

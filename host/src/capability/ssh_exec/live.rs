@@ -736,7 +736,22 @@ impl LiveSsh {
                             continue;
                         }
                     }
-                    return Err(ExecError::Io(format!("{}: {}", req.alias, error_text(&e))));
+                    // How long it waited and what the master logged say
+                    // whether the master, the server or the link was at
+                    // fault.
+                    let log = master.log_tail();
+                    return Err(ExecError::Io(format!(
+                        "{}: {} (after {:.1} s{}{})",
+                        req.alias,
+                        error_text(&e),
+                        started.elapsed().as_secs_f64(),
+                        if log.is_empty() {
+                            ""
+                        } else {
+                            "; the ssh master logged: "
+                        },
+                        log
+                    )));
                 }
             };
             let left = bound.saturating_sub(started.elapsed());

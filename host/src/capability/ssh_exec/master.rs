@@ -279,6 +279,17 @@ impl Master {
         command
     }
 
+    /// What the master logged since it connected (its `-E` log, at the
+    /// client's `LogLevel ERROR`: a lost connection, a server that stopped
+    /// answering), its last lines joined; empty when it logged nothing.
+    pub(crate) fn log_tail(&self) -> String {
+        let text = read_log(&self.dir.join("log"));
+        match text.char_indices().rev().nth(511) {
+            Some((i, _)) => format!("...{}", &text[i..]),
+            None => text,
+        }
+    }
+
     /// `-O exit`, and the master's files go.
     pub(crate) async fn exit(&self) {
         let _ = self.control("exit").output().await;
