@@ -539,17 +539,29 @@ def rename_no_replace(src_dir, src, dst_dir, dst):
     atomically: renameat2(RENAME_NOREPLACE) on Linux, renameatx_np(RENAME_EXCL)
     on macOS, through the C library. There is no fallback: without the
     primitive, MissingRename says so and nothing is renamed."""
+    rename_with(src_dir, src, dst_dir, dst, 1, 0x4, "NOREPLACE", "EXCL")
+
+
+def rename_exchange(dir_fd, a, b):
+    """Swap the entries `a` and `b` of `dir_fd` in one step: renameat2
+    (RENAME_EXCHANGE) on Linux, renameatx_np(RENAME_SWAP) on macOS. A reader
+    of either name sees the one entry or the other, never neither.
+    MissingRename when the target lacks the primitive."""
+    rename_with(dir_fd, a, dir_fd, b, 2, 0x2, "EXCHANGE", "SWAP")
+
+
+def rename_with(src_dir, src, dst_dir, dst, linux_flag, darwin_flag, linux_name, darwin_name):
     try:
         import ctypes
     except ImportError as e:
         raise MissingRename("python3 has no ctypes (%s)" % e)
     libc = ctypes.CDLL(None, use_errno=True)
     if sys.platform.startswith("linux"):
-        call, flag, what = getattr(libc, "renameat2", None), 1, "renameat2(RENAME_NOREPLACE)"
+        call, flag, what = getattr(libc, "renameat2", None), linux_flag, "renameat2(RENAME_%s)" % linux_name
     elif sys.platform == "darwin":
-        call, flag, what = getattr(libc, "renameatx_np", None), 0x4, "renameatx_np(RENAME_EXCL)"
+        call, flag, what = getattr(libc, "renameatx_np", None), darwin_flag, "renameatx_np(RENAME_%s)" % darwin_name
     else:
-        raise MissingRename("%s has no atomic no-replace rename this backend knows" % sys.platform)
+        raise MissingRename("%s has no atomic rename this backend knows" % sys.platform)
     if call is None:
         raise MissingRename("the C library has no %s" % what)
     call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
@@ -907,10 +919,13 @@ def op_skills(root, runtime):
     workspaceAccess "rw"): <workspace>/.openclaw/sandbox-skills becomes the
     archive on stdin, which the host streams from the scope's local skills
     workspace; an empty stdin (the scope has none) leaves it empty. The new
-    tree is extracted beside the old one and renamed into place, so a fault
-    midway leaves the old skills, never half of the new ones. Whatever a
-    sandboxed command put at that name (a link too) is replaced, never
-    followed; `.openclaw` itself must be a directory, not a link."""
+    tree is extracted beside the old one and swapped into place in one step
+    (rename_exchange), so a reader of the skills sees the old tree or the new
+    one, never neither and never half of one, and a fault midway leaves the
+    old skills. Whatever a sandboxed command put at that name (a link too)
+    is replaced, never followed; `.openclaw` itself must be a directory, not
+    a link. A target without the exchange (an old libc) gets two renames,
+    with a moment between them when the name is absent."""
     wsfd = open_mount(root, runtime, "workspace")
     try:
         dotfd = open_dir(wsfd, ".openclaw", ".openclaw", create=True)
@@ -926,17 +941,22 @@ def op_skills(root, runtime):
                 counts = extract(top) if sys.stdin.buffer.peek(1) else {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
             finally:
                 os.close(top)
-            old = lstat_at(dotfd, name)
-            if old is not None:
-                stale = ".occ-skills-old-" + token()
-                os.rename(name, stale, src_dir_fd=dotfd, dst_dir_fd=dotfd)
-            os.rename(fresh, name, src_dir_fd=dotfd, dst_dir_fd=dotfd)
+            # After this, `fresh` names whatever was there before: the old
+            # tree, or nothing.
+            if lstat_at(dotfd, name) is None:
+                os.rename(fresh, name, src_dir_fd=dotfd, dst_dir_fd=dotfd)
+            else:
+                try:
+                    rename_exchange(dotfd, fresh, name)
+                except MissingRename:
+                    stale = ".occ-skills-old-" + token()
+                    os.rename(name, stale, src_dir_fd=dotfd, dst_dir_fd=dotfd)
+                    os.rename(fresh, name, src_dir_fd=dotfd, dst_dir_fd=dotfd)
+                    os.rename(stale, fresh, src_dir_fd=dotfd, dst_dir_fd=dotfd)
         except BaseException:
-            if lstat_at(dotfd, fresh) is not None:
-                remove_tree(dotfd, fresh)
+            remove_tree(dotfd, fresh)
             raise
-        if old is not None:
-            remove_tree(dotfd, stale)
+        remove_tree(dotfd, fresh)
         os.fsync(dotfd)
     finally:
         os.close(dotfd)

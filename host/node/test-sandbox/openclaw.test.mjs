@@ -516,6 +516,86 @@ test("differential: the skills OpenClaw materialized for a scope are refreshed b
   }
 });
 
+test("differential: a reader of the skills during 50 refreshes never finds them missing or half-replaced; OpenClaw's own backend clears them in place", { timeout: 600_000 }, async () => {
+  const local = localWorkspace();
+  const skills = join(local.base, "skills-workspaces", "scope", ".openclaw", "sandbox-skills");
+  const SKILLS = 10;
+  const version = (v) => {
+    for (let i = 0; i < SKILLS; i++) {
+      mkdirSync(join(skills, `skills/s${i}`), { recursive: true });
+      writeFileSync(join(skills, `skills/s${i}/SKILL.md`), `# skill ${i}, version ${v}\n`);
+    }
+  };
+  version(0);
+  // On the target, as any process there reads the skills (by path, as
+  // OpenClaw's skill loader does): every listing must hold all of them, each
+  // SKILL.md whole, until the stop file appears.
+  const reader = [
+    "import json, os, sys",
+    "d, out, stop, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])",
+    "polls = missing = partial = 0",
+    "while not os.path.exists(stop):",
+    "    polls += 1",
+    "    try:",
+    "        names = os.listdir(d)",
+    "    except FileNotFoundError:",
+    "        missing += 1",
+    "        continue",
+    "    whole = len(names) == n",
+    "    for name in names if whole else []:",
+    "        try:",
+    "            with open(os.path.join(d, name, 'SKILL.md')) as f:",
+    "                whole = f.read().endswith('\\n')",
+    "        except OSError:",
+    "            whole = False",
+    "        if not whole:",
+    "            break",
+    "    partial += 0 if whole else 1",
+    "json.dump({'polls': polls, 'missing': missing, 'partial': partial}, open(out, 'w'))",
+  ].join("\n");
+  const scratch = `/tmp/${unique("occ-skills-reader")}`;
+  sh(host, `mkdir -p ${scratch} && cat > ${scratch}/reader.py <<'EOF'\n${reader}\nEOF`);
+  const theirsRoot = `/tmp/${unique("occ-skills-openclaw")}`;
+  const oursRoot = `/tmp/${unique("occ-skills-ours")}`;
+  const { startSandboxHost } = await import("../sandbox.mjs");
+  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
+  try {
+    const session = unique("agent:main");
+    const withSkills = (cfg) => ({ ...params(local, session, cfg), skillsWorkspaceDir: skills });
+    const read = async (handle, who) => {
+      // The first exec seeds the workspace and materializes the skills.
+      assert.equal((await exec(handle, "true")).code, 0);
+      const dir = `${handle.workdir}/.openclaw/sandbox-skills/skills`;
+      const out = `${scratch}/${who}.json`;
+      const stop = `${scratch}/${who}.stop`;
+      sh(host, `nohup python3 ${scratch}/reader.py ${dir} ${out} ${stop} ${SKILLS} >/dev/null 2>&1 & echo started`);
+      for (let v = 1; v <= 50; v++) {
+        version(v);
+        assert.equal((await exec(handle, "true")).code, 0);
+      }
+      sh(host, `touch ${stop}; for i in $(seq 100); do [ -s ${out} ] && break; sleep 0.1; done`);
+      const seen = JSON.parse(sh(host, `cat ${out}`));
+      // The last refresh is the one the skills show.
+      assert.equal(sh(host, `cat ${dir}/s3/SKILL.md`), "# skill 3, version 50");
+      return seen;
+    };
+    const theirs = await read(await sdk.getSandboxBackendFactory("ssh")(withSkills(openclawCfg("ssh", sshBlock(host, theirsRoot)))), "theirs");
+    const mine = await read(await ours.createHandle(withSkills(null)), "ours");
+    process.stderr.write(`skills during 50 refreshes: OpenClaw's own backend ${JSON.stringify(theirs)}, ours ${JSON.stringify(mine)}\n`);
+    // The reader finds OpenClaw's in-place clear: it can see what it looks for.
+    assert.ok(theirs.missing + theirs.partial > 0, JSON.stringify(theirs));
+    assert.ok(mine.polls > 50, JSON.stringify(mine));
+    assert.deepEqual({ missing: mine.missing, partial: mine.partial }, { missing: 0, partial: 0 });
+    // Nothing of the swaps is left beside the skills.
+    const ourWorkdir = sh(host, `ls -d ${oursRoot}/*/workspace`);
+    assert.equal(sh(host, `ls -A ${ourWorkdir}/.openclaw`), "sandbox-skills");
+  } finally {
+    await ours.close();
+    sh(host, `rm -rf ${theirsRoot} ${oursRoot} ${scratch}`);
+    local.cleanup();
+  }
+});
+
 test("differential: a file OpenClaw stages for a turn after the seed reaches our remote workspace; OpenClaw's own backend leaves it local", async () => {
   const local = localWorkspace();
   // OpenClaw's own staging of a turn's inbound file (stageSandboxMedia, as
