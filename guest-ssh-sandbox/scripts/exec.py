@@ -73,8 +73,12 @@ class SetupError(Exception):
 
 
 def report(nonce, payload, status):
-    sys.stderr.write("occ-sandbox-exec %s %s\n" % (nonce, json.dumps(payload)))
-    sys.stderr.flush()
+    try:
+        sys.stderr.write("occ-sandbox-exec %s %s\n" % (nonce, json.dumps(payload)))
+        sys.stderr.flush()
+    except OSError:
+        # Nobody reads it any more: the status is all there is.
+        pass
     os._exit(status)
 
 
@@ -371,7 +375,7 @@ def main():
         # starts in a fraction of a fork's time (the pipes are close-on-exec,
         # their copies on 1 and 2 are not).
         try:
-            child = os.posix_spawn(argv[0], argv, env, setsid=True, file_actions=[
+            child = os.posix_spawn(argv[0], argv, env, setsid=True, setsigdef=(signal.SIGPIPE,), file_actions=[
                 (os.POSIX_SPAWN_DUP2, out_w, 1),
                 (os.POSIX_SPAWN_DUP2, err_w, 2),
             ])
@@ -397,6 +401,9 @@ def spawn(argv, env, nonce, arrange):
         try:
             os.setsid()
             arrange()
+            # The command writes into a closed pipe as any program does: it
+            # ends by SIGPIPE (this script ignores it, below).
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             os.execve(argv[0], argv, env)
         finally:
             os._exit(127)
@@ -532,6 +539,10 @@ def run(child, marker, nonce, timeout, timeout_ms, pipes, terminal=None):
 
 
 if __name__ == "__main__":
-    # sys.argv is ["-c", "exec"]: the arguments come on stdin.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # sys.argv is ["-c", "exec"]: the arguments come on stdin. A write to a
+    # caller that went away (its channel closed mid-output) must reach
+    # gone() as BrokenPipeError, which ends the command's processes; SIGPIPE
+    # would end this script alone and leave them running. The command gets
+    # SIGPIPE back as it would anywhere else (spawn).
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     main()
