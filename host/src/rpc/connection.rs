@@ -193,7 +193,17 @@ where
     let mut tasks = tokio::task::JoinSet::new();
     while let Some(frame) = frames.next().await {
         while tasks.try_join_next().is_some() {}
-        let line = match frame? {
+        let frame = match frame {
+            Ok(frame) => frame,
+            // A peer killed outright resets its connection: it is gone as
+            // surely as one that closed it, and its calls are cancelled the
+            // same way (below), not dropped mid-run.
+            Err(e) => {
+                tracing::debug!("connection ended: {e}");
+                break;
+            }
+        };
+        let line = match frame {
             Frame::Line(line) if line.trim().is_empty() => continue,
             Frame::Line(line) => line,
             Frame::TooLong => {

@@ -540,6 +540,13 @@ async fn command(
 ) -> Result<ExecOutput, ExecError> {
     let (id, mut events) = w.register();
     let _forget = Forget(w, id);
+    // Dropped before its end (the caller's task aborted: its connection
+    // failed), the command is cancelled all the same, or it would run on
+    // with nobody to stop it.
+    let mut unfinished = CancelUnfinished {
+        worker: Some(w.clone()),
+        id,
+    };
     w.touch();
     let broken = |why: String| {
         ExecError::Io(format!(
@@ -637,8 +644,30 @@ async fn command(
         // As a closed channel: the exec script ends the command's process group.
         let _ = w.send(json!({"id": id, "cancel": true}), &[]).await;
     }
+    unfinished.worker = None;
     w.touch();
     result
+}
+
+/// Cancels command `id` on `worker` when dropped while still holding it: a
+/// command whose caller went away mid-run.
+struct CancelUnfinished {
+    worker: Option<Arc<Worker>>,
+    id: u64,
+}
+
+impl Drop for CancelUnfinished {
+    fn drop(&mut self) {
+        let Some(worker) = self.worker.take() else {
+            return;
+        };
+        let id = self.id;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = worker.send(json!({"id": id, "cancel": true}), &[]).await;
+            });
+        }
+    }
 }
 
 /// Append `bytes` to `tail`, keeping its last `max` bytes.
