@@ -542,12 +542,12 @@ def rename_no_replace(src_dir, src, dst_dir, dst):
     rename_with(src_dir, src, dst_dir, dst, 1, 0x4, "NOREPLACE", "EXCL")
 
 
-def rename_exchange(dir_fd, a, b):
-    """Swap the entries `a` and `b` of `dir_fd` in one step: renameat2
-    (RENAME_EXCHANGE) on Linux, renameatx_np(RENAME_SWAP) on macOS. A reader
-    of either name sees the one entry or the other, never neither.
+def rename_exchange(a_dir, a, b_dir, b):
+    """Swap the entries `a` (in `a_dir`) and `b` (in `b_dir`) in one step:
+    renameat2(RENAME_EXCHANGE) on Linux, renameatx_np(RENAME_SWAP) on macOS.
+    A reader of either name sees the one entry or the other, never neither.
     MissingRename when the target lacks the primitive."""
-    rename_with(dir_fd, a, dir_fd, b, 2, 0x2, "EXCHANGE", "SWAP")
+    rename_with(a_dir, a, b_dir, b, 2, 0x2, "EXCHANGE", "SWAP")
 
 
 def rename_with(src_dir, src, dst_dir, dst, linux_flag, darwin_flag, linux_name, darwin_name):
@@ -918,48 +918,71 @@ def op_skills(root, runtime):
     """OpenClaw's refresh of the skills it materialized for the scope (with
     workspaceAccess "rw"): <workspace>/.openclaw/sandbox-skills becomes the
     archive on stdin, which the host streams from the scope's local skills
-    workspace; an empty stdin (the scope has none) leaves it empty. The new
-    tree is extracted beside the old one and swapped into place in one step
-    (rename_exchange), so a reader of the skills sees the old tree or the new
-    one, never neither and never half of one, and a fault midway leaves the
-    old skills. Whatever a sandboxed command put at that name (a link too)
-    is replaced, never followed; `.openclaw` itself must be a directory, not
-    a link. A target without the exchange (an old libc) gets two renames,
-    with a moment between them when the name is absent."""
-    wsfd = open_mount(root, runtime, "workspace")
+    workspace; an empty stdin (the scope has none) leaves it empty.
+
+    The new tree is extracted in the runtime root, outside every mount, and
+    swapped into place in one step (rename_exchange): a reader of the skills
+    sees the old tree or the new one, never neither, and a fault midway
+    leaves the old skills. The old tree goes aside in the runtime root
+    (RETIRED_SKILLS) until the next refresh removes it, so that a reader that
+    opened it before the swap finishes on a whole tree; nothing of this shows
+    in the workspace. Whatever a sandboxed command put at that name (a link
+    too) is replaced, never followed; `.openclaw` itself must be a
+    directory, not a link. A target without the exchange (an old libc) gets
+    two renames, with a moment between them when the name is absent."""
+    runfd = open_runtime(root, runtime)
     try:
-        dotfd = open_dir(wsfd, ".openclaw", ".openclaw", create=True)
-    finally:
-        os.close(wsfd)
-    name = "sandbox-skills"
-    fresh = ".occ-skills-" + token()
-    try:
-        os.mkdir(fresh, 0o755, dir_fd=dotfd)
+        wsfd = open_dir(runfd, "workspace", "workspace")
         try:
-            top = os.open(fresh, NOFOLLOW_DIR, dir_fd=dotfd)
-            try:
-                counts = extract(top) if sys.stdin.buffer.peek(1) else {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
-            finally:
-                os.close(top)
-            # After this, `fresh` names whatever was there before: the old
-            # tree, or nothing.
-            if lstat_at(dotfd, name) is None:
-                os.rename(fresh, name, src_dir_fd=dotfd, dst_dir_fd=dotfd)
-            else:
-                try:
-                    rename_exchange(dotfd, fresh, name)
-                except MissingRename:
-                    stale = ".occ-skills-old-" + token()
-                    os.rename(name, stale, src_dir_fd=dotfd, dst_dir_fd=dotfd)
-                    os.rename(fresh, name, src_dir_fd=dotfd, dst_dir_fd=dotfd)
-                    os.rename(stale, fresh, src_dir_fd=dotfd, dst_dir_fd=dotfd)
-        except BaseException:
-            remove_tree(dotfd, fresh)
-            raise
-        remove_tree(dotfd, fresh)
-        os.fsync(dotfd)
+            dotfd = open_dir(wsfd, ".openclaw", ".openclaw", create=True)
+        finally:
+            os.close(wsfd)
+        try:
+            counts = replace_skills(runfd, dotfd, "sandbox-skills")
+            os.fsync(dotfd)
+            os.fsync(runfd)
+        finally:
+            os.close(dotfd)
     finally:
-        os.close(dotfd)
+        os.close(runfd)
+    return counts
+
+
+# The prefix of an old skills tree a refresh set aside in the runtime root.
+RETIRED_SKILLS = ".occ-skills-old-"
+
+
+def replace_skills(runfd, dotfd, name):
+    fresh = ".occ-skills-" + token()
+    os.mkdir(fresh, 0o755, dir_fd=runfd)
+    try:
+        top = os.open(fresh, NOFOLLOW_DIR, dir_fd=runfd)
+        try:
+            counts = extract(top) if sys.stdin.buffer.peek(1) else {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
+        finally:
+            os.close(top)
+        # After this, `fresh` names whatever was there before: the old tree,
+        # or nothing.
+        if lstat_at(dotfd, name) is None:
+            os.rename(fresh, name, src_dir_fd=runfd, dst_dir_fd=dotfd)
+        else:
+            try:
+                rename_exchange(runfd, fresh, dotfd, name)
+            except MissingRename:
+                stale = RETIRED_SKILLS + token()
+                os.rename(name, stale, src_dir_fd=dotfd, dst_dir_fd=runfd)
+                os.rename(fresh, name, src_dir_fd=runfd, dst_dir_fd=dotfd)
+                os.rename(stale, fresh, src_dir_fd=runfd, dst_dir_fd=runfd)
+    except BaseException:
+        remove_tree(runfd, fresh)
+        raise
+    # The trees earlier refreshes set aside (a refresh has passed since
+    # each); then this one's, which a failed refresh never reaches.
+    for entry in os.listdir(runfd):
+        if entry.startswith(RETIRED_SKILLS):
+            remove_tree(runfd, entry)
+    if lstat_at(runfd, fresh) is not None:
+        os.rename(fresh, RETIRED_SKILLS + token(), src_dir_fd=runfd, dst_dir_fd=runfd)
     return counts
 
 

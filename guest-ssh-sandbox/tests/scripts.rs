@@ -1199,6 +1199,25 @@ fn the_skills_refresh_replaces_the_remote_copy_whole_or_not_at_all() {
     assert_eq!(status, Some(0), "{line}");
     assert!(remote.is_dir());
     assert_eq!(listing(&remote), Vec::<String>::new());
+    // The old copy goes aside in the runtime root, outside the workspace,
+    // until the next refresh: one is there, never more.
+    let runtime_root = t.dir.path().join("root").join(RUNTIME);
+    let retired = || {
+        std::fs::read_dir(&runtime_root)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".occ-skills-")
+            })
+            .count()
+    };
+    assert_eq!(retired(), 1);
+    let (status, line) = workspace(&exec, &["skills"], &tar_of(local.path()));
+    assert_eq!(status, Some(0), "{line}");
+    assert_eq!(retired(), 1);
     // Refused, changing nothing: a read-only workspace, a method that does not
     // refresh, and `.openclaw` made a link to outside.
     let before = t.tree();

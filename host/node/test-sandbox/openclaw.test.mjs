@@ -586,7 +586,7 @@ test("differential: a reader of the skills during 50 refreshes never finds them 
     assert.ok(theirs.missing + theirs.partial > 0, JSON.stringify(theirs));
     assert.ok(mine.polls > 50, JSON.stringify(mine));
     assert.deepEqual({ missing: mine.missing, partial: mine.partial }, { missing: 0, partial: 0 });
-    // Nothing of the swaps is left beside the skills.
+    // Nothing of the swaps shows in the workspace.
     const ourWorkdir = sh(host, `ls -d ${oursRoot}/*/workspace`);
     assert.equal(sh(host, `ls -A ${ourWorkdir}/.openclaw`), "sandbox-skills");
   } finally {
