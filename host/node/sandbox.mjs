@@ -182,10 +182,14 @@ function scopeOf(params) {
  */
 export function resolveWorkdirSync({ installation, hostBinary }, params) {
   const binary = hostBinary ?? process.env.OCC_DRIVER_HOST ?? "occ-driver-host";
-  const args = ["call", "resolveWorkdir", "--json", "--installation", "/dev/stdin", "--params", JSON.stringify({ scope: scopeOf(params) })];
+  // Both documents on stdin: the installation may carry key material, and the
+  // scope (a session key, local paths) is the tenant's; another account on
+  // this machine reads every process's command line.
+  const args = ["call", "resolveWorkdir", "--json", "--installation", "/dev/stdin", "--params", "@-"];
+  const input = `${JSON.stringify(installation)}\n${JSON.stringify({ scope: scopeOf(params) })}\n`;
   let out;
   try {
-    out = execFileSync(binary, args, { input: JSON.stringify(installation), encoding: "utf8", stdio: ["pipe", "pipe", "pipe"], timeout: 30_000 });
+    out = execFileSync(binary, args, { input, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"], timeout: 30_000 });
   } catch (e) {
     const said = String(e.stderr ?? "").trim().split("\n").pop() || e.message;
     throw new DriverError(`occ-driver-host resolveWorkdir: ${said}`, { code: "resolve-workdir", failure: "permanent" });

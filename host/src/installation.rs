@@ -240,6 +240,28 @@ fn take_descriptor(n: i32) -> std::io::Result<std::fs::File> {
 }
 
 /// The text of an installation document, within the size bound.
+/// The text read from an inherited descriptor, kept for the process (it can
+/// be read once only).
+static DESCRIPTOR_TEXT: std::sync::Mutex<Option<(std::path::PathBuf, String)>> =
+    std::sync::Mutex::new(None);
+
+/// Take `text` as what `/dev/stdin` holds, for a caller that read stdin
+/// itself because it carries more than the installation (`call -i /dev/stdin
+/// -p @-`). Refused past the size limit of an installation document.
+pub fn stdin_document(text: String) -> Result<(), LoadError> {
+    let path = Path::new("/dev/stdin");
+    if text.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(LoadError::Installation {
+            path: path.to_path_buf(),
+            message: format!(
+                "larger than the {MAX_DOCUMENT_BYTES}-byte limit of an installation document"
+            ),
+        });
+    }
+    *DESCRIPTOR_TEXT.lock().unwrap_or_else(|p| p.into_inner()) = Some((path.to_path_buf(), text));
+    Ok(())
+}
+
 pub(crate) fn read_text(path: &Path) -> Result<String, LoadError> {
     let err = |message: String| LoadError::Installation {
         path: path.to_path_buf(),
@@ -247,9 +269,7 @@ pub(crate) fn read_text(path: &Path) -> Result<String, LoadError> {
     };
     if let Some(n) = descriptor(path) {
         use std::io::Read;
-        static READ: std::sync::Mutex<Option<(std::path::PathBuf, String)>> =
-            std::sync::Mutex::new(None);
-        let mut read = READ.lock().unwrap_or_else(|p| p.into_inner());
+        let mut read = DESCRIPTOR_TEXT.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((p, text)) = read.as_ref()
             && p == path
         {

@@ -207,12 +207,51 @@ fn resolve_workdir_answers_without_the_target() {
         e["message"].as_str().unwrap().contains("params.scope"),
         "{e}"
     );
-    // Both from stdin is a usage error, before anything is read.
-    let out = run_host(&["call", "resolveWorkdir", "-i", "/dev/stdin", "-p", "@-"]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("both read stdin"),
-        "{}",
-        text(&out.stderr)
-    );
+    // Both on stdin, the installation and then the params: the same answer,
+    // and nothing of the scope on the command line.
+    let both = |input: &[u8]| {
+        let mut child = std::process::Command::new(occ_e2e::host_binary())
+            .args([
+                "call",
+                "resolveWorkdir",
+                "--json",
+                "-i",
+                "/dev/stdin",
+                "-p",
+                "@-",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(input).unwrap();
+        drop(pipe);
+        child.wait_with_output().unwrap()
+    };
+    let installation: Value = serde_json::from_slice(&doc).unwrap();
+    let out = both(format!("{installation}\n{scope}\n").as_bytes());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap(), v);
+    // Anything but exactly those two objects is refused, naming what is wrong.
+    for (input, says) in [
+        (format!("{installation}"), "params object must follow"),
+        (
+            format!("{installation}{scope}{scope}"),
+            "more than the installation",
+        ),
+        (format!("{scope}"), "params object must follow"),
+        (format!("[1] {scope}"), "comes first"),
+        (format!("{installation} [2]"), "params object must follow"),
+        (format!("{installation} {{"), "params are not JSON"),
+    ] {
+        let out = both(input.as_bytes());
+        assert!(!out.status.success(), "{input}");
+        assert!(
+            text(&out.stderr).contains(says),
+            "{input}: {}",
+            text(&out.stderr)
+        );
+    }
 }

@@ -319,7 +319,14 @@ test("OpenClaw's workdir resolver finds ours: the built-in's answer, without tou
   const local = localWorkspace();
   const workspaceRoot = `/tmp/${unique("occ-sbx-workdir")}`;
   const { plugin, cleanup } = await loadPlugin();
-  const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [local.base], ...workerConfig });
+  // The host binary behind a wrapper that logs every command line it is
+  // given: the scope must not be on one.
+  const argvLog = join(local.base, "argv.log");
+  const wrapper = join(local.base, "occ-driver-host");
+  writeFileSync(wrapper, `#!/bin/sh\nprintf '%s\\n' "$*" >> '${argvLog}'\nexec '${hostBinary}' "$@"\n`);
+  chmodSync(wrapper, 0o755);
+  const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary: wrapper, localWorkspaces: [local.base], ...workerConfig });
+  const sessionKeys = [];
   try {
     plugin.register(api);
     const resolve = sdk.getSandboxBackendWorkdirResolver("occ-ssh");
@@ -329,6 +336,7 @@ test("OpenClaw's workdir resolver finds ours: the built-in's answer, without tou
     // would fail there instead of answering.
     const nowhere = { ...sshBlock(host, workspaceRoot), target: "root@192.0.2.1:22" };
     for (const sessionKey of [unique("agent:main"), unique("agent:other:subagent")]) {
+      sessionKeys.push(sessionKey);
       const p = params(local, sessionKey, openclawCfg("occ-ssh", nowhere));
       const ours = resolve(p);
       assert.equal(typeof ours, "string", "answered synchronously");
@@ -339,6 +347,9 @@ test("OpenClaw's workdir resolver finds ours: the built-in's answer, without tou
     const handle = await sdk.requireSandboxBackendFactory("occ-ssh")(p);
     assert.equal(resolve(p), handle.workdir);
     assert.equal(sh(host, `[ -e ${workspaceRoot} ] && echo present || echo absent`), "absent", "resolving provisioned nothing");
+    const lines = readFileSync(argvLog, "utf8");
+    assert.match(lines, /^call resolveWorkdir /m, "the resolver ran the wrapped host");
+    for (const secret of [...sessionKeys, local.workspace]) assert.ok(!lines.includes(secret), `${secret} on a command line:\n${lines}`);
   } finally {
     await stop();
     sh(host, `rm -rf ${workspaceRoot}`);

@@ -28,7 +28,8 @@ resolvePath, readFile, writeFile, createFileExclusive, mkdirp, remove, rename, s
 readDirectory, edit, applyPatch, readMedia; every method but the first two takes\n\
 {\"scope\": {\"workspaceDir\", \"sessionKey\"?, \"agentId\"?, \"scopeKey\"?, \"agentWorkspaceDir\"?}}.\n\
 resolveWorkdir answers from the installation and the scope alone, without the component or\n\
-the target: `-i /dev/stdin` takes the installation from a pipe.\n\
+the target: `-i /dev/stdin` takes the installation from a pipe; with `-p @-` as well,\n\
+stdin holds the installation (JSON) and then the params, and neither reaches a command line.\n\
 An exec's output streams to this process's stdout and stderr before the JSON result."
 )]
 pub(crate) struct CallArgs {
@@ -40,7 +41,8 @@ pub(crate) struct CallArgs {
     /// touch no disk.
     #[arg(long, short = 'i', env = "OCC_CONFIG_PATH")]
     installation: PathBuf,
-    /// The params object as JSON, or @FILE to read it from a file, or @- for stdin.
+    /// The params object as JSON, or @FILE to read it from a file, or @- for
+    /// stdin (after the installation document when `-i /dev/stdin`).
     #[arg(long, short = 'p', default_value = "{}")]
     params: String,
     /// Append a JSON line per capability call to this file.
@@ -98,13 +100,49 @@ fn passthrough() -> OutputSink {
     })
 }
 
-pub(crate) fn run(setup: &Setup, args: CallArgs) -> Result<ExitCode> {
-    if args.params == "@-" && args.installation == std::path::Path::new("/dev/stdin") {
-        bail!(
-            "--params @- and --installation /dev/stdin both read stdin: give one of them another way"
-        );
+/// `-i /dev/stdin -p @-`: stdin holds two JSON texts, the installation
+/// document and then the params object, so that neither touches a disk or a
+/// command line; the installation is handed to the loader as stdin's text.
+fn read_stdin_pair() -> Result<Value> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::io::stdin()
+        .take(STDIN_PAIR_MAX + 1)
+        .read_to_string(&mut text)
+        .context("reading the installation and the params from stdin")?;
+    if text.len() as u64 > STDIN_PAIR_MAX {
+        bail!("stdin: more than {STDIN_PAIR_MAX} bytes of installation and params");
     }
-    let params = read_params(&args.params)?;
+    let mut values = serde_json::Deserializer::from_str(&text).into_iter::<Value>();
+    let installation = match values.next() {
+        Some(Ok(v)) if v.is_object() => v,
+        Some(Err(e)) => bail!("stdin: the installation is not JSON: {e}"),
+        _ => bail!(
+            "stdin: with -i /dev/stdin -p @-, the installation document (a JSON object) comes first"
+        ),
+    };
+    let params = match values.next() {
+        Some(Ok(v)) if v.is_object() => v,
+        Some(Err(e)) => bail!("stdin: the params are not JSON: {e}"),
+        _ => bail!("stdin: the params object must follow the installation document"),
+    };
+    if values.next().is_some() {
+        bail!("stdin: more than the installation document and the params object");
+    }
+    occ_driver_host::installation::stdin_document(installation.to_string())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(params)
+}
+
+/// The installation document and the params together, read from stdin.
+const STDIN_PAIR_MAX: u64 = 2 << 20;
+
+pub(crate) fn run(setup: &Setup, args: CallArgs) -> Result<ExitCode> {
+    let params = if args.params == "@-" && args.installation == std::path::Path::new("/dev/stdin") {
+        read_stdin_pair()?
+    } else {
+        read_params(&args.params)?
+    };
     let tokio = tokio::runtime::Runtime::new()?;
     // Open inside the runtime: the SSH capability starts its idle reaper there.
     let opened = match tokio
