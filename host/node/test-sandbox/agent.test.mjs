@@ -4,7 +4,9 @@
 // its coding tools (write, exec, edit, read) run on a rig host through the
 // host and the component. The model is a scripted OpenAI-compatible endpoint
 // in this test that asks for one tool per turn; what the tools returned comes
-// back to it, and the test reads the remote workspace over SSH.
+// back to it, and the test reads the remote workspace over SSH. One turn is
+// served by `openclaw gateway` itself (the client without --local), so the
+// plugin must register in the gateway's own process.
 //
 //   OCC_RIG=/run/occ-rig-sandbox OCC_DRIVER_HOST=.../occ-driver-host \
 //     $NODE24 --test host/node/test-sandbox/agent.test.mjs
@@ -13,6 +15,7 @@ import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import test from "node:test";
@@ -225,4 +228,92 @@ test("an agent turn writes to a running command's stdin and outlives no exec tim
   assert.doesNotMatch(ours.results[5], /late-output/);
   assert.deepEqual(shaped([ours.results[4], ours.results[5]]), shaped([theirs.results[4], theirs.results[5]]));
   assert.deepEqual(shaped(ours.results.slice(1, 3)), shaped(theirs.results.slice(1, 3)));
+});
+
+test("a turn the gateway serves runs its tools in the component's sandbox: the plugin registers in the gateway's process", { timeout: 600_000 }, async () => {
+  const base = mkdtempSync(join(tmpdir(), "occ-gateway-"));
+  const workspaceRoot = `/tmp/${unique("occ-sbx-gateway")}`;
+  const steps = [
+    { tool: "write", args: { path: "gateway-note.txt", content: "written in a gateway turn\n" } },
+    { tool: "exec", args: { command: "cat gateway-note.txt; uname -n" } },
+    { text: "done" },
+  ];
+  const model = await scriptedModel(steps);
+  // A port nothing listens on now.
+  const port = await new Promise((resolve) => {
+    const probe = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+  const token = `occ-test-${unique("token")}`;
+  let gateway;
+  try {
+    for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
+    const config = {
+      ...openclawConfig({ base, backend: "occ-ssh", workspaceRoot, modelPort: model.port }),
+      gateway: { mode: "local", port, bind: "loopback", auth: { mode: "token", token } },
+    };
+    writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
+    const env = {
+      ...process.env,
+      RUST_LOG: process.env.RUST_LOG ?? "warn,occ_driver_host::capability::ssh_exec=debug",
+      HOME: join(base, "home"),
+      OPENCLAW_STATE_DIR: join(base, "state"),
+      OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json"),
+    };
+    // In a process group of its own, so that it goes with everything it started.
+    gateway = spawn(process.execPath, [rig.openclaw, "gateway", "--port", String(port)], { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    let log = "";
+    gateway.stdout.on("data", (d) => (log += d));
+    gateway.stderr.on("data", (d) => (log += d));
+    const listening = await new Promise((resolve) => {
+      const timer = setInterval(() => {
+        if (/http server listening/.test(log)) done(true);
+      }, 100);
+      const done = (ok) => {
+        clearInterval(timer);
+        clearTimeout(limit);
+        resolve(ok);
+      };
+      const limit = setTimeout(() => done(false), 120_000);
+      gateway.on("exit", () => done(false));
+    });
+    assert.ok(listening, `the gateway did not start:\n${log}`);
+    // The turn goes to the gateway (no --local): the gateway's process runs
+    // it, loads the plugin and spawns the serving host. Not spawnSync: the
+    // scripted model answers from this process's event loop.
+    const client = spawn(process.execPath, [rig.openclaw, "agent", "--session-key", "agent:main:main", "--message", "write a note and show it", "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let clientErr = "";
+    client.stderr.on("data", (d) => (clientErr += d));
+    client.stdout.resume();
+    const status = await new Promise((resolve) => client.on("exit", resolve));
+    assert.equal(status, 0, `${clientErr}\n--- gateway:\n${log}`);
+    const results = toolResults(model.requests);
+    assert.equal(results.length, 2, JSON.stringify(results));
+    assert.match(results[0], new RegExp(`${workspaceRoot}/openclaw-ssh-workspace-[0-9a-f]{32}/workspace/gateway-note.txt`));
+    assert.equal(results[1].trimEnd(), `written in a gateway turn\n${host.name}`);
+    // The serving host is the gateway's child, not the client's.
+    const servers = spawnSync("pgrep", ["-P", String(gateway.pid), "-f", "occ-driver-host serve"], { encoding: "utf8" }).stdout.trim();
+    assert.notEqual(servers, "", `no serving host under the gateway (pid ${gateway.pid})`);
+  } finally {
+    // Its state goes only once the gateway and what it started (its spawn
+    // broker, the serving host) have stopped writing it.
+    if (gateway) {
+      const alive = () => {
+        try {
+          process.kill(-gateway.pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      if (alive()) process.kill(-gateway.pid, "SIGTERM");
+      for (let i = 0; i < 200 && alive(); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+      if (alive()) process.kill(-gateway.pid, "SIGKILL");
+    }
+    model.server.close();
+    sh(host, `rm -rf ${workspaceRoot}`);
+    rmSync(base, { recursive: true, force: true });
+  }
 });
