@@ -160,19 +160,26 @@ fn resolve_workdir_answers_without_the_target() {
         json!({}),
         &[dir.path()],
     );
-    let call = |installation: &str, params: &Value, stdin: Option<&[u8]>| {
+    // `call resolveWorkdir --json` with `args`, `input` on its stdin.
+    let resolve = |args: &[&str], input: &[u8]| {
         let mut child = std::process::Command::new(occ_e2e::host_binary())
-            .args(["call", "resolveWorkdir", "--json", "-i", installation])
-            .args(["-p", &params.to_string()])
+            .args(["call", "resolveWorkdir", "--json"])
+            .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        input.write_all(stdin.unwrap_or_default()).unwrap();
-        drop(input);
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(input).unwrap();
+        drop(pipe);
         child.wait_with_output().unwrap()
+    };
+    let call = |installation: &str, params: &Value, stdin: Option<&[u8]>| {
+        resolve(
+            &["-i", installation, "-p", &params.to_string()],
+            stdin.unwrap_or_default(),
+        )
     };
     let workspace = dir.path().join("ws");
     let scope = json!({"scope": {"workspaceDir": workspace, "scopeKey": "agent:main:abc"}});
@@ -209,27 +216,7 @@ fn resolve_workdir_answers_without_the_target() {
     );
     // Both on stdin, the installation and then the params: the same answer,
     // and nothing of the scope on the command line.
-    let both = |input: &[u8]| {
-        let mut child = std::process::Command::new(occ_e2e::host_binary())
-            .args([
-                "call",
-                "resolveWorkdir",
-                "--json",
-                "-i",
-                "/dev/stdin",
-                "-p",
-                "@-",
-            ])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(input).unwrap();
-        drop(pipe);
-        child.wait_with_output().unwrap()
-    };
+    let both = |input: &[u8]| resolve(&["-i", "/dev/stdin", "-p", "@-"], input);
     let installation: Value = serde_json::from_slice(&doc).unwrap();
     let out = both(format!("{installation}\n{scope}\n").as_bytes());
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -145,6 +145,21 @@ function openclawConfig({ base, backend, workspaceRoot, modelPort = 9, execTimeo
 }
 
 /**
+ * The environment of an OpenClaw run in `base`, with the host's ssh log at
+ * debug: a failed turn prints OpenClaw's stderr, which carries the host's
+ * (the plugin passes it on), and says where the time went.
+ */
+function turnEnv(base) {
+  return {
+    ...process.env,
+    RUST_LOG: process.env.RUST_LOG ?? "warn,occ_driver_host::capability::ssh_exec=debug",
+    HOME: join(base, "home"),
+    OPENCLAW_STATE_DIR: join(base, "state"),
+    OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json"),
+  };
+}
+
+/**
  * One turn of `steps` (model steps) with `backend` as the sandbox backend on
  * a rig host, from a workspace holding seed.txt; the tool results the model
  * saw, where the workspace root was, and what `inspect(workspaceRoot)` found
@@ -159,16 +174,7 @@ async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a p
     writeFileSync(join(base, "workspace/seed.txt"), "seeded from the agent workspace\n");
     const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds });
     writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
-    // The host's ssh log at debug: a failed turn prints OpenClaw's stderr,
-    // which carries the host's (the plugin passes it on), and says where
-    // the time went.
-    const env = {
-      ...process.env,
-      RUST_LOG: process.env.RUST_LOG ?? "warn,occ_driver_host::capability::ssh_exec=debug",
-      HOME: join(base, "home"),
-      OPENCLAW_STATE_DIR: join(base, "state"),
-      OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json"),
-    };
+    const env = turnEnv(base);
     const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", message, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
     let stderr = "";
     agent.stderr.on("data", (d) => (stderr += d));
@@ -255,13 +261,7 @@ test("a turn the gateway serves runs its tools in the component's sandbox: the p
       gateway: { mode: "local", port, bind: "loopback", auth: { mode: "token", token } },
     };
     writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
-    const env = {
-      ...process.env,
-      RUST_LOG: process.env.RUST_LOG ?? "warn,occ_driver_host::capability::ssh_exec=debug",
-      HOME: join(base, "home"),
-      OPENCLAW_STATE_DIR: join(base, "state"),
-      OPENCLAW_CONFIG_PATH: join(base, "state/openclaw.json"),
-    };
+    const env = turnEnv(base);
     // In a process group of its own, so that it goes with everything it started.
     gateway = spawn(process.execPath, [rig.openclaw, "gateway", "--port", String(port)], { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
     let log = "";
