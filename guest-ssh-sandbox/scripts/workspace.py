@@ -1569,8 +1569,11 @@ class Server(object):
                     pass
         self.inbuf = bytearray()
         self.poller = select.poll()
-        # fd -> (request id, role): role "answer", "out", "err", "in"
+        # fd -> (request id, role, serial): role "answer", "out", "err",
+        # "in"; the serial tells a descriptor from a later one of the same
+        # number (see run).
         self.fds = {}
+        self.serial = 0
         # request id -> state
         self.runs = {}
         self.last_active = time.time()
@@ -1648,6 +1651,14 @@ class Server(object):
 
     # -- requests and commands ----------------------------------------------------
 
+    def own(self, fd, rid, role):
+        # Read ends are non-blocking: a read finds what is there or nothing,
+        # never waits for a process to write.
+        if role != "in":
+            os.set_blocking(fd, False)
+        self.serial += 1
+        self.fds[fd] = (rid, role, self.serial)
+
     def watch(self, fd, role):
         import select
         self.poller.register(fd, select.POLLOUT if role == "in" else select.POLLIN)
@@ -1681,7 +1692,7 @@ class Server(object):
                 os._exit(0)
         os.close(w)
         self.runs[rid] = {"kind": "request", "pid": pid, "answer": bytearray(), "fd": r, "cancelled": None}
-        self.fds[r] = (rid, "answer")
+        self.own(r, rid, "answer")
         self.watch(r, "answer")
 
     def start_command(self, rid, args, data):
@@ -1716,9 +1727,9 @@ class Server(object):
                "pending": [self.args_frame(args) + data],
                "closing": False, "cancelled": None}
         self.runs[rid] = run
-        self.fds[in_w] = (rid, "in")
-        self.fds[out_r] = (rid, "out")
-        self.fds[err_r] = (rid, "err")
+        self.own(in_w, rid, "in")
+        self.own(out_r, rid, "out")
+        self.own(err_r, rid, "err")
         self.watch(in_w, "in")
         self.watch(out_r, "out")
         self.watch(err_r, "err")
@@ -1745,7 +1756,7 @@ class Server(object):
 
     def readable(self, fd, events):
         import select
-        rid, role = self.fds[fd]
+        rid, role, _ = self.fds[fd]
         run = self.runs[rid]
         if role == "in":
             if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
@@ -1776,6 +1787,8 @@ class Server(object):
             return
         try:
             data = os.read(fd, CHUNK)
+        except BlockingIOError:
+            return
         except OSError:
             data = b""
         if role == "answer":
@@ -1831,6 +1844,11 @@ class Server(object):
             events = self.poller.poll(1000 if busy else 5000)
             if events:
                 self.last_active = time.time()
+            # Whose each descriptor was when poll looked: a frame handled
+            # before a later event of the same batch may close a request's
+            # descriptors and start another whose pipes get the same
+            # numbers. That event is the old one's, and not acted on.
+            owners = dict((fd, self.fds.get(fd)) for fd, _ in events)
             for fd, ev in events:
                 if fd == 0:
                     try:
@@ -1850,7 +1868,7 @@ class Server(object):
                         if taken is None:
                             break
                         self.dispatch(*taken)
-                elif fd in self.fds:
+                elif owners[fd] is not None and self.fds.get(fd) == owners[fd]:
                     self.readable(fd, ev)
             self.reap_cancelled()
             if not self.runs and time.time() - self.last_active > IDLE_SECONDS:

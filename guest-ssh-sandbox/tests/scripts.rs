@@ -925,6 +925,93 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
     }
 }
 
+/// A command cancelled while its output waits unread, and another started by
+/// the frames that arrive in the same wake-up: the new command's pipes take
+/// the cancelled one's descriptor numbers, and the event poll reported for the
+/// old output must not be read from the new one. Made deterministic by
+/// stopping the worker while both become ready; before the fix, the worker
+/// blocked reading the new command's empty output while that command waited
+/// for the arguments the worker was to write it, and the scope never answered
+/// again.
+#[test]
+fn an_event_of_a_cancelled_command_is_not_taken_for_its_successors() {
+    let t = Target::new();
+    let exec = t.envelope("exec", true).to_json();
+    let mut worker = Worker::start(&t.root());
+    let pid = worker.pid.to_string();
+    let header = |command: &str, nonce: char| {
+        format!(
+            r#"{{"command":"{command}","env":{{}},"args":[],"nonce":"{}"}}"#,
+            nonce.to_string().repeat(32)
+        )
+    };
+    let started = |worker: &mut Worker, header: &str| {
+        let len = header.len().to_string();
+        let id = worker.next;
+        worker.next += 1;
+        let args = [exec.as_str(), "exec", "workspace", "", "0", &len];
+        let frame = frame(
+            serde_json::json!({"id": id, "exec": args, "stdin": header.len()}),
+            header.as_bytes(),
+        );
+        (id, frame)
+    };
+    for round in 0..3 {
+        let (first, frame_a) = started(&mut worker, &header("sleep 0.3; echo late; sleep 30", 'a'));
+        worker.send(&frame_a);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let signal = |sig: &str| {
+            assert!(
+                Command::new("kill")
+                    .args([sig, &pid])
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        };
+        signal("-STOP");
+        // Its output is written while the worker cannot read it.
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let (second, frame_b) = started(&mut worker, &header("echo second ran", 'b'));
+        let mut frames = frame(serde_json::json!({"id": first, "cancel": true}), b"");
+        frames.extend(frame_b);
+        frames.extend(frame(serde_json::json!({"id": second, "close": true}), b""));
+        worker.send(&frames);
+        signal("-CONT");
+        // A wedged worker is killed after 20 s, which ends its output.
+        let watchdog_pid = pid.clone();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            let fired = done_rx
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .is_err();
+            if fired {
+                let _ = Command::new("kill").args(["-KILL", &watchdog_pid]).status();
+            }
+            fired
+        });
+        let mut others = Vec::new();
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            worker.finish(second, &mut others)
+        }));
+        let _ = done_tx.send(());
+        let wedged = watchdog.join().unwrap();
+        assert!(
+            !wedged,
+            "round {round}: the worker never ran the second command (it waited on a descriptor of the first)"
+        );
+        let ran = ran.expect("the worker's frames");
+        assert_eq!(
+            (ran.out.as_slice(), ran.exit),
+            (b"second ran\n".as_slice(), Some(0)),
+            "round {round}: {ran:?}"
+        );
+        // Nothing the first command wrote is taken for the second's.
+        assert!(others.iter().all(|h| h["id"] == first), "{others:?}");
+    }
+    assert!(worker.ends_with_its_input());
+}
+
 /// Run the workspace script with `envelope` and `args` (stdin `data`).
 fn run_workspace(envelope: &str, args: &[&str], data: &[u8]) -> std::process::Output {
     use std::io::Write;
