@@ -70,6 +70,8 @@ fn setup_with(tokio: &tokio::runtime::Runtime, sandbox: Value) -> Setup {
             "exec": sha(&scripts.join("exec.py")),
         },
         "localWorkspaces": [dir.path()],
+        // Nothing listens there for good: no reconnecting.
+        "reconnectSeconds": 0,
         "configuration": {"agents": {"defaults": {"sandbox": {"ssh": {
             // Port 1 on loopback: nothing listens, so an allowed exec fails to connect.
             "target": "root@127.0.0.1:1",

@@ -47,6 +47,7 @@ export function installationFor(cfg, pluginConfig) {
         localWorkspaces: localWorkspaces(pluginConfig),
         ...(pluginConfig.maxRunSeconds !== undefined ? { maxRunSeconds: pluginConfig.maxRunSeconds } : {}),
         ...(pluginConfig.workspaceWorker !== undefined ? { workspaceWorker: pluginConfig.workspaceWorker } : {}),
+        ...(pluginConfig.reconnectSeconds !== undefined ? { reconnectSeconds: pluginConfig.reconnectSeconds } : {}),
         configuration: { agents: { defaults: { sandbox: block } } },
       },
     },

@@ -110,11 +110,11 @@ test("openclaw sandbox explain names the remote workdir, as for OpenClaw's own s
  * loaded from this checkout, `backend` as the sandbox backend on `target`
  * (the rig host unless given), and the scripted model at `modelPort`.
  */
-function openclawConfig({ base, backend, workspaceRoot, modelPort = 9, execTimeoutSeconds, target = `root@${host.address}:22` }) {
+function openclawConfig({ base, backend, workspaceRoot, modelPort = 9, execTimeoutSeconds, target = `root@${host.address}:22`, pluginConfig = {} }) {
   return {
     plugins: {
       load: { paths: [plugin] },
-      entries: { "occ-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base], ...workerConfig } } },
+      entries: { "occ-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base], ...workerConfig, ...pluginConfig } } },
     },
     models: {
       mode: "merge",
@@ -165,14 +165,14 @@ function turnEnv(base) {
  * saw, where the workspace root was, and what `inspect(workspaceRoot)` found
  * there before it was removed.
  */
-async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a process", inspect } = {}) {
+async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a process", inspect, pluginConfig } = {}) {
   const base = mkdtempSync(join(tmpdir(), "occ-agent-"));
   const workspaceRoot = `/tmp/${unique(`occ-sbx-agent-${backend}`)}`;
   const model = await scriptedModel(steps);
   try {
     for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
     writeFileSync(join(base, "workspace/seed.txt"), "seeded from the agent workspace\n");
-    const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds });
+    const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds, pluginConfig });
     writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
     const env = turnEnv(base);
     const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", message, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
@@ -234,6 +234,74 @@ test("an agent turn writes to a running command's stdin and outlives no exec tim
   assert.doesNotMatch(ours.results[5], /late-output/);
   assert.deepEqual(shaped([ours.results[4], ours.results[5]]), shaped([theirs.results[4], theirs.results[5]]));
   assert.deepEqual(shaped(ours.results.slice(1, 3)), shaped(theirs.results.slice(1, 3)));
+});
+
+/** Whether the rig host's sshd takes a TCP connection now. */
+function sshdAnswers() {
+  return spawnSync("bash", ["-c", `exec 3<>/dev/tcp/${host.address}/22`], { timeout: 5_000 }).status === 0;
+}
+
+/**
+ * The rig host's sshd down for `seconds`: the listener stopped and every
+ * session's process killed (the host's connection among them), then started
+ * again, by a unit of the host's own systemd. Returns once the outage has
+ * begun; true when sshd then refused a connection.
+ */
+function sshdOutage(seconds) {
+  const unit = unique("occ-outage");
+  sh(host, `systemd-run --quiet --collect --unit ${unit} sh -c 'sleep 0.5; systemctl stop ssh.service; pkill -x sshd; pkill -x sshd-session; sleep ${seconds}; systemctl start ssh.service'`);
+  spawnSync("sleep", ["1"]);
+  return !sshdAnswers();
+}
+
+/** Wait (up to a minute) for the rig host's sshd to take connections again. */
+function sshdBack() {
+  for (let i = 0; i < 300 && !sshdAnswers(); i++) spawnSync("sleep", ["0.2"]);
+  return sshdAnswers();
+}
+
+test("bounded reconnects: sshd down 3 s mid-turn, the next tool waits and runs once; down past reconnectSeconds, the tool's error names the target and the budget, and nothing ran", { timeout: 300_000 }, async () => {
+  // Each command appends a line to a counter file on the target: a command
+  // run twice, or run despite the error, shows there.
+  const counter = (tag) => ({ tool: "exec", args: { command: `echo ${tag} >> counter.txt; echo counted ${tag}` } });
+  const outages = [];
+  const steps = [
+    counter("first"),
+    () => {
+      outages.push(sshdOutage(3));
+      return counter("during-short");
+    },
+    () => {
+      sshdBack();
+      outages.push(sshdOutage(15));
+      return counter("during-long");
+    },
+    () => {
+      outages.push(sshdBack());
+      return counter("after");
+    },
+    { tool: "read", args: { path: "counter.txt" } },
+    { text: "done" },
+  ];
+  const ours = await turn("occ-ssh", steps, {
+    message: "count",
+    pluginConfig: { reconnectSeconds: 5 },
+    inspect: (root) => sh(host, `cat ${root}/*/workspace/counter.txt`),
+  });
+  assert.deepEqual(outages, [true, true, true], "sshd refused connections during each outage and came back");
+  const [first, short, long, after, read] = ours.results;
+  process.stderr.write(`past the budget, the tool answered: ${long}\n`);
+  assert.match(first, /counted first/);
+  // The short outage is waited out: the command ran, once.
+  assert.match(short, /counted during-short/);
+  // The long one is not: one error naming the target and the budget.
+  assert.doesNotMatch(long, /counted/);
+  assert.match(long, new RegExp(`root@${host.address.replaceAll(".", "\\.")}:22`));
+  assert.match(long, /reconnect budget of 5 s/);
+  // The scope serves again once the target is back.
+  assert.match(after, /counted after/);
+  assert.match(read, /first\nduring-short\nafter/);
+  assert.equal(ours.remote, "first\nduring-short\nafter");
 });
 
 test("a turn the gateway serves runs its tools in the component's sandbox: the plugin registers in the gateway's process", { timeout: 600_000 }, async () => {

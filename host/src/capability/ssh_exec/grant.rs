@@ -65,9 +65,20 @@ pub struct ExecBounds {
     pub max_argv_bytes: usize,
     /// Bytes of stdin.
     pub max_stdin_bytes: usize,
-    /// After a failed connect to a host, further execs on it fail at once, with
-    /// the same error, for this long: a loop of execs cannot hammer sshd.
+    /// After a failed connect to a host, no new connect to it starts for a
+    /// while: the first failure waits `reconnect_first_delay`, each failure
+    /// after it twice as long as the one before, up to this. A loop of execs
+    /// cannot hammer sshd: they share the wait.
     pub connect_backoff: Duration,
+    /// The first wait after a failed connect (see `connect_backoff`).
+    pub reconnect_first_delay: Duration,
+    /// How long an exec keeps trying to connect to a host that refuses or
+    /// drops connections (sshd restarting, a link down for a few seconds),
+    /// waiting out each backoff; zero: an exec fails at once with the connect
+    /// error, and so do the execs during the backoff. Only connecting is tried
+    /// again, never a command: a session that opened ran its command, whatever
+    /// became of it.
+    pub reconnect_budget: Duration,
     /// An idle master connection is closed after this long.
     pub idle_master: Duration,
     /// Sessions one master connection may have open at once: below sshd's
@@ -86,6 +97,8 @@ impl Default for ExecBounds {
             max_argv_bytes: 256 << 10,
             max_stdin_bytes: 1 << 20,
             connect_backoff: Duration::from_secs(5),
+            reconnect_first_delay: Duration::from_secs(5),
+            reconnect_budget: Duration::ZERO,
             idle_master: Duration::from_secs(60),
             max_sessions: DEFAULT_MAX_SESSIONS,
         }

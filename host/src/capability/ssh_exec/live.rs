@@ -50,15 +50,37 @@ type ConnectResult = Result<Arc<Master>, ExecError>;
 
 enum Conn {
     Idle,
-    Connecting(watch::Receiver<Option<ConnectResult>>),
+    /// A connect in flight, after `failures` failed ones in a row.
+    Connecting {
+        rx: watch::Receiver<Option<ConnectResult>>,
+        failures: u32,
+    },
     Ready {
         master: Arc<Master>,
         last_used: Instant,
     },
+    /// The last connect failed, the `failures`th in a row: no new one
+    /// starts before `retry_at`.
     Failed {
         error: ExecError,
         at: Instant,
+        failures: u32,
+        retry_at: Instant,
     },
+}
+
+/// How long after the `failures`th failed connect in a row the next may
+/// start: `first`, doubled for each failure after the first, at most `cap`.
+fn backoff_after(failures: u32, first: Duration, cap: Duration) -> Duration {
+    let doublings = failures.saturating_sub(1).min(20);
+    first.saturating_mul(1 << doublings).min(cap)
+}
+
+/// Why [`LiveSsh::master`] gave no master: the connect's error, and when
+/// the next connect may start.
+struct NoMaster {
+    error: ExecError,
+    retry_at: Instant,
 }
 
 /// Connections to the granted hosts, shared by every call of one driver.
@@ -344,12 +366,13 @@ impl LiveSsh {
     }
 
     /// The master for `alias`: the live one, the connect in flight, or a new
-    /// connect (in its own task) when there is neither.
-    async fn master(&self, alias: &str, host: &HostGrant) -> ConnectResult {
+    /// connect (in its own task) when there is neither and no backoff holds
+    /// it back.
+    async fn master(&self, alias: &str, host: &HostGrant) -> Result<Arc<Master>, NoMaster> {
         enum Next {
             Check(Arc<Master>),
             Wait(watch::Receiver<Option<ConnectResult>>),
-            Fail(ExecError),
+            Fail(NoMaster),
         }
         loop {
             let next = {
@@ -360,15 +383,26 @@ impl LiveSsh {
                         *last_used = Instant::now();
                         Next::Check(master.clone())
                     }
-                    Conn::Failed { error, at }
-                        if at.elapsed() < self.grant.bounds.connect_backoff =>
-                    {
-                        Next::Fail(backed_off(error, *at, self.grant.bounds.connect_backoff))
-                    }
-                    Conn::Connecting(rx) => Next::Wait(rx.clone()),
+                    Conn::Failed {
+                        error,
+                        at,
+                        retry_at,
+                        ..
+                    } if Instant::now() < *retry_at => Next::Fail(NoMaster {
+                        error: backed_off(error, *at, *retry_at),
+                        retry_at: *retry_at,
+                    }),
+                    Conn::Connecting { rx, .. } => Next::Wait(rx.clone()),
                     Conn::Idle | Conn::Failed { .. } => {
+                        let failures = match conn {
+                            Conn::Failed { failures, .. } => *failures,
+                            _ => 0,
+                        };
                         let (tx, rx) = watch::channel(None);
-                        *conn = Conn::Connecting(rx.clone());
+                        *conn = Conn::Connecting {
+                            rx: rx.clone(),
+                            failures,
+                        };
                         self.spawn_connect(alias, host, tx);
                         Next::Wait(rx)
                     }
@@ -391,11 +425,25 @@ impl LiveSsh {
                         .ok()
                         .flatten();
                     // None: the connect task died without an answer; try again.
-                    if let Some(r) = result {
-                        return r;
+                    match result {
+                        Some(Ok(master)) => return Ok(master),
+                        Some(Err(error)) => {
+                            let retry_at = self.retry_at(alias).unwrap_or_else(Instant::now);
+                            return Err(NoMaster { error, retry_at });
+                        }
+                        None => {}
                     }
                 }
             }
+        }
+    }
+
+    /// When the next connect to `alias` may start, after a failed one.
+    fn retry_at(&self, alias: &str) -> Option<Instant> {
+        let conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        match conns.get(alias) {
+            Some(Conn::Failed { retry_at, .. }) => Some(*retry_at),
+            _ => None,
         }
     }
 
@@ -435,6 +483,10 @@ impl LiveSsh {
             .join(format!("m{}", self.masters.fetch_add(1, Ordering::Relaxed)));
         let idle = self.grant.bounds.idle_master;
         let sessions = self.grant.bounds.max_sessions;
+        let (first_delay, cap) = (
+            self.grant.bounds.reconnect_first_delay,
+            self.grant.bounds.connect_backoff,
+        );
         // ssh bounds the TCP connect itself; the handshake after it gets as long
         // again, and a client still running then is killed.
         let bound = self.grant.connect_timeout * 2 + CONNECT_SLACK;
@@ -455,15 +507,25 @@ impl LiveSsh {
             };
             {
                 let mut conns = conns.lock().unwrap_or_else(|p| p.into_inner());
+                let before = match conns.get(&alias) {
+                    Some(Conn::Connecting { failures, .. }) => *failures,
+                    _ => 0,
+                };
                 let next = match &result {
                     Ok(master) => Conn::Ready {
                         master: master.clone(),
                         last_used: Instant::now(),
                     },
-                    Err(error) => Conn::Failed {
-                        error: error.clone(),
-                        at: Instant::now(),
-                    },
+                    Err(error) => {
+                        let failures = before.saturating_add(1);
+                        let at = Instant::now();
+                        Conn::Failed {
+                            error: error.clone(),
+                            at,
+                            failures,
+                            retry_at: at + backoff_after(failures, first_delay, cap),
+                        }
+                    }
                 };
                 conns.insert(alias, next);
             }
@@ -659,15 +721,62 @@ impl LiveSsh {
         // operation bound counts from the moment the command starts, so that
         // the helper's own deadline (below the bound, from its start) always
         // falls first, however long the connection took.
+        //
+        // A host that refuses or drops connections is tried again after each
+        // backoff while the grant's reconnect budget lasts (no new connect
+        // starts past it; one in flight then finishes within its own bound).
+        // Connecting runs nothing on the host, so every exec may wait for it;
+        // a host key or an identity refused is no outage, and fails at once.
         let connect_bound = self.grant.connect_timeout + CONNECT_SLACK;
-        tokio::select! {
-            r = tokio::time::timeout(connect_bound, self.master(alias, host)) => match r {
-                Ok(master) => master,
-                Err(_) => Err(ExecError::Connect(format!(
-                    "{alias}: no connection within {} s", connect_bound.as_secs()
-                ))),
-            },
-            () = cancel.cancelled() => Err(ExecError::Cancelled),
+        let budget = self.grant.bounds.reconnect_budget;
+        let started = Instant::now();
+        let mut waits = 0u32;
+        loop {
+            let attempt = tokio::select! {
+                r = tokio::time::timeout(connect_bound, self.master(alias, host)) => match r {
+                    Ok(attempt) => attempt,
+                    Err(_) => Err(NoMaster {
+                        error: ExecError::Connect(format!(
+                            "{alias}: no connection within {} s", connect_bound.as_secs()
+                        )),
+                        retry_at: Instant::now(),
+                    }),
+                },
+                () = cancel.cancelled() => return Err(ExecError::Cancelled),
+            };
+            let NoMaster { error, retry_at } = match attempt {
+                Ok(master) => {
+                    if waits > 0 {
+                        tracing::info!(
+                            host = alias,
+                            "connected after {waits} wait(s), {:.1} s",
+                            started.elapsed().as_secs_f64()
+                        );
+                    }
+                    return Ok(master);
+                }
+                Err(no) => no,
+            };
+            if budget.is_zero() || !matches!(error, ExecError::Connect(_)) {
+                return Err(error);
+            }
+            let retry_at = retry_at.max(Instant::now());
+            if retry_at.saturating_duration_since(started) >= budget {
+                return Err(unreachable(alias, host, budget, started, error));
+            }
+            waits += 1;
+            tracing::info!(
+                host = alias,
+                "{error}; connecting again in {:.1} s (reconnect budget {} s)",
+                retry_at
+                    .saturating_duration_since(Instant::now())
+                    .as_secs_f64(),
+                budget.as_secs()
+            );
+            tokio::select! {
+                () = tokio::time::sleep_until(retry_at.into()) => {}
+                () = cancel.cancelled() => return Err(ExecError::Cancelled),
+            }
         }
     }
 
@@ -840,8 +949,35 @@ fn log_exec(alias: &str, how: &str, started: Instant, result: &Result<ExecOutput
     }
 }
 
-fn backed_off(error: &ExecError, at: Instant, backoff: Duration) -> ExecError {
-    let again = backoff.saturating_sub(at.elapsed()).as_secs_f64();
+/// A host still unreachable when the reconnect budget ran out: one error that
+/// names it, the budget, and the last connect's error.
+fn unreachable(
+    alias: &str,
+    host: &HostGrant,
+    budget: Duration,
+    started: Instant,
+    last: ExecError,
+) -> ExecError {
+    let last = match last {
+        ExecError::Connect(m) => m,
+        other => other.to_string(),
+    };
+    ExecError::Connect(format!(
+        "{alias} ({}@{}:{}): unreachable: no connection within the reconnect budget of {} s \
+         (reconnectSeconds; tried for {:.1} s, and the next attempt falls past it); nothing \
+         ran on it. The last attempt: {last}",
+        host.user,
+        host.address,
+        host.port,
+        budget.as_secs(),
+        started.elapsed().as_secs_f64()
+    ))
+}
+
+fn backed_off(error: &ExecError, at: Instant, retry_at: Instant) -> ExecError {
+    let again = retry_at
+        .saturating_duration_since(Instant::now())
+        .as_secs_f64();
     let note = format!(
         " (connecting failed {:.1} s ago; not retried for another {again:.1} s)",
         at.elapsed().as_secs_f64()
@@ -875,6 +1011,32 @@ fn connect_error(alias: &str, host: &HostGrant, e: &ConnectFailure) -> ExecError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The wait after each failed connect in a row: the first delay, doubled
+    /// each time, never past the cap; a first delay equal to the cap is a
+    /// fixed wait (the compute world's).
+    #[test]
+    fn connects_back_off_exponentially_up_to_the_cap() {
+        let ms = Duration::from_millis;
+        let waits: Vec<_> = (1..=7)
+            .map(|n| backoff_after(n, ms(250), ms(5000)))
+            .collect();
+        assert_eq!(
+            waits,
+            [
+                ms(250),
+                ms(500),
+                ms(1000),
+                ms(2000),
+                ms(4000),
+                ms(5000),
+                ms(5000)
+            ]
+        );
+        assert_eq!(backoff_after(u32::MAX, ms(250), ms(5000)), ms(5000));
+        assert_eq!(backoff_after(1, ms(5000), ms(5000)), ms(5000));
+        assert_eq!(backoff_after(9, ms(5000), ms(5000)), ms(5000));
+    }
 
     /// Two backends in one process (two drivers opened side by side) each get
     /// their own control directory: dropping one leaves the other's sockets

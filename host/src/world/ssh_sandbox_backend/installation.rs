@@ -21,6 +21,10 @@
 //!     maxSessions: 8                     # optional: sessions the connection to
 //!                                        # the target keeps open at once; more
 //!                                        # work waits (sshd ships MaxSessions 10)
+//!     reconnectSeconds: 30               # optional: how long an operation keeps
+//!                                        # connecting to a target that refuses or
+//!                                        # drops connections (backoff 0.25 s,
+//!                                        # doubling, at most 5 s); 0: fail at once
 //!     configuration:                     # OpenClaw's block, verbatim
 //!       agents:
 //!         defaults:
@@ -63,8 +67,24 @@ const SANDBOX_KEYS: &[&str] = &[
     "maxRunSeconds",
     "workspaceWorker",
     "maxSessions",
+    "reconnectSeconds",
     "configuration",
 ];
+
+/// `drivers.sandbox.reconnectSeconds` when absent: long enough for sshd to
+/// restart or a link to come back, short against OpenClaw's own tool
+/// timeouts.
+pub const DEFAULT_RECONNECT_SECONDS: u64 = 30;
+
+/// The largest `reconnectSeconds`.
+pub const MAX_RECONNECT_SECONDS: u64 = 3600;
+
+/// The first wait after a failed connect; each failure after it doubles the
+/// wait, up to [`RECONNECT_MAX_DELAY`].
+pub const RECONNECT_FIRST_DELAY: Duration = Duration::from_millis(250);
+
+/// The longest wait between two connects.
+pub const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(5);
 
 /// `drivers.sandbox.workspaceWorker.requestSeconds` when absent: a file
 /// operation's input and output are bounded (8 MiB), so one that takes
@@ -114,6 +134,9 @@ pub struct SandboxInstallation {
     /// `maxSessions`: sessions the connection to the target keeps open at
     /// once (the worker's among them).
     pub max_sessions: usize,
+    /// `reconnectSeconds`: how long an operation keeps connecting to a
+    /// target that refuses or drops connections.
+    pub reconnect: Duration,
     /// `configuration`, as written (with any inline key material).
     pub configuration: Value,
 }
@@ -226,6 +249,17 @@ impl SandboxInstallation {
             "drivers.sandbox.maxSessions",
         )
         .map_err(err)?;
+        let reconnect = match sandbox.get("reconnectSeconds") {
+            None => Duration::from_secs(DEFAULT_RECONNECT_SECONDS),
+            Some(v) => match v.as_u64() {
+                Some(n) if n <= MAX_RECONNECT_SECONDS => Duration::from_secs(n),
+                _ => {
+                    return Err(err(format!(
+                        "drivers.sandbox.reconnectSeconds: must be a whole number of seconds from 0 to {MAX_RECONNECT_SECONDS}, not {v}"
+                    )));
+                }
+            },
+        };
         let configuration = match sandbox.get("configuration") {
             Some(v @ Value::Object(_)) => v.clone(),
             Some(_) => return Err(err("drivers.sandbox.configuration: must be a mapping".into())),
@@ -240,6 +274,7 @@ impl SandboxInstallation {
             max_run,
             worker,
             max_sessions,
+            reconnect,
             configuration,
         })
     }
@@ -338,7 +373,9 @@ pub fn sandbox_bounds(max_run: Duration) -> ExecBounds {
         max_args: 24,
         max_argv_bytes: 112 << 10,
         max_stdin_bytes: (8 << 20) + (64 << 10),
-        connect_backoff: Duration::from_secs(5),
+        connect_backoff: RECONNECT_MAX_DELAY,
+        reconnect_first_delay: RECONNECT_FIRST_DELAY,
+        reconnect_budget: Duration::from_secs(DEFAULT_RECONNECT_SECONDS),
         idle_master: Duration::from_secs(300),
         max_sessions: crate::capability::ssh_exec::grant::DEFAULT_MAX_SESSIONS,
     }
@@ -734,6 +771,16 @@ mod tests {
         assert_eq!(i.id, DEFAULT_ID);
         assert_eq!(i.local_workspaces, vec![PathBuf::from("/srv/ws")]);
         assert_eq!(i.max_run, Duration::from_secs(DEFAULT_MAX_RUN_SECONDS));
+        assert_eq!(i.reconnect, Duration::from_secs(DEFAULT_RECONNECT_SECONDS));
+        for (setting, expected) in [("0", 0), ("5", 5), ("3600", 3600)] {
+            let set = text.replace(
+                "    configuration:",
+                &format!("    reconnectSeconds: {setting}\n    configuration:"),
+            );
+            let doc = crate::installation::parse_yaml(&set).unwrap();
+            let i = SandboxInstallation::from_document(path, &doc, None).unwrap();
+            assert_eq!(i.reconnect, Duration::from_secs(expected), "{setting}");
+        }
         // An operator raises the host's bound of one run (or lowers it).
         let raised = text.replace(
             "    configuration:",
@@ -784,6 +831,14 @@ mod tests {
             (
                 "drivers: {sandbox: {component: c, configuration: {}, maxRunSeconds: 4294968}}",
                 "drivers.sandbox.maxRunSeconds: must be a whole number of seconds from 1 to 4294967, not 4294968",
+            ),
+            (
+                "drivers: {sandbox: {component: c, configuration: {}, reconnectSeconds: 3601}}",
+                "drivers.sandbox.reconnectSeconds: must be a whole number of seconds from 0 to 3600, not 3601",
+            ),
+            (
+                "drivers: {sandbox: {component: c, configuration: {}, reconnectSeconds: -1}}",
+                "drivers.sandbox.reconnectSeconds: must be a whole number of seconds from 0 to 3600, not -1",
             ),
             (
                 "drivers: {sandbox: {component: c, configuration: {}, maxRunSeconds: \"1h\"}}",

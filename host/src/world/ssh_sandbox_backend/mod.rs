@@ -212,6 +212,7 @@ impl SandboxBackend {
         )
         .map(|mut grant| {
             grant.bounds.max_sessions = installation.max_sessions;
+            grant.bounds.reconnect_budget = installation.reconnect;
             grant
         })
         .map_err(|e| LoadError::Configuration {
