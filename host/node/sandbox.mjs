@@ -223,11 +223,14 @@ export class SandboxHost {
    * (`scopeKey`, `sessionKey`, `workspaceDir`, `agentWorkspaceDir`,
    * `skillsWorkspaceDir`). Nothing
    * happens on the target until the first operation, which seeds the
-   * workspace if it does not exist.
+   * workspace if it does not exist: the handle's paths and label come from
+   * the host's layout (`resolveWorkdir`), so that OpenClaw builds the Agent's
+   * prompt, which names the remote workdir, with the target unreachable, as
+   * with its own `ssh` backend.
    */
   async createHandle(params) {
     const scope = scopeOf(params);
-    const info = await this.call("describeRuntime", { scope });
+    const info = await this.call("resolveWorkdir", { scope });
     return createHandle(this, scope, info, params);
   }
 

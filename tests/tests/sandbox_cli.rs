@@ -193,6 +193,7 @@ fn resolve_workdir_answers_without_the_target() {
             "runtimeRoot": "/srv/sandboxes/openclaw-ssh-agent-main-abc-c2c3da17",
             "workdir": "/srv/sandboxes/openclaw-ssh-agent-main-abc-c2c3da17/workspace",
             "agentWorkdir": null,
+            "configLabel": "me@192.0.2.1:22",
         })
     );
     // The same from an installation on stdin.

@@ -165,14 +165,14 @@ function turnEnv(base) {
  * saw, where the workspace root was, and what `inspect(workspaceRoot)` found
  * there before it was removed.
  */
-async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a process", inspect, pluginConfig } = {}) {
+async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a process", inspect, pluginConfig, target } = {}) {
   const base = mkdtempSync(join(tmpdir(), "occ-agent-"));
   const workspaceRoot = `/tmp/${unique(`occ-sbx-agent-${backend}`)}`;
   const model = await scriptedModel(steps);
   try {
     for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
     writeFileSync(join(base, "workspace/seed.txt"), "seeded from the agent workspace\n");
-    const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds, pluginConfig });
+    const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds, pluginConfig, ...(target ? { target } : {}) });
     writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
     const env = turnEnv(base);
     const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", message, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
@@ -181,7 +181,7 @@ async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a p
     agent.stdout.resume();
     const code = await new Promise((resolve) => agent.on("exit", resolve));
     assert.equal(code, 0, stderr);
-    return { results: toolResults(model.requests), workspaceRoot, remote: inspect?.(workspaceRoot) };
+    return { results: toolResults(model.requests), requests: model.requests, workspaceRoot, remote: inspect?.(workspaceRoot) };
   } finally {
     model.server.close();
     sh(host, `rm -rf ${workspaceRoot}`);
@@ -234,6 +234,31 @@ test("an agent turn writes to a running command's stdin and outlives no exec tim
   assert.doesNotMatch(ours.results[5], /late-output/);
   assert.deepEqual(shaped([ours.results[4], ours.results[5]]), shaped([theirs.results[4], theirs.results[5]]));
   assert.deepEqual(shaped(ours.results.slice(1, 3)), shaped(theirs.results.slice(1, 3)));
+});
+
+test("the Agent's system prompt names the remote workdir with the target unreachable, as with OpenClaw's own ssh backend", { timeout: 300_000 }, async () => {
+  // TEST-NET-1: nothing answers there; a handle that connected would fail
+  // the turn before the model is asked anything.
+  const target = "root@192.0.2.1:22";
+  const prompt = async (backend) => {
+    const r = await turn(backend, [{ text: "done" }], { target, message: "where do your tools run?" });
+    const system = (r.requests[0]?.messages ?? []).filter((m) => m.role === "system" || m.role === "developer");
+    const text = system.map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content))).join("\n");
+    return { text, root: r.workspaceRoot };
+  };
+  const ours = await prompt("occ-ssh");
+  const theirs = await prompt("ssh");
+  // Each turn has a local workspace of its own, which the runtime id hashes.
+  const lines = ({ text, root }) =>
+    text
+      .split("\n")
+      .filter((l) => l.includes(root))
+      .map((l) => l.replaceAll(root, "<workspaceRoot>").replace(/openclaw-ssh-workspace-[0-9a-f]{32}/g, "<runtimeId>").replace(/\/tmp\/occ-agent-[A-Za-z0-9]+/g, "<base>"));
+  const workdir = "Sandbox container workdir: <workspaceRoot>/<runtimeId>/workspace";
+  process.stderr.write(`the prompt's lines that name the workspace root: ours ${lines(ours).length}, OpenClaw's own backend ${lines(theirs).length}\n`);
+  assert.ok(lines(theirs).includes(workdir), `OpenClaw's own backend names the remote workdir in the prompt: ${theirs.text}`);
+  assert.ok(lines(ours).includes(workdir), `ours names the remote workdir in the prompt: ${ours.text}`);
+  assert.deepEqual(lines(ours), lines(theirs));
 });
 
 /** Whether the rig host's sshd takes a TCP connection now. */

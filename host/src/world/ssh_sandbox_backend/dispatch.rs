@@ -114,11 +114,19 @@ impl SandboxBackend {
         let agent = layout
             .mount(occ_ssh_target::layout::Mount::Agent)
             .map(|m| m.container_root.clone());
+        // The target as written (trimmed), as describeRuntime's label is.
+        let label = self
+            .installation
+            .configuration
+            .pointer("/agents/defaults/sandbox/ssh/target")
+            .and_then(Value::as_str)
+            .map(str::trim);
         Ok(json!({
             "runtimeId": layout.runtime_id,
             "runtimeRoot": layout.runtime_root,
             "workdir": layout.workspace().container_root,
             "agentWorkdir": agent,
+            "configLabel": label,
         }))
     }
 
