@@ -19,6 +19,7 @@ import { dirname, join } from "node:path";
 import test from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
+import { abortTwenty, timesText } from "./aborts.mjs";
 import { hostBinary, installation, localWorkspace, remoteTree, rig, sh, sshBlock, unique, approvedScripts, component, workerConfig } from "./rig.mjs";
 
 const host = rig.hosts[0];
@@ -664,6 +665,27 @@ test("differential: a file OpenClaw stages for a turn after the seed reaches our
     // A sandboxed command's change to its copy stands: nothing is sent again.
     assert.equal((await exec(ourHandle, `echo edited > ${path}`)).code, 0);
     assert.equal(await read(ourHandle), "edited\n");
+  } finally {
+    await ours.close();
+    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
+    local.cleanup();
+  }
+});
+
+test("differential: 20 commands killed or cancelled mid-output, then exec and read, on each backend: the scope answers as before and nothing of the commands is left on the target", { timeout: 300_000 }, async () => {
+  const local = localWorkspace();
+  const theirsRoot = `/tmp/${unique("occ-aborts-openclaw")}`;
+  const oursRoot = `/tmp/${unique("occ-aborts-ours")}`;
+  const { startSandboxHost } = await import("../sandbox.mjs");
+  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
+  try {
+    const session = `agent:main:${unique("aborts")}`;
+    const runOn = async (handle) => abortTwenty({ handle, bridge: handle.createFsBridge({ sandbox: bridgeContext(local, handle) }), host });
+    const theirs = await runOn(await sdk.getSandboxBackendFactory("ssh")(params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot)))));
+    const mine = await runOn(await ours.createHandle(params(local, session, null)));
+    process.stderr.write(`after 20 aborts: OpenClaw's own backend ${timesText(theirs.before, theirs.after)}; ours ${timesText(mine.before, mine.after)}\n`);
+    process.stderr.write(`left on the target: OpenClaw's own backend ${JSON.stringify(theirs.left)}, ours ${JSON.stringify(mine.left)}\n`);
+    assert.equal(mine.left, "");
   } finally {
     await ours.close();
     sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);

@@ -10,6 +10,7 @@ import { execFileSync, spawn } from "node:child_process";
 import test from "node:test";
 
 import { SandboxError, startSandboxHost } from "../sandbox.mjs";
+import { abortTwenty, runSpec as run, timesText } from "./aborts.mjs";
 import { hostBinary, installation, localWorkspace, remoteTree, rig, sh, sshBlock, unique } from "./rig.mjs";
 
 const host = rig.hosts[0];
@@ -36,18 +37,6 @@ async function fixture() {
   };
 }
 
-/** Spawn what buildExecSpec returns, as OpenClaw's process supervisor does. */
-function run(spec, { onStdout } = {}) {
-  const child = spawn(spec.argv[0], spec.argv.slice(1), { env: spec.env, stdio: [spec.stdinMode === "pipe-closed" ? "ignore" : "pipe", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (d) => {
-    stdout += d;
-    onStdout?.(d.toString(), child);
-  });
-  child.stderr.on("data", (d) => (stderr += d));
-  return { child, done: new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal, stdout, stderr }))) };
-}
 
 test("the handle has OpenClaw's shape and the bridge works on the target", async () => {
   const f = await fixture();
@@ -280,70 +269,16 @@ test("a client killed with SIGKILL while a session holds identityData leaves the
 test("aborts leave the scope healthy: 20 commands killed or cancelled mid-output, then exec and read answer as before, and nothing of them is left on the target", { timeout: 180_000 }, async () => {
   const f = await fixture();
   try {
-    const { handle, bridge } = f;
-    const timed = async (op) => {
-      const started = performance.now();
-      await op();
-      return performance.now() - started;
-    };
-    const execTrue = async () => {
-      const { code } = await run(await handle.buildExecSpec({ command: "true" })).done;
-      assert.equal(code, 0);
-    };
-    const read = async () => assert.equal((await bridge.readFile({ filePath: "README.md" })).toString(), "hello from the local workspace\n");
-    const median = (xs) => xs.sort((a, b) => a - b)[xs.length >> 1];
-    const warm = async () => {
-      const e = [];
-      const r = [];
-      for (let i = 0; i < 5; i++) {
-        e.push(await timed(execTrue));
-        r.push(await timed(read));
-      }
-      return { exec: median(e), read: median(r) };
-    };
-    const before = await warm();
-    const marker = unique("occ-abort");
-    const pattern = `[${marker[0]}]${marker.slice(1)}`;
-    // Each command writes without pause, in a process group of its own on the
-    // target, until it is stopped the way OpenClaw stops one: its relay
-    // killed (a timeout: SIGKILL; an abort: SIGTERM), a pty's relay killed,
-    // or runShellCommand's signal aborted.
-    const command = (i) => `sh -c 'while :; do echo ${marker}-${i}; done; : ${marker}' & wait`;
-    const kinds = [
-      async (i) => {
-        const r = run(await handle.buildExecSpec({ command: command(i) }), { onStdout: (t, child) => t.includes(`${marker}-${i}`) && child.kill("SIGKILL") });
-        assert.equal((await r.done).signal, "SIGKILL");
-      },
-      async (i) => {
-        const r = run(await handle.buildExecSpec({ command: command(i) }), { onStdout: (t, child) => t.includes(`${marker}-${i}`) && child.kill("SIGTERM") });
-        assert.equal((await r.done).signal, "SIGTERM");
-      },
-      async (i) => {
-        const r = run(await handle.buildExecSpec({ command: command(i), usePty: true }), { onStdout: (t, child) => t.includes(`${marker}-${i}`) && child.kill("SIGKILL") });
-        assert.equal((await r.done).signal, "SIGKILL");
-      },
-      async (i) => {
-        const controller = new AbortController();
-        const pending = handle.runShellCommand({ script: command(i), signal: controller.signal });
-        setTimeout(() => controller.abort(), 200);
-        await assert.rejects(pending);
-      },
-    ];
-    for (let i = 0; i < 20; i++) await kinds[i % kinds.length](i);
+    const { before, after, left } = await abortTwenty({ handle: f.handle, bridge: f.bridge, host });
+    process.stderr.write(`after 20 aborts: ${timesText(before, after)}\n`);
     // The next calls of the same scope answer (a wedged scope never does:
     // the test's timeout ends it), as fast as before: the median of five
     // within 2x of the warm median of the same run (or 0.5 s of it, room
     // for a noisy shared machine; a scope slowed by what the aborts left
     // takes seconds).
-    const after = await warm();
-    process.stderr.write(
-      `after 20 aborts: exec true ${after.exec.toFixed(1)} ms (warm ${before.exec.toFixed(1)} ms, ${(after.exec / before.exec).toFixed(2)}x), ` +
-        `read ${after.read.toFixed(1)} ms (warm ${before.read.toFixed(1)} ms, ${(after.read / before.read).toFixed(2)}x)\n`,
-    );
     for (const op of ["exec", "read"]) assert.ok(after[op] <= Math.max(2 * before[op], before[op] + 500), `${op}: ${after[op]} ms after the aborts, ${before[op]} ms warm`);
     // Nothing of the aborted commands runs on the target.
-    sh(host, `timeout 20 sh -c 'while pgrep -f "${pattern}" >/dev/null; do sleep 0.05; done'; pgrep -af "${pattern}"; true`);
-    assert.equal(sh(host, `pgrep -af "${pattern}"; true`), "");
+    assert.equal(left, "");
   } finally {
     await f.close();
   }

@@ -10,8 +10,12 @@
 //! - A connect runs in a task of its own and always finishes (bounded by the
 //!   connect timeout), however soon the exec that wanted it gives up: a loop of
 //!   short-timeout execs waits on the one handshake in flight instead of
-//!   starting new ones. A failed connect is remembered for the grant's backoff,
-//!   and execs during it fail at once with that error.
+//!   starting new ones. A failed connect is remembered for the grant's backoff
+//!   (a first delay, doubled after each failure in a row, up to a cap): no new
+//!   connect starts during it. An exec then waits it out and connects again
+//!   while the grant's reconnect budget lasts, and fails with one error naming
+//!   the host and the budget past it; with no budget, it fails at once with
+//!   the connect's error. Only connecting is tried again, never a command.
 //! - Masters persist only while in use: one idle longer than the grant's
 //!   `idle_master` is closed, and each master also exits on its own after
 //!   twice that idle time (`ControlPersist`), should this process die without
