@@ -105,6 +105,26 @@ function sameBesidesOnPurpose(theirs, mine) {
   assert.deepEqual(agreed(mine), agreed(theirs));
 }
 
+/**
+ * OpenClaw's own backend and ours side by side for `local`: a host of ours
+ * on the rig host, and a workspace root of its own for each, named after
+ * `name`. `body({ ours, theirsRoot, oursRoot })` runs with them; the host,
+ * both roots and `local` are gone afterwards.
+ */
+async function bothBackends(local, name, body) {
+  const theirsRoot = `/tmp/${unique(`${name}-openclaw`)}`;
+  const oursRoot = `/tmp/${unique(`${name}-ours`)}`;
+  const { startSandboxHost } = await import("../sandbox.mjs");
+  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
+  try {
+    return await body({ ours, theirsRoot, oursRoot });
+  } finally {
+    await ours.close();
+    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
+    local.cleanup();
+  }
+}
+
 /** Run what a handle's buildExecSpec returns, as OpenClaw does; then finalize. */
 async function exec(handle, command) {
   const spec = await handle.buildExecSpec({ command, env: {}, usePty: false });
@@ -364,11 +384,7 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
   mkdirSync(join(local.workspace, "skills/demo"), { recursive: true });
   writeFileSync(join(local.workspace, "skills/demo/SKILL.md"), "# demo skill\n");
   mkdirSync(join(local.workspace, ".agents/skills"), { recursive: true });
-  const theirsRoot = `/tmp/${unique("occ-diff-openclaw")}`;
-  const oursRoot = `/tmp/${unique("occ-diff-ours")}`;
-  const { startSandboxHost } = await import("../sandbox.mjs");
-  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
-  try {
+  await bothBackends(local, "occ-diff", async ({ ours, theirsRoot, oursRoot }) => {
     const session = unique("agent:main");
     const theirHandle = await sdk.getSandboxBackendFactory("ssh")(params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot))));
     const p = params(local, session, null);
@@ -414,11 +430,7 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
       sh(host, `stat -c %a ${oursRoot}/${ourHandle.runtimeId}`),
       sh(host, `stat -c %a ${theirsRoot}/${theirHandle.runtimeId}`),
     );
-  } finally {
-    await ours.close();
-    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
-    local.cleanup();
-  }
+  });
 });
 
 /** The argument vectors of the processes whose program is `program`. */
@@ -475,11 +487,7 @@ test("differential: the skills OpenClaw materialized for a scope are refreshed b
   const skills = join(local.base, "skills-workspaces", "scope", ".openclaw", "sandbox-skills");
   mkdirSync(join(skills, "skills/demo"), { recursive: true });
   writeFileSync(join(skills, "skills/demo/SKILL.md"), "# demo\n");
-  const theirsRoot = `/tmp/${unique("occ-skills-openclaw")}`;
-  const oursRoot = `/tmp/${unique("occ-skills-ours")}`;
-  const { startSandboxHost } = await import("../sandbox.mjs");
-  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
-  try {
+  await bothBackends(local, "occ-skills", async ({ ours, theirsRoot }) => {
     const session = unique("agent:main");
     const withSkills = (cfg) => ({ ...params(local, session, cfg), skillsWorkspaceDir: skills });
     const theirHandle = await sdk.getSandboxBackendFactory("ssh")(withSkills(openclawCfg("ssh", sshBlock(host, theirsRoot))));
@@ -521,11 +529,7 @@ test("differential: the skills OpenClaw materialized for a scope are refreshed b
     assert.equal(row("the bridge may not write there"), "error");
     assert.equal(row("no local skills: the copy is emptied").stdout, ".\n");
     assert.equal(remoteTree(host, ourHandle.workdir), remoteTree(host, theirHandle.workdir));
-  } finally {
-    await ours.close();
-    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
-    local.cleanup();
-  }
+  });
 });
 
 test("differential: a reader of the skills during 50 refreshes never finds them missing or half-replaced; OpenClaw's own backend clears them in place", { timeout: 600_000 }, async () => {
@@ -567,44 +571,40 @@ test("differential: a reader of the skills during 50 refreshes never finds them 
   ].join("\n");
   const scratch = `/tmp/${unique("occ-skills-reader")}`;
   sh(host, `mkdir -p ${scratch} && cat > ${scratch}/reader.py <<'EOF'\n${reader}\nEOF`);
-  const theirsRoot = `/tmp/${unique("occ-skills-openclaw")}`;
-  const oursRoot = `/tmp/${unique("occ-skills-ours")}`;
-  const { startSandboxHost } = await import("../sandbox.mjs");
-  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
   try {
-    const session = unique("agent:main");
-    const withSkills = (cfg) => ({ ...params(local, session, cfg), skillsWorkspaceDir: skills });
-    const read = async (handle, who) => {
-      // The first exec seeds the workspace and materializes the skills.
-      assert.equal((await exec(handle, "true")).code, 0);
-      const dir = `${handle.workdir}/.openclaw/sandbox-skills/skills`;
-      const out = `${scratch}/${who}.json`;
-      const stop = `${scratch}/${who}.stop`;
-      sh(host, `nohup python3 ${scratch}/reader.py ${dir} ${out} ${stop} ${SKILLS} >/dev/null 2>&1 & echo started`);
-      for (let v = 1; v <= 50; v++) {
-        version(v);
+    await bothBackends(local, "occ-skills", async ({ ours, theirsRoot, oursRoot }) => {
+      const session = unique("agent:main");
+      const withSkills = (cfg) => ({ ...params(local, session, cfg), skillsWorkspaceDir: skills });
+      const read = async (handle, who) => {
+        // The first exec seeds the workspace and materializes the skills.
         assert.equal((await exec(handle, "true")).code, 0);
-      }
-      sh(host, `touch ${stop}; for i in $(seq 100); do [ -s ${out} ] && break; sleep 0.1; done`);
-      const seen = JSON.parse(sh(host, `cat ${out}`));
-      // The last refresh is the one the skills show.
-      assert.equal(sh(host, `cat ${dir}/s3/SKILL.md`), "# skill 3, version 50");
-      return seen;
-    };
-    const theirs = await read(await sdk.getSandboxBackendFactory("ssh")(withSkills(openclawCfg("ssh", sshBlock(host, theirsRoot)))), "theirs");
-    const mine = await read(await ours.createHandle(withSkills(null)), "ours");
-    process.stderr.write(`skills during 50 refreshes: OpenClaw's own backend ${JSON.stringify(theirs)}, ours ${JSON.stringify(mine)}\n`);
-    // The reader finds OpenClaw's in-place clear: it can see what it looks for.
-    assert.ok(theirs.missing + theirs.partial > 0, JSON.stringify(theirs));
-    assert.ok(mine.polls > 50, JSON.stringify(mine));
-    assert.deepEqual({ missing: mine.missing, partial: mine.partial }, { missing: 0, partial: 0 });
-    // Nothing of the swaps shows in the workspace.
-    const ourWorkdir = sh(host, `ls -d ${oursRoot}/*/workspace`);
-    assert.equal(sh(host, `ls -A ${ourWorkdir}/.openclaw`), "sandbox-skills");
+        const dir = `${handle.workdir}/.openclaw/sandbox-skills/skills`;
+        const out = `${scratch}/${who}.json`;
+        const stop = `${scratch}/${who}.stop`;
+        sh(host, `nohup python3 ${scratch}/reader.py ${dir} ${out} ${stop} ${SKILLS} >/dev/null 2>&1 & echo started`);
+        for (let v = 1; v <= 50; v++) {
+          version(v);
+          assert.equal((await exec(handle, "true")).code, 0);
+        }
+        sh(host, `touch ${stop}; for i in $(seq 100); do [ -s ${out} ] && break; sleep 0.1; done`);
+        const seen = JSON.parse(sh(host, `cat ${out}`));
+        // The last refresh is the one the skills show.
+        assert.equal(sh(host, `cat ${dir}/s3/SKILL.md`), "# skill 3, version 50");
+        return seen;
+      };
+      const theirs = await read(await sdk.getSandboxBackendFactory("ssh")(withSkills(openclawCfg("ssh", sshBlock(host, theirsRoot)))), "theirs");
+      const mine = await read(await ours.createHandle(withSkills(null)), "ours");
+      process.stderr.write(`skills during 50 refreshes: OpenClaw's own backend ${JSON.stringify(theirs)}, ours ${JSON.stringify(mine)}\n`);
+      // The reader finds OpenClaw's in-place clear: it can see what it looks for.
+      assert.ok(theirs.missing + theirs.partial > 0, JSON.stringify(theirs));
+      assert.ok(mine.polls > 50, JSON.stringify(mine));
+      assert.deepEqual({ missing: mine.missing, partial: mine.partial }, { missing: 0, partial: 0 });
+      // Nothing of the swaps shows in the workspace.
+      const ourWorkdir = sh(host, `ls -d ${oursRoot}/*/workspace`);
+      assert.equal(sh(host, `ls -A ${ourWorkdir}/.openclaw`), "sandbox-skills");
+    });
   } finally {
-    await ours.close();
-    sh(host, `rm -rf ${theirsRoot} ${oursRoot} ${scratch}`);
-    local.cleanup();
+    sh(host, `rm -rf ${scratch}`);
   }
 });
 
@@ -621,11 +621,7 @@ test("differential: a file OpenClaw stages for a turn after the seed reaches our
   mkdirSync(store, { recursive: true });
   const photo = Buffer.from("\x89PNG\r\n\x1a\nstaged photo", "binary");
   writeFileSync(join(store, "photo.png"), photo);
-  const theirsRoot = `/tmp/${unique("occ-inputs-openclaw")}`;
-  const oursRoot = `/tmp/${unique("occ-inputs-ours")}`;
-  const { startSandboxHost } = await import("../sandbox.mjs");
-  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
-  try {
+  await bothBackends(local, "occ-inputs", async ({ ours, theirsRoot }) => {
     // A session key OpenClaw resolves to its agent, as a real turn's is.
     const session = `agent:main:${unique("inputs")}`;
     const theirHandle = await sdk.getSandboxBackendFactory("ssh")(params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot))));
@@ -665,20 +661,12 @@ test("differential: a file OpenClaw stages for a turn after the seed reaches our
     // A sandboxed command's change to its copy stands: nothing is sent again.
     assert.equal((await exec(ourHandle, `echo edited > ${path}`)).code, 0);
     assert.equal(await read(ourHandle), "edited\n");
-  } finally {
-    await ours.close();
-    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
-    local.cleanup();
-  }
+  });
 });
 
 test("differential: 20 commands killed or cancelled mid-output, then exec and read, on each backend: the scope answers as before and nothing of the commands is left on the target", { timeout: 300_000 }, async () => {
   const local = localWorkspace();
-  const theirsRoot = `/tmp/${unique("occ-aborts-openclaw")}`;
-  const oursRoot = `/tmp/${unique("occ-aborts-ours")}`;
-  const { startSandboxHost } = await import("../sandbox.mjs");
-  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
-  try {
+  await bothBackends(local, "occ-aborts", async ({ ours, theirsRoot }) => {
     const session = `agent:main:${unique("aborts")}`;
     const runOn = async (handle) => abortTwenty({ handle, bridge: handle.createFsBridge({ sandbox: bridgeContext(local, handle) }), host });
     const theirs = await runOn(await sdk.getSandboxBackendFactory("ssh")(params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot)))));
@@ -686,9 +674,5 @@ test("differential: 20 commands killed or cancelled mid-output, then exec and re
     process.stderr.write(`after 20 aborts: OpenClaw's own backend ${timesText(theirs.before, theirs.after)}; ours ${timesText(mine.before, mine.after)}\n`);
     process.stderr.write(`left on the target: OpenClaw's own backend ${JSON.stringify(theirs.left)}, ours ${JSON.stringify(mine.left)}\n`);
     assert.equal(mine.left, "");
-  } finally {
-    await ours.close();
-    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
-    local.cleanup();
-  }
+  });
 });
