@@ -172,7 +172,7 @@ async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a p
   try {
     for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
     writeFileSync(join(base, "workspace/seed.txt"), "seeded from the agent workspace\n");
-    const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds, pluginConfig, ...(target ? { target } : {}) });
+    const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds, pluginConfig, target });
     writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
     const env = turnEnv(base);
     const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", message, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });

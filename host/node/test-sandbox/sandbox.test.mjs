@@ -37,7 +37,6 @@ async function fixture() {
   };
 }
 
-
 test("the handle has OpenClaw's shape and the bridge works on the target", async () => {
   const f = await fixture();
   try {

@@ -50,15 +50,12 @@ use super::master::{ConnectFailure, Master, exit_socket, remote_command};
 use super::seal::seal;
 use super::worker::{Ask, Workers};
 
-type ConnectResult = Result<Arc<Master>, ExecError>;
+/// What a connect gives every exec waiting on it.
+type ConnectResult = Result<Arc<Master>, NoMaster>;
 
 enum Conn {
     Idle,
-    /// A connect in flight, after `failures` failed ones in a row.
-    Connecting {
-        rx: watch::Receiver<Option<ConnectResult>>,
-        failures: u32,
-    },
+    Connecting(watch::Receiver<Option<ConnectResult>>),
     Ready {
         master: Arc<Master>,
         last_used: Instant,
@@ -82,6 +79,7 @@ fn backoff_after(failures: u32, first: Duration, cap: Duration) -> Duration {
 
 /// Why [`LiveSsh::master`] gave no master: the connect's error, and when
 /// the next connect may start.
+#[derive(Clone)]
 struct NoMaster {
     error: ExecError,
     retry_at: Instant,
@@ -372,7 +370,7 @@ impl LiveSsh {
     /// The master for `alias`: the live one, the connect in flight, or a new
     /// connect (in its own task) when there is neither and no backoff holds
     /// it back.
-    async fn master(&self, alias: &str, host: &HostGrant) -> Result<Arc<Master>, NoMaster> {
+    async fn master(&self, alias: &str, host: &HostGrant) -> ConnectResult {
         enum Next {
             Check(Arc<Master>),
             Wait(watch::Receiver<Option<ConnectResult>>),
@@ -396,18 +394,15 @@ impl LiveSsh {
                         error: backed_off(error, *at, *retry_at),
                         retry_at: *retry_at,
                     }),
-                    Conn::Connecting { rx, .. } => Next::Wait(rx.clone()),
+                    Conn::Connecting(rx) => Next::Wait(rx.clone()),
                     Conn::Idle | Conn::Failed { .. } => {
                         let failures = match conn {
                             Conn::Failed { failures, .. } => *failures,
                             _ => 0,
                         };
                         let (tx, rx) = watch::channel(None);
-                        *conn = Conn::Connecting {
-                            rx: rx.clone(),
-                            failures,
-                        };
-                        self.spawn_connect(alias, host, tx);
+                        *conn = Conn::Connecting(rx.clone());
+                        self.spawn_connect(alias, host, failures, tx);
                         Next::Wait(rx)
                     }
                 }
@@ -429,25 +424,11 @@ impl LiveSsh {
                         .ok()
                         .flatten();
                     // None: the connect task died without an answer; try again.
-                    match result {
-                        Some(Ok(master)) => return Ok(master),
-                        Some(Err(error)) => {
-                            let retry_at = self.retry_at(alias).unwrap_or_else(Instant::now);
-                            return Err(NoMaster { error, retry_at });
-                        }
-                        None => {}
+                    if let Some(r) = result {
+                        return r;
                     }
                 }
             }
-        }
-    }
-
-    /// When the next connect to `alias` may start, after a failed one.
-    fn retry_at(&self, alias: &str) -> Option<Instant> {
-        let conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-        match conns.get(alias) {
-            Some(Conn::Failed { retry_at, .. }) => Some(*retry_at),
-            _ => None,
         }
     }
 
@@ -470,10 +451,13 @@ impl LiveSsh {
         }
     }
 
+    /// A connect to `alias` in a task of its own, after `failures` failed
+    /// ones in a row; its result goes to the map and to everyone on `tx`.
     fn spawn_connect(
         &self,
         alias: &str,
         host: &HostGrant,
+        failures: u32,
         tx: watch::Sender<Option<ConnectResult>>,
     ) {
         let conns = self.conns.clone();
@@ -509,31 +493,26 @@ impl LiveSsh {
                     "{alias}: cannot write the inline ssh credentials: {e}"
                 ))),
             };
-            {
-                let mut conns = conns.lock().unwrap_or_else(|p| p.into_inner());
-                let before = match conns.get(&alias) {
-                    Some(Conn::Connecting { failures, .. }) => *failures,
-                    _ => 0,
-                };
-                let next = match &result {
-                    Ok(master) => Conn::Ready {
-                        master: master.clone(),
-                        last_used: Instant::now(),
-                    },
-                    Err(error) => {
-                        let failures = before.saturating_add(1);
-                        let at = Instant::now();
-                        Conn::Failed {
-                            error: error.clone(),
-                            at,
-                            failures,
-                            retry_at: at + backoff_after(failures, first_delay, cap),
-                        }
-                    }
-                };
-                conns.insert(alias, next);
-            }
-            let _ = tx.send(Some(result));
+            let at = Instant::now();
+            let failures = failures.saturating_add(1);
+            let retry_at = at + backoff_after(failures, first_delay, cap);
+            let next = match &result {
+                Ok(master) => Conn::Ready {
+                    master: master.clone(),
+                    last_used: at,
+                },
+                Err(error) => Conn::Failed {
+                    error: error.clone(),
+                    at,
+                    failures,
+                    retry_at,
+                },
+            };
+            conns
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(alias, next);
+            let _ = tx.send(Some(result.map_err(|error| NoMaster { error, retry_at })));
         });
     }
 
