@@ -2,12 +2,18 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 mod cli;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
+    let command = cli::Cli::command()
+        .version(cli::short_version().leak() as &str)
+        .long_version(cli::long_version().leak() as &str);
+    let args = match cli::Cli::from_arg_matches(&command.get_matches()) {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
     if !args.is_serve() {
         restore_sigpipe();
     }

@@ -166,6 +166,117 @@ fn help_teaches_with_examples() {
     );
 }
 
+#[test]
+fn version_names_the_release_the_wit_packages_served_and_the_commit() {
+    let out = run_host(&["--version"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    let workspace = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
+    let version = workspace
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap();
+    assert!(
+        said.starts_with(&format!("occ-driver-host {version}\n")),
+        "{said}"
+    );
+    let head = Command::new("git")
+        .current_dir(repo_root())
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .unwrap();
+    // The commit the binary was built from; a test built from a checkout
+    // names that checkout's HEAD.
+    let commit = said
+        .lines()
+        .find_map(|l| l.strip_prefix("commit: "))
+        .unwrap_or_else(|| panic!("no commit line: {said}"));
+    assert!(
+        commit.len() >= 40 && commit.chars().take(40).all(|c| c.is_ascii_hexdigit()),
+        "{said}"
+    );
+    if head.status.success() {
+        assert_eq!(&commit[..40], text(&head.stdout).trim(), "{said}");
+    }
+    for world in [
+        "occ:compute@0.2.0",
+        "occ:compute@0.3.0",
+        "ssh-compute-driver",
+        "ssh-sandbox-backend",
+    ] {
+        assert!(said.contains(world), "--version lacks {world}: {said}");
+    }
+    // The npm packages carry the same version (cargo xtask dist refuses others).
+    for package in [
+        "host/node/package.json",
+        "host/node/openclaw-plugin/package.json",
+    ] {
+        let p: Value =
+            serde_json::from_str(&std::fs::read_to_string(repo_root().join(package)).unwrap())
+                .unwrap();
+        assert_eq!(p["version"], version, "{package}");
+        assert_eq!(
+            p["optionalDependencies"]["occ-driver-host-linux-x64-gnu"], version,
+            "{package}"
+        );
+    }
+}
+
+#[test]
+fn inspect_checks_a_component_against_a_release_manifest() {
+    let driver = component("guest_ssh_driver");
+    let bytes = std::fs::read(&driver).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("manifest.json");
+    let write = |sha: &str| {
+        std::fs::write(
+            &manifest,
+            json!({
+                "version": "9.9.9", "commit": "abc",
+                "binary": {"sha256": "0".repeat(64)},
+                "components": [{"file": "guest_ssh_driver.wasm", "sha256": sha}],
+            })
+            .to_string(),
+        )
+        .unwrap()
+    };
+    write(&sha256(&bytes));
+    let args = [
+        "inspect",
+        "--release-manifest",
+        manifest.to_str().unwrap(),
+        driver.to_str().unwrap(),
+    ];
+    let out = run_host(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("release    guest_ssh_driver.wasm of occ-driver-host 9.9.9, commit abc"),
+        "{said}"
+    );
+    assert!(
+        said.contains("is NOT the release's occ-driver-host"),
+        "{said}"
+    );
+    // One byte of difference: refused, naming the manifest and what it lists.
+    write(&"1".repeat(64));
+    let out = run_host(&args);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "is none of the components of occ-driver-host 9.9.9, commit abc in {}",
+            manifest.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("guest_ssh_driver.wasm {}", "1".repeat(64))),
+        "{err}"
+    );
+}
+
 /// A malformed, oversized or unknown message gets a JSON-RPC error and the
 /// server goes on answering.
 #[test]

@@ -19,6 +19,60 @@ pub(crate) struct InspectArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Also check the component (and this binary) against a release's
+    /// manifest.json (`cargo xtask dist`): fails unless the component is one of
+    /// the release's, byte for byte.
+    #[arg(long, value_name = "FILE")]
+    release_manifest: Option<PathBuf>,
+}
+
+/// What a release manifest says of a component and of this binary.
+#[derive(Debug)]
+struct Release {
+    /// "guest_ssh_driver.wasm of occ-driver-host 0.2.0, commit ...".
+    component: String,
+    /// Whether this very binary is the release's.
+    binary_matches: bool,
+    binary_sha256: String,
+}
+
+/// Finds the component of SHA-256 `sha256` in the release manifest at `path`.
+fn release_check(path: &std::path::Path, sha256: &str) -> Result<Release> {
+    let text = std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let m: Value = serde_json::from_slice(&text)
+        .map_err(|e| anyhow::anyhow!("{}: not a release manifest: {e}", path.display()))?;
+    let release = format!(
+        "occ-driver-host {}, commit {}",
+        m["version"].as_str().unwrap_or("?"),
+        m["commit"].as_str().unwrap_or("?")
+    );
+    let components = m["components"].as_array().cloned().unwrap_or_default();
+    let Some(found) = components.iter().find(|c| c["sha256"] == sha256) else {
+        let known: Vec<String> = components
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c["file"].as_str().unwrap_or("?"),
+                    c["sha256"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        anyhow::bail!(
+            "the component's SHA-256 {sha256} is none of the components of {release} in {}: {}",
+            path.display(),
+            known.join(", ")
+        );
+    };
+    let me = std::env::current_exe()
+        .and_then(std::fs::read)
+        .unwrap_or_default();
+    let binary_sha256 = occ_ssh_target::digest::sha256_hex(&me);
+    Ok(Release {
+        component: format!("{} of {release}", found["file"].as_str().unwrap_or("?")),
+        binary_matches: m["binary"]["sha256"] == binary_sha256.as_str(),
+        binary_sha256,
+    })
 }
 
 fn unserved_version_ok(c: &occ_driver_host::runtime::CompiledComponent) -> bool {
@@ -37,6 +91,16 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", c.path.display()))?;
     let unserved = world::unserved_version(c.imports.iter().chain(&c.exports).map(String::as_str));
     let scripts = scripts_of(&c);
+    let release = match &args.release_manifest {
+        Some(path) => match release_check(path, &c.sha256) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("error: {}: {e:#}", args.component.display());
+                return Ok(ExitCode::from(EXIT_LOCAL));
+            }
+        },
+        None => None,
+    };
     if args.json {
         let v = json!({
             "component": c.path,
@@ -51,12 +115,29 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
             "producers": producers,
             "fromCache": c.from_cache,
             "loadMs": c.load_time.as_secs_f64() * 1000.0,
+            "release": release.as_ref().map(|r| json!({
+                "component": r.component,
+                "binaryMatches": r.binary_matches,
+                "binarySha256": r.binary_sha256,
+            })),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("component  {}", c.path.display());
         println!("sha256     {}", c.sha256);
         println!("size       {} bytes", c.size);
+        if let Some(r) = &release {
+            println!("release    {} (byte for byte)", r.component);
+            println!(
+                "binary     {} {}",
+                r.binary_sha256,
+                if r.binary_matches {
+                    "is the release's occ-driver-host"
+                } else {
+                    "is NOT the release's occ-driver-host (a build of its own)"
+                }
+            );
+        }
         match &helper {
             Some((bytes, sha)) => println!(
                 "helper     sha256 {sha} ({} bytes; approve it with drivers.compute.approvedHelpers)",

@@ -122,6 +122,37 @@ impl Cli {
     }
 }
 
+/// The commit this binary was built from (host/build.rs).
+pub(crate) const COMMIT: &str = env!("OCC_BUILD_COMMIT");
+
+/// `-V`: the version and the commit on one line.
+pub(crate) fn short_version() -> String {
+    format!("{} (commit {COMMIT})", env!("CARGO_PKG_VERSION"))
+}
+
+/// `--version`: the version, the commit and every WIT world this host
+/// serves at each version; the npm packages carry the same version
+/// (`cargo xtask dist` checks it).
+pub(crate) fn long_version() -> String {
+    let mut text = format!(
+        "{}\ncommit: {COMMIT}\nWIT packages served:",
+        env!("CARGO_PKG_VERSION")
+    );
+    for version in occ_driver_host::world::served_versions() {
+        let worlds: Vec<&str> = occ_driver_host::world::WORLDS
+            .iter()
+            .filter(|w| w.versions.contains(&version))
+            .map(|w| w.name.rsplit('/').next().unwrap_or(w.name))
+            .collect();
+        text.push_str(&format!(
+            "\n  {}@{version} (worlds: {})",
+            occ_driver_host::world::PACKAGE,
+            worlds.join(", ")
+        ));
+    }
+    text
+}
+
 pub(crate) fn init_tracing(verbose: u8) {
     let default = match verbose {
         0 => "warn",
