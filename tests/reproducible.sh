@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# The components of one commit are the same bytes wherever they are built:
-# this clones the commit twice, at two paths of different lengths, builds the
-# shipped components in each under its own HOME (so its own CARGO_HOME, where
-# cargo unpacks the dependencies' sources) and its own target directory, and
-# compares every .wasm. It prints both sets of SHA-256 and fails on any
-# difference.
+# One commit is the same bytes wherever it is built: this clones the commit at
+# a path of another length, builds the release there (`cargo xtask dist`: the
+# components, the stripped host binary and the npm tarballs) under its own
+# HOME (so its own CARGO_HOME, where cargo unpacks the dependencies' sources)
+# and its own target directory, and compares every tarball and the manifest
+# (every component's, helper's and script's SHA-256) with a first build. It
+# prints both manifests' hashes and fails on any difference.
 #
-#   bash tests/reproducible.sh [COMMIT]       # default: HEAD of this clone
+#   bash tests/reproducible.sh [COMMIT]                  # two fresh clones
+#   bash tests/reproducible.sh --against DIST [COMMIT]   # DIST, built from this
+#                                                        # clone, against one
 #
-# Only the components are built (no host, no wasmtime). Each clone path keeps
-# its target directory under $OCC_REPRO_DIR (default: $CARGO_TARGET_DIR/repro,
-# or /var/cache/occ/repro), so later runs rebuild only what the commit
-# changed. Dependencies come from this machine's cargo registry, offline: the
-# test needs no network once the workspace has been built here.
+# tests/run.sh passes --against with the release it built for its install
+# tests, when the tree is the commit: the second build is then the only one.
+# Each clone path keeps its target directory under $OCC_REPRO_DIR (default:
+# $CARGO_TARGET_DIR/repro, or /var/cache/occ/repro), so later runs rebuild only
+# what the commit changed; the first build of the host takes minutes.
+# Dependencies come from this machine's cargo registry, offline: the test needs
+# no network once the workspace has been built here.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
+against=
+if [[ ${1:-} == --against ]]; then
+	against=$(cd "$2" && pwd)
+	shift 2
+fi
 commit=$(git -C "$repo" rev-parse "${1:-HEAD}")
 base=${OCC_REPRO_DIR:-${CARGO_TARGET_DIR:-/var/cache/occ/target}/repro}
 real_cargo_home=${CARGO_HOME:-$HOME/.cargo}
@@ -23,16 +33,16 @@ export RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}
 # The toolchain's proxies, wherever this HOME keeps them.
 export PATH="$real_cargo_home/bin:$PATH"
 unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS CARGO_TARGET_DIR CARGO_BUILD_TARGET_DIR
-components=(guest_ssh_driver guest_ssh_sandbox inventory_driver)
 
-build() { # <name> <clone path>
-	local name=$1 clone=$2 home="$base/home-$1"
+build() { # <name> <clone path>: prints the release directory
+	local name=$1 clone=$2 home="$base/home-$1" out="$base/dist-$1"
 	mkdir -p "$home/.cargo/registry" "$(dirname "$clone")"
 	# The registry's index and downloaded crates, not its unpacked sources:
 	# each HOME unpacks its own, at its own path.
 	for part in index cache; do
-		if [[ ! -d $home/.cargo/registry/$part && -d $real_cargo_home/registry/$part ]]; then
-			cp -a "$real_cargo_home/registry/$part" "$home/.cargo/registry/$part"
+		if [[ -d $real_cargo_home/registry/$part ]]; then
+			mkdir -p "$home/.cargo/registry/$part"
+			cp -an "$real_cargo_home/registry/$part/." "$home/.cargo/registry/$part/"
 		fi
 	done
 	if [[ ! -d $clone/.git ]]; then
@@ -41,35 +51,61 @@ build() { # <name> <clone path>
 	git -C "$clone" fetch --quiet "$repo" "$commit"
 	git -C "$clone" checkout --quiet --force --detach "$commit"
 	git -C "$clone" clean --quiet -fdx
+	rm -rf "$out"
 	(
 		cd "$clone"
-		HOME=$home CARGO_HOME=$home/.cargo CARGO_TARGET_DIR=$base/target-$name \
-			cargo components --offline --locked --quiet
+		# Offline for xtask's own build too, not only the builds it starts.
+		HOME=$home CARGO_HOME=$home/.cargo CARGO_TARGET_DIR=$base/target-$name CARGO_NET_OFFLINE=true \
+			cargo xtask dist --out "$out" --offline --locked >&2
 	)
-	for c in "${components[@]}"; do
-		sha256sum "$base/target-$name/wasm32-wasip2/release/$c.wasm" | cut -d' ' -f1
-	done
+	echo "$out"
+}
+
+hashes() { # <release dir>: "<sha256>  <file>" of every file in it
+	(cd "$1" && sha256sum -- *.tgz manifest.json)
+	python3 -c 'import json,sys
+m = json.load(open(sys.argv[1]))
+for c in m["components"]:
+    print(c["sha256"], " ", c["file"], "(in the manifest)")
+print(m["binary"]["sha256"], " ", m["binary"]["path"], "(in the manifest)")' "$1/manifest.json"
 }
 
 echo "reproducible: commit $commit"
-first=$(build a "$base/a/src")
+if [[ -n $against ]]; then
+	said=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["commit"])' "$against/manifest.json")
+	if [[ $said != "$commit" ]]; then
+		echo "reproducible: $against is a release of $said, not of $commit" >&2
+		exit 2
+	fi
+	first=$against
+	first_where="$against (this clone, $repo)"
+else
+	first=$(build a "$base/a/src")
+	first_where="$base/a/src (HOME $base/home-a)"
+fi
 second=$(build second "$base/second-clone/elsewhere/occ-driver-host")
-i=0
+second_where="$base/second-clone/elsewhere/occ-driver-host (HOME $base/home-second)"
+
+echo "  first:  $first_where"
+hashes "$first" | sed 's/^/    /'
+echo "  second: $second_where"
+hashes "$second" | sed 's/^/    /'
 status=0
-for c in "${components[@]}"; do
-	a=$(sed -n "$((i + 1))p" <<<"$first")
-	b=$(sed -n "$((i + 1))p" <<<"$second")
-	echo "  $c.wasm"
-	echo "    $a  $base/a/src (HOME $base/home-a)"
-	echo "    $b  $base/second-clone/elsewhere/occ-driver-host (HOME $base/home-second)"
-	if [[ $a != "$b" ]]; then
-		echo "    DIFFERENT" >&2
+count=0
+for f in "$first"/*.tgz "$first/manifest.json"; do
+	name=$(basename "$f")
+	count=$((count + 1))
+	if ! cmp -s "$f" "$second/$name"; then
+		echo "  DIFFERENT: $name" >&2
 		status=1
 	fi
-	i=$((i + 1))
 done
+if [[ $(ls "$second" | wc -l) != $(ls "$first" | wc -l) ]]; then
+	echo "  DIFFERENT: the two releases hold other files" >&2
+	status=1
+fi
 if ((status)); then
 	echo "reproducible: FAILED, the same commit built different bytes" >&2
 	exit 1
 fi
-echo "reproducible: ok, ${#components[@]} components byte-identical across paths and HOMEs"
+echo "reproducible: ok, $count files byte-identical across clones, paths and HOMEs (tarballs: binary, components, packages)"

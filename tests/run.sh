@@ -27,14 +27,29 @@ step "build: driver component, test guests and host"
 cargo guests
 cargo build --release -p occ-driver-host
 
+step "release: the npm packages the install tests use (cargo xtask dist)"
+# The stripped host binary (a build of its own the first time), the OCC driver
+# package and the OpenClaw plugin, as users install them: the install tests
+# (host/node/test/occ-loader.test.mjs, host/node/test-sandbox/install.test.mjs)
+# take nothing else from this checkout.
+export OCC_DIST="$OCC_CACHE/dist"
+rm -rf "$OCC_DIST"
+cargo xtask dist --out "$OCC_DIST"
+
 step "rust tests: unit, runtime bounds, driver policy"
 # The test guests are wasm32-wasip2 components only: compiling them natively would
 # change dependency features and rebuild wasmtime for nothing.
 cargo test --release --workspace --exclude fault-guest --exclude fs-guest --exclude sandbox-hostile-guest --exclude compute-hostile-guest
 
-step "reproducible components: one commit built in two clones under two HOMEs"
-# Only the components, in target directories of their own that later runs reuse.
-bash tests/reproducible.sh
+step "reproducible release: one commit built in two clones under two HOMEs"
+# The tarballs (binary, components, packages) and the manifest, compared with
+# a second clone's, in target directories of their own that later runs reuse.
+# A tree with uncommitted changes is not its commit: two fresh clones then.
+if grep -q '"commit": "[0-9a-f]*-modified"' "$OCC_DIST/manifest.json"; then
+  bash tests/reproducible.sh
+else
+  bash tests/reproducible.sh --against "$OCC_DIST"
+fi
 
 step "test hosts: up"
 # The test hosts are occ-h1 and occ-h2 of $OCC_RIG (default /run/occ-rig); the demo's

@@ -1,6 +1,8 @@
 //! `cargo guest`, `cargo sandbox`, `cargo template`, `cargo components` and
 //! `cargo guests` (aliases in `.cargo/config.toml`): build the components
 //! so that the same commit gives the same bytes wherever it is built.
+//! `cargo xtask dist --out DIR` builds the release: the npm packages that
+//! carry the host binary and the components, and their manifest (dist.rs).
 //!
 //! A component embeds the paths of the sources it was built from, in panic
 //! locations: a dependency's are under `$CARGO_HOME/registry/src/...`, code a
@@ -8,7 +10,9 @@
 //! those paths in its configuration (its `rustflags` are literal and
 //! `trim-paths` is unstable), so this program, which knows them, passes
 //! `--remap-path-prefix` for each to the `wasm32-wasip2` builds only (the
-//! host's native build keeps its flags and its cache). The toolchain is
+//! host's development build keeps its flags and its cache; `dist` builds the
+//! release binary with the same remaps, for the host's own target triple, in
+//! a directory of its own under the target directory). The toolchain is
 //! pinned by `rust-toolchain.toml`; rustc already writes the standard
 //! library's paths as `/rustc/<commit>/`, nothing in a component holds a
 //! time, and the components are never built incrementally. `tests/reproducible.sh` builds one commit in two clones at two
@@ -16,6 +20,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+mod dist;
 
 /// The components of each command: the shipped ones, then the test guests.
 const SHIPPED: &[&str] = &["guest-ssh-driver", "guest-ssh-sandbox", "inventory-driver"];
@@ -48,73 +54,112 @@ fn remaps(workspace: &Path, cargo_home: &Path, target: &Path) -> Vec<(PathBuf, &
     ]
 }
 
-fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let command = args.next().unwrap_or_default();
-    let Some(packages) = packages(&command) else {
-        eprintln!(
-            "xtask: unknown command {command:?}; one of guest, sandbox, template, components, guests"
-        );
-        return ExitCode::from(2);
-    };
-    let workspace = match std::env::var_os("CARGO_MANIFEST_DIR") {
-        Some(dir) => PathBuf::from(dir)
-            .parent()
-            .expect("xtask sits in the workspace")
-            .to_path_buf(),
-        None => {
-            eprintln!("xtask: run it through cargo (cargo guests), which names the workspace");
-            return ExitCode::from(2);
-        }
-    };
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| home.map(|h| h.join(".cargo")))
-        .unwrap_or_else(|| PathBuf::from("/nonexistent-cargo-home"));
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|t| {
-            if t.is_relative() {
-                workspace.join(t)
-            } else {
-                t
-            }
+/// Where this build runs and what it passes to every cargo it starts.
+#[derive(Debug)]
+pub(crate) struct Build {
+    pub(crate) workspace: PathBuf,
+    pub(crate) cargo_home: PathBuf,
+    pub(crate) target: PathBuf,
+    cargo: std::ffi::OsString,
+}
+
+impl Build {
+    fn from_env() -> Result<Build, String> {
+        let workspace = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(|dir| {
+                PathBuf::from(dir)
+                    .parent()
+                    .expect("xtask sits in the workspace")
+                    .to_path_buf()
+            })
+            .ok_or("run it through cargo (cargo guests), which names the workspace")?;
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let cargo_home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.map(|h| h.join(".cargo")))
+            .unwrap_or_else(|| PathBuf::from("/nonexistent-cargo-home"));
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .map(|t| {
+                if t.is_relative() {
+                    workspace.join(t)
+                } else {
+                    t
+                }
+            })
+            .unwrap_or_else(|| workspace.join("target"));
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        Ok(Build {
+            workspace,
+            cargo_home,
+            target,
+            cargo,
         })
-        .unwrap_or_else(|| workspace.join("target"));
-    let mut flags: Vec<String> = remaps(&workspace, &cargo_home, &target)
-        .into_iter()
-        .map(|(from, to)| format!("--remap-path-prefix={}={to}", from.display()))
-        .collect();
-    // `strip = true` drops every custom section at link time, rustc's producers
-    // entry with them; keep that one so that `inspect` shows the toolchain.
-    flags.push("-Clink-arg=--keep-section=producers".into());
-    // Cargo applies these to the wasm32-wasip2 artifacts only (a --target
-    // build never gives them to build scripts or proc-macros), and unlike the
-    // space-separated forms they keep a path with spaces whole. Flags the
-    // caller set still apply, after ours.
-    match std::env::var("CARGO_ENCODED_RUSTFLAGS") {
-        Ok(extra) if !extra.is_empty() => flags.extend(extra.split('\x1f').map(str::to_string)),
-        _ => {
-            if let Ok(extra) = std::env::var("RUSTFLAGS") {
-                flags.extend(extra.split_whitespace().map(str::to_string));
+    }
+
+    /// The `--remap-path-prefix` flags, then the caller's own flags.
+    fn rustflags(&self, extra: &[&str]) -> String {
+        let mut flags: Vec<String> = remaps(&self.workspace, &self.cargo_home, &self.target)
+            .into_iter()
+            .map(|(from, to)| format!("--remap-path-prefix={}={to}", from.display()))
+            .collect();
+        flags.extend(extra.iter().map(|f| f.to_string()));
+        // Cargo applies these to the --target artifacts only (never to build
+        // scripts or proc-macros), and unlike the space-separated forms they
+        // keep a path with spaces whole. Flags the caller set still apply,
+        // after ours.
+        match std::env::var("CARGO_ENCODED_RUSTFLAGS") {
+            Ok(extra) if !extra.is_empty() => flags.extend(extra.split('\x1f').map(str::to_string)),
+            _ => {
+                if let Ok(extra) = std::env::var("RUSTFLAGS") {
+                    flags.extend(extra.split_whitespace().map(str::to_string));
+                }
             }
         }
+        flags.join("\x1f")
     }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(cargo);
-    build
-        .current_dir(&workspace)
-        .args(["build", "--release", "--target", "wasm32-wasip2"])
-        .args(packages.iter().flat_map(|p| ["-p", p]))
-        .args(args)
-        // An incremental build reuses what an earlier build of other sources
-        // left, and partitions code differently from a fresh one: a warm tree
-        // could then give other bytes than the auditor's cold clone.
-        .env("CARGO_INCREMENTAL", "0")
-        .env_remove("RUSTFLAGS")
-        .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
-    match build.status() {
+
+    /// `cargo build --release --target <target>` of `packages` with the
+    /// remaps and `extra_flags`, never incremental: an incremental build
+    /// reuses what an earlier build of other sources left, and partitions code
+    /// differently from a fresh one, so a warm tree could give other bytes
+    /// than the auditor's cold clone.
+    pub(crate) fn cargo_build(
+        &self,
+        target: &str,
+        packages: &[&str],
+        extra_flags: &[&str],
+        args: &[String],
+    ) -> Command {
+        let mut build = Command::new(&self.cargo);
+        build
+            .current_dir(&self.workspace)
+            .args(["build", "--release", "--target", target])
+            .args(packages.iter().flat_map(|p| ["-p", p]))
+            .args(args)
+            .env("CARGO_INCREMENTAL", "0")
+            .env_remove("RUSTFLAGS")
+            .env("CARGO_ENCODED_RUSTFLAGS", self.rustflags(extra_flags));
+        build
+    }
+
+    /// Builds the wasm32-wasip2 components of `packages`.
+    pub(crate) fn components(&self, packages: &[&str], args: &[String]) -> Command {
+        // `strip = true` drops every custom section at link time, rustc's
+        // producers entry with them; keep that one so that `inspect` shows
+        // the toolchain.
+        self.cargo_build(
+            "wasm32-wasip2",
+            packages,
+            &["-Clink-arg=--keep-section=producers"],
+            args,
+        )
+    }
+}
+
+/// Runs `command`, turning its failure into this program's exit status.
+pub(crate) fn run(mut command: Command) -> ExitCode {
+    match command.status() {
         Ok(status) if status.success() => ExitCode::SUCCESS,
         Ok(status) => ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8),
         Err(e) => {
@@ -122,6 +167,29 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let command = args.next().unwrap_or_default();
+    let args: Vec<String> = args.collect();
+    let build = match Build::from_env() {
+        Ok(build) => build,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if command == "dist" {
+        return dist::main(&build, &args);
+    }
+    let Some(packages) = packages(&command) else {
+        eprintln!(
+            "xtask: unknown command {command:?}; one of guest, sandbox, template, components, guests, dist"
+        );
+        return ExitCode::from(2);
+    };
+    run(build.components(&packages, &args))
 }
 
 #[cfg(test)]

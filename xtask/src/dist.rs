@@ -1,0 +1,691 @@
+//! `cargo xtask dist --out DIR`: the release, as the npm packages each
+//! platform installs extensions from, and a manifest of every hash in it.
+//!
+//! - `occ-driver-host-<os>-<cpu>-<libc>`: the stripped host binary alone, with
+//!   npm's `os`, `cpu` and `libc` fields and no scripts (esbuild's pattern):
+//!   a package manager installs the one that fits the machine and skips the
+//!   others.
+//! - `occ-driver-host-compute`: OCC's Compute Driver package
+//!   (`host/node/package.json`) with the driver component, the platform
+//!   package as an exact-version optional dependency.
+//! - `@occ/openclaw-sandbox-ssh`: the OpenClaw plugin with the sandbox
+//!   component and the same dependency, bundled inside its tarball: OpenClaw
+//!   installs a plugin tarball with `npm install` in the plugin's directory,
+//!   and our packages are on no registry to fetch it from.
+//!
+//! Every tarball holds `package/<path>` entries in byte order of their paths,
+//! with npm's fixed time (1985-10-26T08:15:00Z), owner 0, mode 0644 or 0755
+//! and no user or group names, gzip-compressed with no time or name in its
+//! header: the same commit gives the same bytes wherever it is built
+//! (`tests/reproducible.sh`). The binary is built with the same path remaps as
+//! the components, no debug information and no incremental state.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::{Build, run};
+
+/// A machine the host binary is built for, and the npm package that carries it.
+#[derive(Debug)]
+struct Platform {
+    triple: &'static str,
+    package: &'static str,
+    os: &'static str,
+    cpu: &'static str,
+    libc: &'static str,
+    label: &'static str,
+}
+
+/// The platforms a release can be built for: the triple of the machine that
+/// builds it picks one. The Node packages name the same packages
+/// (`host/node/host-binary.mjs`).
+const PLATFORMS: &[Platform] = &[Platform {
+    triple: "x86_64-unknown-linux-gnu",
+    package: "occ-driver-host-linux-x64-gnu",
+    os: "linux",
+    cpu: "x64",
+    libc: "glibc",
+    label: "Linux x64 (glibc)",
+}];
+
+/// npm's own fixed entry time: `npm pack` writes it too.
+const NPM_MTIME: u64 = 499_162_500;
+
+const COMPUTE_PACKAGE: &str = "occ-driver-host-compute";
+const PLUGIN_PACKAGE: &str = "@occ/openclaw-sandbox-ssh";
+
+/// The modules the compute package and the plugin share, at `host/node/`.
+const SHARED_MODULES: &[&str] = &["rpc.mjs", "host-binary.mjs"];
+/// The plugin's own modules beside them.
+const PLUGIN_MODULES: &[&str] = &["sandbox.mjs", "exec-command.mjs"];
+
+pub(crate) fn main(build: &Build, args: &[String]) -> ExitCode {
+    let mut out = None;
+    let mut cargo_args = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--out" => out = rest.next().map(PathBuf::from),
+            "-h" | "--help" => {
+                println!("{HELP}");
+                return ExitCode::SUCCESS;
+            }
+            // --offline, --locked, --frozen: passed to both cargo builds.
+            a if a.starts_with("--") && ["--offline", "--locked", "--frozen"].contains(&a) => {
+                cargo_args.push(a.to_string())
+            }
+            other => {
+                eprintln!("xtask dist: unknown argument {other:?}\n\n{HELP}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let Some(out) = out else {
+        eprintln!("xtask dist: --out DIR is required\n\n{HELP}");
+        return ExitCode::from(2);
+    };
+    match dist(build, &out, &cargo_args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask dist: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+const HELP: &str = "\
+cargo xtask dist --out DIR [--offline] [--locked] [--frozen]
+
+Builds the components and the stripped host binary of this checkout and
+writes into DIR:
+  occ-driver-host-<platform>-<version>.tgz   the host binary (npm os/cpu/libc)
+  occ-driver-host-compute-<version>.tgz      OCC's Compute Driver package
+  occ-openclaw-sandbox-ssh-<version>.tgz     the OpenClaw plugin (binary inside)
+  manifest.json                              every tarball's, component's,
+                                             helper's and script's SHA-256
+The same commit gives the same bytes in any clone (tests/reproducible.sh).
+Verify a component against it: occ-driver-host inspect --release-manifest
+DIR/manifest.json COMPONENT.";
+
+fn step(text: &str) {
+    eprintln!("dist: {text}");
+}
+
+fn output(command: &mut Command) -> Result<String, String> {
+    let out = command
+        .output()
+        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{command:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn read_json(path: &Path) -> Result<Value, String> {
+    serde_json::from_slice(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The commit of the checkout, marked when the tree differs from it.
+fn commit(workspace: &Path) -> Result<String, String> {
+    let head = output(
+        Command::new("git")
+            .current_dir(workspace)
+            .args(["rev-parse", "HEAD"]),
+    )?;
+    let status = output(Command::new("git").current_dir(workspace).args([
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+    ]))?;
+    let head = head.trim().to_string();
+    Ok(if status.trim().is_empty() {
+        head
+    } else {
+        format!("{head}-modified")
+    })
+}
+
+fn host_triple() -> Result<String, String> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let text = output(Command::new(rustc).arg("-vV"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(str::to_string)
+        .ok_or_else(|| "rustc -vV names no host triple".into())
+}
+
+/// The newest `GLIBC_x.y[.z]` symbol version the binary asks for: the oldest
+/// glibc it runs on. The names sit in its dynamic string table.
+fn glibc_floor(binary: &[u8]) -> Option<String> {
+    let needle = b"GLIBC_";
+    let mut best: Option<Vec<u32>> = None;
+    let mut i = 0;
+    while let Some(at) = binary[i..].windows(needle.len()).position(|w| w == needle) {
+        let start = i + at + needle.len();
+        let end = binary[start..]
+            .iter()
+            .position(|b| !(b.is_ascii_digit() || *b == b'.'))
+            .map_or(binary.len(), |n| start + n);
+        let parts: Option<Vec<u32>> = std::str::from_utf8(&binary[start..end])
+            .ok()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.split('.').map(|p| p.parse().ok()).collect())
+            .unwrap_or(None);
+        if let Some(parts) = parts
+            && best.as_ref().is_none_or(|b| parts > *b)
+        {
+            best = Some(parts);
+        }
+        i = end.max(start);
+    }
+    best.map(|v| v.iter().map(u32::to_string).collect::<Vec<_>>().join("."))
+}
+
+/// One file of a package: its path inside the package, bytes and mode.
+struct Entry {
+    path: String,
+    bytes: Vec<u8>,
+    executable: bool,
+}
+
+fn file(path: &str, bytes: Vec<u8>) -> Entry {
+    Entry {
+        path: path.into(),
+        bytes,
+        executable: false,
+    }
+}
+
+/// A gzip'd tar of `entries` under `package/`, as npm lays a package out.
+fn tarball(mut entries: Vec<Entry>) -> Result<Vec<u8>, String> {
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let gz = flate2::GzBuilder::new()
+        .mtime(0)
+        .operating_system(255)
+        .write(Vec::new(), flate2::Compression::best());
+    let mut tar = tar::Builder::new(gz);
+    tar.mode(tar::HeaderMode::Deterministic);
+    for e in &entries {
+        let mut header = tar::Header::new_ustar();
+        header
+            .set_path(format!("package/{}", e.path))
+            .map_err(|err| format!("{}: {err}", e.path))?;
+        header.set_size(e.bytes.len() as u64);
+        header.set_mode(if e.executable { 0o755 } else { 0o644 });
+        header.set_mtime(NPM_MTIME);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_cksum();
+        tar.append(&header, e.bytes.as_slice())
+            .map_err(|err| format!("{}: {err}", e.path))?;
+    }
+    let gz = tar.into_inner().map_err(|e| e.to_string())?;
+    gz.finish().map_err(|e| e.to_string())
+}
+
+/// npm's tarball name: `@scope/name` becomes `scope-name`.
+fn tarball_name(name: &str, version: &str) -> String {
+    format!(
+        "{}-{version}.tgz",
+        name.trim_start_matches('@').replace('/', "-")
+    )
+}
+
+/// Holds a source package.json to what the release needs of it.
+fn check_manifest(
+    path: &Path,
+    manifest: &Value,
+    name: &str,
+    version: &str,
+    platform: &Platform,
+) -> Result<(), String> {
+    let at = path.display();
+    let field = |key: &str| manifest.get(key).and_then(Value::as_str);
+    if field("name") != Some(name) {
+        return Err(format!("{at}: name must be {name:?}"));
+    }
+    if field("version") != Some(version) {
+        return Err(format!(
+            "{at}: version {:?} is not the host's {version} (the workspace's Cargo.toml): a package and the binary it runs carry one version",
+            field("version").unwrap_or("none")
+        ));
+    }
+    let optional = manifest
+        .pointer(&format!("/optionalDependencies/{}", platform.package))
+        .and_then(Value::as_str);
+    if optional != Some(version) {
+        return Err(format!(
+            "{at}: optionalDependencies.{} must be exactly {version:?}, found {optional:?}",
+            platform.package
+        ));
+    }
+    if manifest.get("private").is_some() {
+        return Err(format!("{at}: a released package is not private"));
+    }
+    if let Some(scripts) = manifest.get("scripts").and_then(Value::as_object) {
+        for hook in ["preinstall", "install", "postinstall", "prepare"] {
+            if scripts.contains_key(hook) {
+                return Err(format!(
+                    "{at}: scripts.{hook}: OCC installs with --ignore-scripts, so nothing may depend on one"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What `occ-driver-host inspect --json` says of a component.
+fn inspect(binary: &Path, component: &Path) -> Result<Value, String> {
+    let text = output(
+        Command::new(binary)
+            .args(["--no-cache", "inspect", "--json"])
+            .arg(component),
+    )?;
+    serde_json::from_str(&text).map_err(|e| format!("inspect {}: {e}", component.display()))
+}
+
+fn dist(build: &Build, out: &Path, cargo_args: &[String]) -> Result<(), String> {
+    let version = env!("CARGO_PKG_VERSION");
+    let commit = commit(&build.workspace)?;
+    let triple = host_triple()?;
+    let platform = PLATFORMS
+        .iter()
+        .find(|p| p.triple == triple)
+        .ok_or_else(|| {
+            format!(
+                "no platform package is defined for {triple}; the release is built on {}",
+                PLATFORMS
+                    .iter()
+                    .map(|p| p.triple)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?;
+    let node = build.workspace.join("host/node");
+    let compute_json = node.join("package.json");
+    let plugin_json = node.join("openclaw-plugin/package.json");
+    let compute_manifest = read_json(&compute_json)?;
+    let plugin_manifest = read_json(&plugin_json)?;
+    // Before a build of minutes: the packages must agree with the host.
+    check_manifest(
+        &compute_json,
+        &compute_manifest,
+        COMPUTE_PACKAGE,
+        version,
+        platform,
+    )?;
+    check_manifest(
+        &plugin_json,
+        &plugin_manifest,
+        PLUGIN_PACKAGE,
+        version,
+        platform,
+    )?;
+
+    step(&format!("components (commit {commit})"));
+    let status = run(build.components(crate::SHIPPED, cargo_args));
+    if status != ExitCode::SUCCESS {
+        return Err("building the components failed".into());
+    }
+    step(&format!(
+        "host binary for {triple}, stripped (a full build takes minutes the first time)"
+    ));
+    let mut host = build.cargo_build(
+        &triple,
+        &["occ-driver-host"],
+        &[],
+        &[
+            cargo_args,
+            &[
+                "--config".into(),
+                "profile.release.debug=false".into(),
+                "--config".into(),
+                "profile.release.strip=true".into(),
+            ],
+        ]
+        .concat(),
+    );
+    host.env("OCC_BUILD_COMMIT", &commit);
+    if run(host) != ExitCode::SUCCESS {
+        return Err("building the host binary failed".into());
+    }
+    let binary_path = build.target.join(&triple).join("release/occ-driver-host");
+    let wasm = build.target.join("wasm32-wasip2/release");
+    let driver_path = wasm.join("guest_ssh_driver.wasm");
+    let sandbox_path = wasm.join("guest_ssh_sandbox.wasm");
+    let template_path = wasm.join("inventory_driver.wasm");
+
+    // The binary says what it is, and that is what the packages say.
+    let says = output(Command::new(&binary_path).arg("--version"))?;
+    let first = says.lines().next().unwrap_or_default();
+    if first != format!("occ-driver-host {version}") || !says.contains(&format!("commit: {commit}"))
+    {
+        return Err(format!(
+            "{} --version says {says:?}, not version {version} of commit {commit}",
+            binary_path.display()
+        ));
+    }
+    let wit: Vec<String> = says
+        .lines()
+        .skip_while(|l| !l.starts_with("WIT packages served"))
+        .skip(1)
+        .map(|l| l.trim().to_string())
+        .collect();
+
+    let binary = read(&binary_path)?;
+    let glibc = glibc_floor(&binary);
+    let driver = read(&driver_path)?;
+    let sandbox = read(&sandbox_path)?;
+    let template = read(&template_path)?;
+    let driver_inspect = inspect(&binary_path, &driver_path)?;
+    let sandbox_inspect = inspect(&binary_path, &sandbox_path)?;
+    let template_inspect = inspect(&binary_path, &template_path)?;
+
+    // The platform package: the binary and a package.json that says where it runs.
+    let platform_manifest = json!({
+        "name": platform.package,
+        "version": version,
+        "description": format!(
+            "The occ-driver-host binary for {}{}: installed by occ-driver-host-compute and @occ/openclaw-sandbox-ssh",
+            platform.label,
+            glibc.as_ref().map(|g| format!(", glibc {g} or later")).unwrap_or_default()
+        ),
+        "os": [platform.os],
+        "cpu": [platform.cpu],
+        "libc": [platform.libc],
+        "files": ["bin/occ-driver-host"],
+        "preferUnplugged": true,
+        "license": compute_manifest.get("license").cloned().unwrap_or(Value::Null),
+    });
+    let pretty = |v: &Value| {
+        let mut text = serde_json::to_vec_pretty(v).expect("JSON");
+        text.push(b'\n');
+        text
+    };
+    let platform_entries = || {
+        vec![
+            file("package.json", pretty(&platform_manifest)),
+            Entry {
+                path: "bin/occ-driver-host".into(),
+                bytes: binary.clone(),
+                executable: true,
+            },
+        ]
+    };
+
+    // OCC's package: its own files as package.json lists them, and the component.
+    let mut compute = vec![file("package.json", read(&compute_json)?)];
+    for name in compute_manifest["files"]
+        .as_array()
+        .ok_or_else(|| format!("{}: files must be a list", compute_json.display()))?
+    {
+        let name = name.as_str().unwrap_or_default();
+        let bytes = if name == "guest_ssh_driver.wasm" {
+            driver.clone()
+        } else {
+            read(&node.join(name))?
+        };
+        compute.push(file(name, bytes));
+    }
+    if !compute.iter().any(|e| e.path == "guest_ssh_driver.wasm") {
+        return Err(format!(
+            "{}: files must list guest_ssh_driver.wasm, the component the package loads",
+            compute_json.display()
+        ));
+    }
+
+    // The plugin: host/node's layout, so that openclaw-plugin/index.mjs finds
+    // ../sandbox.mjs as in the checkout; the platform package inside it.
+    let mut plugin_out = plugin_manifest.clone();
+    plugin_out["openclaw"]["extensions"] = json!(["./openclaw-plugin/index.mjs"]);
+    plugin_out["bundleDependencies"] = json!([platform.package]);
+    let mut files = vec![
+        "openclaw-plugin/index.mjs".to_string(),
+        "openclaw.plugin.json".into(),
+        "guest_ssh_sandbox.wasm".into(),
+    ];
+    files.extend(
+        SHARED_MODULES
+            .iter()
+            .chain(PLUGIN_MODULES)
+            .map(|m| m.to_string()),
+    );
+    files.sort();
+    plugin_out["files"] = json!(files);
+    let mut plugin = vec![
+        file("package.json", pretty(&plugin_out)),
+        file(
+            "openclaw-plugin/index.mjs",
+            read(&node.join("openclaw-plugin/index.mjs"))?,
+        ),
+        file(
+            "openclaw.plugin.json",
+            read(&node.join("openclaw-plugin/openclaw.plugin.json"))?,
+        ),
+        file("guest_ssh_sandbox.wasm", sandbox.clone()),
+    ];
+    for m in SHARED_MODULES.iter().chain(PLUGIN_MODULES) {
+        plugin.push(file(m, read(&node.join(m))?));
+    }
+    for e in platform_entries() {
+        plugin.push(Entry {
+            path: format!("node_modules/{}/{}", platform.package, e.path),
+            ..e
+        });
+    }
+
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut packages = Vec::new();
+    for (name, entries) in [
+        (platform.package, platform_entries()),
+        (COMPUTE_PACKAGE, compute),
+        (PLUGIN_PACKAGE, plugin),
+    ] {
+        let bytes = tarball(entries)?;
+        let file_name = tarball_name(name, version);
+        let path = out.join(&file_name);
+        // Written whole under a temporary name, then renamed: a failed run
+        // leaves no partial tarball under a release name.
+        let partial = out.join(format!(".{file_name}.partial"));
+        std::fs::File::create(&partial)
+            .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_all()))
+            .and_then(|()| std::fs::rename(&partial, &path))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        packages.push(json!({
+            "name": name,
+            "version": version,
+            "file": file_name,
+            "sha256": sha256_hex(&bytes),
+            "size": bytes.len(),
+        }));
+    }
+
+    let component = |file_name: &str, bytes: &[u8], seen: &Value| {
+        let mut c = json!({
+            "file": file_name,
+            "sha256": sha256_hex(bytes),
+            "size": bytes.len(),
+            "world": seen["world"],
+        });
+        if !seen["helper"].is_null() {
+            c["helper"] = seen["helper"].clone();
+        }
+        let scripts: BTreeMap<String, Value> = seen["scripts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap_or_default().to_string(),
+                    json!({"sha256": s["sha256"], "size": s["size"]}),
+                )
+            })
+            .collect();
+        if !scripts.is_empty() {
+            c["scripts"] = json!(scripts);
+        }
+        c
+    };
+    let manifest = json!({
+        "release": "occ-driver-host",
+        "version": version,
+        "commit": commit,
+        "wit": wit,
+        "platform": {
+            "triple": platform.triple,
+            "package": platform.package,
+            "os": platform.os,
+            "cpu": platform.cpu,
+            "libc": platform.libc,
+            "glibcFloor": glibc,
+        },
+        "binary": {
+            "path": format!("{}/bin/occ-driver-host", platform.package),
+            "sha256": sha256_hex(&binary),
+            "size": binary.len(),
+        },
+        "components": [
+            component("guest_ssh_driver.wasm", &driver, &driver_inspect),
+            component("guest_ssh_sandbox.wasm", &sandbox, &sandbox_inspect),
+            // The template driver ships as source to copy; its bytes are listed
+            // so that an author can check a rebuild of it.
+            component("inventory_driver.wasm", &template, &template_inspect),
+        ],
+        "packages": packages,
+    });
+    let manifest_path = out.join("manifest.json");
+    std::fs::write(&manifest_path, pretty(&manifest))
+        .map_err(|e| format!("{}: {e}", manifest_path.display()))?;
+
+    println!(
+        "occ-driver-host {version} (commit {commit}) for {}",
+        platform.label
+    );
+    println!(
+        "  binary   {}  {:>10} bytes  glibc {} or later",
+        sha256_hex(&binary),
+        binary.len(),
+        glibc.as_deref().unwrap_or("(none)")
+    );
+    for c in manifest["components"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<22} {}  {:>8} bytes",
+            c["file"].as_str().unwrap_or_default(),
+            c["sha256"].as_str().unwrap_or_default(),
+            c["size"]
+        );
+        if let Some(h) = c.get("helper") {
+            println!("    helper {}", h["sha256"].as_str().unwrap_or_default());
+        }
+        for (name, s) in c["scripts"].as_object().into_iter().flatten() {
+            println!(
+                "    script {name:<9} {}",
+                s["sha256"].as_str().unwrap_or_default()
+            );
+        }
+    }
+    for p in &packages {
+        println!(
+            "  {}  {}  {:>10} bytes",
+            p["sha256"].as_str().unwrap_or_default(),
+            out.join(p["file"].as_str().unwrap_or_default()).display(),
+            p["size"]
+        );
+    }
+    println!("  manifest {}", manifest_path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_glibc_floor_is_the_newest_version_asked_for() {
+        let bytes = b"\0GLIBC_2.2.5\0GLIBC_2.34\0GLIBC_2.3\0GLIBC_PRIVATE\0GLIBC_2.17\0";
+        assert_eq!(glibc_floor(bytes).as_deref(), Some("2.34"));
+        assert_eq!(glibc_floor(b"no versions here"), None);
+    }
+
+    #[test]
+    fn a_tarball_is_the_same_bytes_whatever_order_its_files_come_in() {
+        let a = tarball(vec![file("b", b"2".to_vec()), file("a", b"1".to_vec())]).unwrap();
+        let b = tarball(vec![file("a", b"1".to_vec()), file("b", b"2".to_vec())]).unwrap();
+        assert_eq!(a, b);
+        let mut entries = tar::Archive::new(flate2::read::GzDecoder::new(a.as_slice()));
+        let paths: Vec<(String, u32, u64)> = entries
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let h = e.header();
+                (
+                    e.path().unwrap().display().to_string(),
+                    h.mode().unwrap(),
+                    h.mtime().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                ("package/a".into(), 0o644, NPM_MTIME),
+                ("package/b".into(), 0o644, NPM_MTIME)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_scoped_package_gets_npms_tarball_name() {
+        assert_eq!(
+            tarball_name("@occ/openclaw-sandbox-ssh", "0.2.0"),
+            "occ-openclaw-sandbox-ssh-0.2.0.tgz"
+        );
+        assert_eq!(
+            tarball_name("occ-driver-host-compute", "1.0.0"),
+            "occ-driver-host-compute-1.0.0.tgz"
+        );
+    }
+
+    #[test]
+    fn a_package_that_disagrees_with_the_host_is_refused() {
+        let p = &PLATFORMS[0];
+        let good = json!({"name": "x", "version": "1.0.0", "optionalDependencies": {(p.package): "1.0.0"}});
+        assert!(check_manifest(Path::new("p.json"), &good, "x", "1.0.0", p).is_ok());
+        let mut other = good.clone();
+        other["version"] = json!("0.9.0");
+        let e = check_manifest(Path::new("p.json"), &other, "x", "1.0.0", p).unwrap_err();
+        assert!(e.contains("p.json: version \"0.9.0\""), "{e}");
+        let mut range = good.clone();
+        range["optionalDependencies"][p.package] = json!("^1.0.0");
+        assert!(check_manifest(Path::new("p.json"), &range, "x", "1.0.0", p).is_err());
+        let mut hook = good.clone();
+        hook["scripts"] = json!({"postinstall": "node fetch.js"});
+        assert!(
+            check_manifest(Path::new("p.json"), &hook, "x", "1.0.0", p)
+                .unwrap_err()
+                .contains("--ignore-scripts")
+        );
+    }
+}
