@@ -208,6 +208,13 @@ export declare const configurationSchema: Readonly<Record<string, unknown>>;
 export declare const REFUSED_GATEWAY_SETTINGS: readonly (readonly [readonly string[], unknown, string])[];
 export declare function validateGatewaySettings(configuration: Readonly<Record<string, unknown>>): void;
 export declare function validateConfiguration(configuration: unknown): void;
+/**
+ * The occ-driver-host binary the package runs: `override`, then
+ * $OCC_DRIVER_HOST, then the installed platform package's. Throws a
+ * DriverError (code "host-missing") naming the package to install and
+ * `setting`, the override, when there is none.
+ */
+export declare function resolveHostBinary(override: string | undefined, setting: string): string;
 export declare function createDriver(options: CreateDriverOptions): ComputeDriver;
 export declare const METHODS: readonly { readonly name: string; readonly params: string }[];
 export declare class LifecycleDispatcher {

@@ -20,11 +20,14 @@ import { fileURLToPath } from "node:url";
 
 import { DriverError, RPC, spawnHost } from "./client.mjs";
 import { validateGatewaySettings } from "./gateway-settings.mjs";
+import { resolveHostBinary } from "./host-binary.mjs";
 import { LifecycleDispatcher } from "./lifecycle.mjs";
 
 export { DriverError } from "./client.mjs";
 export { REFUSED_GATEWAY_SETTINGS, validateGatewaySettings } from "./gateway-settings.mjs";
 export { LifecycleDispatcher, validateLaunch } from "./lifecycle.mjs";
+// Which occ-driver-host this package runs: resolveHostBinary(configuration.driverHost?.binary, label).
+export { resolveHostBinary } from "./host-binary.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -43,8 +46,8 @@ const DRIVER_HOST_SCHEMA = Object.freeze({
   additionalProperties: false,
   description: "Where the driver host and its component are, and what the operator approved.",
   properties: {
-    component: { type: "string", description: "The driver component (.wasm); default: the one bundled with this package or $OCC_DRIVER_COMPONENT." },
-    binary: { type: "string", description: "The occ-driver-host executable; default $OCC_DRIVER_HOST or occ-driver-host on PATH." },
+    component: { type: "string", description: "The driver component (.wasm); default: $OCC_DRIVER_COMPONENT, then the one this package carries." },
+    binary: { type: "string", description: "The occ-driver-host executable; default $OCC_DRIVER_HOST, then the one of the platform package installed with this package (occ-driver-host-linux-x64-gnu)." },
     approvedHelpers: {
       type: "array",
       items: { type: "string", pattern: "^[0-9a-f]{64}$" },
@@ -73,7 +76,7 @@ function settings(configuration) {
   }
   const bundled = join(here, "guest_ssh_driver.wasm");
   return {
-    binary: driverHost.binary ?? process.env.OCC_DRIVER_HOST ?? "occ-driver-host",
+    binary: resolveHostBinary(driverHost.binary, "configuration.driverHost.binary"),
     component: driverHost.component ?? process.env.OCC_DRIVER_COMPONENT ?? (existsSync(bundled) ? bundled : undefined),
     approvedHelpers: driverHost.approvedHelpers ?? [],
     auditLog: driverHost.auditLog,

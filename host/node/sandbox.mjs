@@ -18,8 +18,18 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
 import { assertValidExecCommand } from "./exec-command.mjs";
+import { resolveHostBinary } from "./host-binary.mjs";
 import { DriverError, Peer } from "./rpc.mjs";
+
+/** The sandbox component a release carries beside this module, when it does. */
+export function bundledComponent() {
+  const file = fileURLToPath(new URL("./guest_ssh_sandbox.wasm", import.meta.url));
+  return existsSync(file) ? file : undefined;
+}
 
 /**
  * A failed sandbox call: the backend's verdict, or the host's. The one error
@@ -98,7 +108,7 @@ export async function startSandboxHost(options) {
   if (typeof installation !== "string" && (typeof installation !== "object" || installation === null)) {
     throw new TypeError("startSandboxHost: installation must be a file path or an Installation object");
   }
-  const binary = options.hostBinary ?? process.env.OCC_DRIVER_HOST ?? "occ-driver-host";
+  const binary = resolveHostBinary(options.hostBinary, "the plugin's hostBinary");
   // Private: it holds the socket. An installation given as an object (it may
   // carry identityData) never touches a disk: the host reads it from a pipe,
   // its descriptor 3, so that no crash of this process leaves the key behind.
@@ -181,7 +191,7 @@ function scopeOf(params) {
  * on the host's stdin, never on disk or a command line.
  */
 export function resolveWorkdirSync({ installation, hostBinary }, params) {
-  const binary = hostBinary ?? process.env.OCC_DRIVER_HOST ?? "occ-driver-host";
+  const binary = resolveHostBinary(hostBinary, "the plugin's hostBinary");
   // Both documents on stdin: the installation may carry key material, and the
   // scope (a session key, local paths) is the tenant's; another account on
   // this machine reads every process's command line.

@@ -2,14 +2,15 @@
 // SSH backend, run as a sandboxed WebAssembly component by occ-driver-host.
 //
 // Select it with agents.defaults.sandbox.backend: "occ-ssh" and the usual
-// agents.defaults.sandbox.ssh block; load it with plugins.load.paths and give
-// it the component and the scripts you approved:
+// agents.defaults.sandbox.ssh block. Install the release's tarball, which
+// carries the component and the host binary (`openclaw plugins install
+// occ-openclaw-sandbox-ssh-<version>.tgz`), or load a checkout with
+// plugins.load.paths and name both; give it the scripts you approved:
 //
 //   plugins: {
-//     load: { paths: ["/opt/occ/host/node/openclaw-plugin"] },
 //     entries: { "occ-ssh": { config: {
-//       component: "/opt/occ/guest_ssh_sandbox.wasm",
 //       approvedScripts: { preflight: "<sha256>", workspace: "<sha256>", exec: "<sha256>" },
+//       // from a checkout: component: "/opt/occ/guest_ssh_sandbox.wasm", hostBinary: "..."
 //     } } },
 //   }
 //
@@ -21,7 +22,7 @@ import path from "node:path";
 
 import { registerSandboxBackend } from "openclaw/plugin-sdk/sandbox";
 
-import { BACKEND_ID, resolveWorkdirSync, startSandboxHost } from "../sandbox.mjs";
+import { BACKEND_ID, bundledComponent, resolveWorkdirSync, startSandboxHost } from "../sandbox.mjs";
 
 // The plugin id is the backend id: OpenClaw's CLI (sandbox explain, list,
 // recreate) loads the plugin whose id is a configured backend's, and no other.
@@ -42,7 +43,7 @@ export function installationFor(cfg, pluginConfig) {
   return {
     drivers: {
       sandbox: {
-        component: pluginConfig.component,
+        component: pluginConfig.component ?? bundledComponent(),
         approvedScripts: pluginConfig.approvedScripts ?? {},
         localWorkspaces: localWorkspaces(pluginConfig),
         ...(pluginConfig.maxRunSeconds !== undefined ? { maxRunSeconds: pluginConfig.maxRunSeconds } : {}),
@@ -61,8 +62,8 @@ export default {
   register(api) {
     if (api.registrationMode && api.registrationMode !== "full") return;
     const pluginConfig = api.pluginConfig ?? {};
-    if (!pluginConfig.component) {
-      api.logger?.warn?.(`${PLUGIN_ID}: no component configured; the ${BACKEND_ID} backend is not registered`);
+    if (!pluginConfig.component && !bundledComponent()) {
+      api.logger?.warn?.(`${PLUGIN_ID}: no component: set plugins.entries.${PLUGIN_ID}.config.component (this copy of the plugin carries none); the ${BACKEND_ID} backend is not registered`);
       return;
     }
     const hosts = new Map();

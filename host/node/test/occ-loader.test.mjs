@@ -1,9 +1,12 @@
-// The package as OCC's controller installs and loads it, from the packed tarball:
-// an exact-version direct dependency of a controller-like package, installed
+// The package as OCC's controller installs and loads it, from the release's
+// tarballs alone ($OCC_DIST, written by `cargo xtask dist`; tests/run.sh builds
+// it): an exact-version direct dependency of a controller-like package with the
+// platform package that carries the host binary beside it, installed
 // production-only with lifecycle scripts disabled (OCC's image build runs
 // `pnpm install --frozen-lockfile --prod --ignore-scripts`), resolved by Node's own
 // export resolution from the controller, `createDriver` synchronous, the
-// implementation `<package>@<version>`, the schema closed. Then OCC's Console's
+// implementation `<package>@<version>`, the schema closed; no binary, component
+// or checkout path in its configuration or environment. Then OCC's Console's
 // create flow: an Agent deployed with the four workspace documents, which land in
 // its workspace as its own files, and a second deploy after a lost acknowledgement
 // changes nothing on the host.
@@ -13,16 +16,51 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import test from "node:test";
 
 import * as occ from "./occ.mjs";
 
 const { rig, onHost } = occ;
+
+// This file tests the installed release alone: nothing of the checkout's may
+// point the package at a binary or a component.
+delete process.env.OCC_DRIVER_HOST;
+delete process.env.OCC_DRIVER_COMPONENT;
+
+const PLATFORM_PACKAGE = "occ-driver-host-linux-x64-gnu";
+const dist = process.env.OCC_DIST;
+const release = dist ? JSON.parse(readFileSync(join(dist, "manifest.json"), "utf8")) : null;
+const needs = rig && dist ? false : process.env.CI ? false : "needs the test hosts and a release: run tests/run.sh";
+
+/**
+ * A controller-like package in `dir` that depends on the driver package at
+ * exactly `version`, installed from the release's tarballs, offline, with
+ * Node 24 and npm alone on PATH; `npmArgs` are added to npm's.
+ */
+function install(dir, version, npmArgs = []) {
+  mkdirSync(dir, { recursive: true });
+  const tarball = (name) => `file:${join(dist, `${name}-${version}.tgz`)}`;
+  writeFileSync(join(dir, "package.json"), JSON.stringify({
+    name: "occ-controller-under-test", version: "0.0.0", private: true, type: "module",
+    dependencies: { "occ-driver-host-compute": tarball("occ-driver-host-compute") },
+    // The driver package names the platform package by its exact version, as
+    // on a registry; these tarballs are the registry here.
+    overrides: { [PLATFORM_PACKAGE]: tarball(PLATFORM_PACKAGE) },
+  }));
+  const env = {
+    PATH: `${dirname(process.execPath)}:/usr/bin:/bin`,
+    HOME: join(dir, ".home"),
+    npm_config_cache: join(dir, ".npm-cache"),
+    npm_config_update_notifier: "false",
+  };
+  return execFileSync("npm", ["install", "--offline", "--ignore-scripts", "--omit=dev", "--no-audit", "--no-fund", ...npmArgs],
+    { cwd: dir, encoding: "utf8", env, stdio: ["ignore", "pipe", "pipe"] });
+}
 const hash12 = (s) => createHash("sha256").update(s).digest("hex").slice(0, 12);
 
 // The Console's create form pre-fills these four.
@@ -34,31 +72,28 @@ const FILES = {
 };
 
 test("OCC installs the packed package, loads it by export resolution, and deploys an Agent with its workspace files", {
-  skip: rig || process.env.CI ? false : "needs the test hosts: run tests/run.sh",
+  skip: needs,
   timeout: 900_000,
 }, async () => {
   assert.ok(rig, "CI is set but OCC_RIG_* is not exported: the test hosts are missing");
+  assert.ok(release, "CI is set but OCC_DIST is not: the release is missing");
   const scratch = mkdtempSync(join(tmpdir(), "occ-loader-"));
   const host = rig.hosts[rig.hosts.length - 1];
   const root = `/var/lib/occ-loader-${process.pid}`;
   try {
-    // The package as it ships: a tarball of what its manifest lists.
-    const source = JSON.parse(readFileSync(join(occ.repo, "host/node/package.json"), "utf8"));
-    const packed = execFileSync("npm", ["pack", "--silent", "--pack-destination", scratch, join(occ.repo, "host/node")],
-      { encoding: "utf8" }).trim().split("\n").pop();
+    // The release as it ships (`cargo xtask dist`): the driver package pinned
+    // to its exact version, the platform package it names beside it, nothing
+    // else; npm offline with a cache of its own, so nothing can come from a
+    // registry, and no cargo, checkout or OCC_DRIVER_HOST in sight.
+    const version = release.version;
     const controller = join(scratch, "controller");
-    mkdirSync(controller);
-    writeFileSync(join(controller, "package.json"), JSON.stringify({
-      name: "occ-controller-under-test", version: "0.0.0", private: true, type: "module",
-      dependencies: { [source.name]: `file:${join(scratch, packed)}` },
-    }));
-    execFileSync("npm", ["install", "--ignore-scripts", "--omit=dev", "--no-audit", "--no-fund"],
-      { cwd: controller, encoding: "utf8", env: { ...process.env, npm_config_update_notifier: "false" } });
+    install(controller, version);
+    const source = { name: "occ-driver-host-compute", version };
     const installed = JSON.parse(readFileSync(join(controller, "node_modules", source.name, "package.json"), "utf8"));
     // OCC pins the exact version it reviewed.
-    assert.equal(installed.version, source.version);
-    const lock = JSON.parse(readFileSync(join(controller, "package-lock.json"), "utf8"));
-    assert.equal(lock.packages[`node_modules/${source.name}`].version, source.version);
+    assert.equal(installed.version, version);
+    const platformDir = join(controller, "node_modules", PLATFORM_PACKAGE);
+    assert.equal(JSON.parse(readFileSync(join(platformDir, "package.json"), "utf8")).version, version);
 
     // Node's export resolution, from the controller's own location.
     const entry = createRequire(join(controller, "package.json")).resolve(source.name);
@@ -66,14 +101,18 @@ test("OCC installs the packed package, loads it by export resolution, and deploy
     const pkg = await import(pathToFileURL(entry).href);
     assert.equal(pkg.configurationSchema.additionalProperties, false);
     const implementation = `${installed.name}@${installed.version}`;
+    // The binary it runs is the platform package's, found from the package itself.
+    assert.equal(pkg.resolveHostBinary(undefined, "configuration.driverHost.binary"), join(platformDir, "bin/occ-driver-host"));
 
-    const check = JSON.parse(execFileSync(occ.hostBinary, ["inspect", occ.component, "--json"], { encoding: "utf8" }));
+    // What the operator approves: the helper's hash as the release manifest
+    // lists it (and `occ-driver-host inspect` prints it).
+    const helper = release.components.find((c) => c.file === "guest_ssh_driver.wasm").helper.sha256;
     const configuration = {
       ssh: { identityFile: rig.identity, knownHostsFile: rig.knownHosts, connectTimeoutSeconds: 5 },
       hosts: { loader: { address: host.address, port: host.port ?? 22, user: "root", nodePath: rig.node, openclawPath: rig.openclaw } },
       runtime: { nodePath: rig.node, openclawPath: rig.openclaw, user: "openclaw", root, systemdUnitDirectory: "/etc/systemd/system" },
       network: { gatewayPortRange: { start: 19860, end: 19879 } },
-      driverHost: { binary: occ.hostBinary, component: occ.component, approvedHelpers: [check.helper.sha256] },
+      driverHost: { approvedHelpers: [helper] },
     };
     assert.equal(pkg.validateConfiguration(configuration), undefined);
     const driver = pkg.createDriver({ id: occ.DRIVER_ID, implementation, configuration });
@@ -140,5 +179,38 @@ test("OCC installs the packed package, loads it by export resolution, and deploy
   } finally {
     rmSync(scratch, { recursive: true, force: true });
     if (rig) onHost(rig.hosts[rig.hosts.length - 1], `rm -rf ${root}`);
+  }
+});
+
+test("a machine the platform package does not fit gets an error that names the package to install and the override", {
+  skip: dist ? false : process.env.CI ? false : "needs a release: run tests/run.sh",
+  timeout: 300_000,
+}, async () => {
+  assert.ok(release, "CI is set but OCC_DIST is not: the release is missing");
+  const scratch = mkdtempSync(join(tmpdir(), "occ-other-cpu-"));
+  try {
+    // npm installs for another CPU: it skips the optional platform package,
+    // as on an arm64 machine.
+    const controller = join(scratch, "controller");
+    install(controller, release.version, ["--cpu=arm64"]);
+    assert.ok(!existsSync(join(controller, "node_modules", PLATFORM_PACKAGE)), "npm skipped the x64 package");
+    const entry = createRequire(join(controller, "package.json")).resolve("occ-driver-host-compute");
+    const pkg = await import(pathToFileURL(entry).href);
+    const configuration = { ssh: { identityFile: "/nonexistent/id" }, hosts: {} };
+    for (const call of [() => pkg.validateConfiguration(configuration), () => pkg.createDriver({ id: "compute-ssh", implementation: "x@1", configuration })]) {
+      assert.throws(call, (error) => {
+        assert.equal(error.name, "DriverError");
+        assert.equal(error.code, "host-missing");
+        assert.equal(error.failure, "permanent");
+        assert.match(error.message, new RegExp(`install ${PLATFORM_PACKAGE}`));
+        assert.match(error.message, /configuration\.driverHost\.binary or \$OCC_DRIVER_HOST/);
+        assert.doesNotMatch(error.message, /\n\s+at /, "a sentence, not a stack trace");
+        return true;
+      });
+    }
+    // The override the message names works.
+    assert.equal(pkg.resolveHostBinary("/opt/occ/occ-driver-host", "x"), "/opt/occ/occ-driver-host");
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
   }
 });

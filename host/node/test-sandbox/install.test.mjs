@@ -1,0 +1,130 @@
+// The plugin as an OpenClaw user installs it, from the release's tarball alone
+// ($OCC_DIST, written by `cargo xtask dist`; tests/run.sh builds it):
+// `openclaw plugins install <tarball>` with the real `openclaw` CLI, Node 24 and
+// npm alone on PATH, npm offline (the tarball carries the component and the
+// host binary: our packages are on no registry), no OCC_DRIVER_HOST, and a
+// configuration that names neither a binary, a component nor a checkout path:
+// the backend selected, the approved scripts as the release manifest lists
+// them. Then one agent turn whose write and exec run on a rig host.
+//
+//   OCC_RIG=/run/occ-rig OCC_DIST=/var/cache/occ/dist \
+//     $NODE24 --test host/node/test-sandbox/install.test.mjs
+
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import test from "node:test";
+
+import { scriptedModel, toolResults } from "./model.mjs";
+import { repo, rig, sh, unique, workerConfig } from "./rig.mjs";
+
+const host = rig.hosts[0];
+const dist = process.env.OCC_DIST;
+const release = dist ? JSON.parse(readFileSync(join(dist, "manifest.json"), "utf8")) : null;
+
+test("openclaw plugins install of the release's tarball, then an agent turn on the target with nothing else configured", {
+  skip: dist ? false : process.env.CI ? false : "needs a release: run tests/run.sh",
+  timeout: 600_000,
+}, async () => {
+  assert.ok(release, "CI is set but OCC_DIST is not: the release is missing");
+  const base = mkdtempSync(join(tmpdir(), "occ-install-"));
+  const workspaceRoot = `/tmp/${unique("occ-sbx-install")}`;
+  const tarball = join(dist, release.packages.find((p) => p.name === "@occ/openclaw-sandbox-ssh").file);
+  // The Agent's workspace where OpenClaw keeps it, under its state directory:
+  // where the plugin reads seeds from unless told otherwise (localWorkspaces).
+  for (const d of ["home", "state", "state/workspace"]) mkdirSync(join(base, d));
+  writeFileSync(join(base, "state/workspace/seed.txt"), "seeded from the installed plugin's workspace\n");
+  const configPath = join(base, "state/openclaw.json");
+  writeFileSync(configPath, "{}\n");
+  // Node 24 (this process's) and the system's npm; nothing of cargo, the
+  // checkout or the test run's own settings.
+  const env = {
+    PATH: `${dirname(process.execPath)}:/usr/bin:/bin`,
+    HOME: join(base, "home"),
+    OPENCLAW_STATE_DIR: join(base, "state"),
+    OPENCLAW_CONFIG_PATH: configPath,
+    npm_config_offline: "true",
+    npm_config_cache: join(base, "npm-cache"),
+    npm_config_update_notifier: "false",
+  };
+  const model = await scriptedModel([
+    { tool: "write", args: { path: "installed-note.txt", content: "written through the installed plugin\n" } },
+    { tool: "exec", args: { command: "cat installed-note.txt seed.txt; uname -n" } },
+    { text: "done" },
+  ]);
+  try {
+    // A script's install: --force after reviewing a local archive (OpenClaw
+    // asks a person), --accept-capabilities for the surfaces it declares.
+    const openclaw = (...args) => spawnSync(process.execPath, [rig.openclaw, ...args], { env, encoding: "utf8", timeout: 300_000 });
+    const installed = openclaw("plugins", "install", "--force", "--accept-capabilities", tarball);
+    assert.equal(installed.status, 0, `${installed.stdout}\n${installed.stderr}`);
+    // It needs its approved scripts before it may be enabled.
+    assert.match(installed.stdout + installed.stderr, /Installed plugin: occ-ssh/);
+    // Where OpenClaw put it: its own extensions directory, with the
+    // component and the binary from inside the tarball.
+    const dir = join(base, "state/extensions/occ-ssh");
+    assert.ok(existsSync(join(dir, "guest_ssh_sandbox.wasm")), readdirSync(dir).join(" "));
+    assert.ok(existsSync(join(dir, "node_modules/occ-driver-host-linux-x64-gnu/bin/occ-driver-host")));
+    const config = JSON.parse(readFileSync(configPath, "utf8"));
+    assert.ok(!JSON.stringify(config).includes(repo), "no checkout path in OpenClaw's configuration");
+
+    // The user's part: select the backend and approve the scripts the
+    // release manifest lists (which `occ-driver-host inspect` prints too).
+    const scripts = release.components.find((c) => c.file === "guest_ssh_sandbox.wasm").scripts;
+    config.plugins.entries = {
+      ...config.plugins.entries,
+      "occ-ssh": {
+        ...config.plugins.entries?.["occ-ssh"],
+        config: { approvedScripts: Object.fromEntries(Object.entries(scripts).map(([k, v]) => [k, v.sha256])), ...workerConfig },
+      },
+    };
+    config.models = {
+      mode: "merge",
+      providers: {
+        scripted: {
+          baseUrl: `http://127.0.0.1:${model.port}/v1`,
+          apiKey: "scripted",
+          api: "openai-completions",
+          models: [{ id: "steps", name: "Scripted steps", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }],
+        },
+      },
+    };
+    config.tools = { profile: "coding" };
+    config.agents = {
+      defaults: {
+        workspace: join(base, "state/workspace"),
+        model: { primary: "scripted/steps" },
+        sandbox: {
+          mode: "all",
+          backend: "occ-ssh",
+          scope: "session",
+          workspaceAccess: "rw",
+          ssh: { target: `root@${host.address}:22`, workspaceRoot, identityFile: rig.identity, knownHostsFile: rig.knownHosts, updateHostKeys: false },
+        },
+      },
+    };
+    writeFileSync(configPath, JSON.stringify(config));
+    const enabled = openclaw("plugins", "enable", "occ-ssh");
+    assert.equal(enabled.status, 0, `${enabled.stdout}\n${enabled.stderr}`);
+    assert.equal(JSON.parse(readFileSync(configPath, "utf8")).plugins.entries["occ-ssh"].enabled, true);
+
+    const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", "write a note and show it", "--json"],
+      { env, stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    agent.stderr.on("data", (d) => (stderr += d));
+    agent.stdout.resume();
+    const code = await new Promise((resolve) => agent.on("exit", resolve));
+    assert.equal(code, 0, stderr);
+    const results = toolResults(model.requests);
+    assert.equal(results.length, 2, JSON.stringify(results));
+    assert.match(results[0], new RegExp(`${workspaceRoot}/openclaw-ssh-workspace-[0-9a-f]{32}/workspace/installed-note.txt`));
+    assert.equal(results[1].trimEnd(), `written through the installed plugin\nseeded from the installed plugin's workspace\n${host.name}`);
+    assert.equal(sh(host, `cat ${workspaceRoot}/*/workspace/installed-note.txt`), "written through the installed plugin");
+  } finally {
+    model.server.close();
+    sh(host, `rm -rf ${workspaceRoot}`);
+    rmSync(base, { recursive: true, force: true });
+  }
+});
