@@ -34,7 +34,7 @@ const sdk = await import(pathToFileURL(join(openclawDir, "dist/plugin-sdk/sandbo
 async function loadPlugin() {
   const here = dirname(fileURLToPath(import.meta.url));
   const dir = mkdtempSync(join(tmpdir(), "occ-plugin-"));
-  for (const f of ["sandbox.mjs", "rpc.mjs", "exec-command.mjs", "openclaw-plugin"]) cpSync(join(here, "..", f), join(dir, f), { recursive: true });
+  for (const f of ["sandbox.mjs", "rpc.mjs", "exec-command.mjs", "host-binary.mjs", "openclaw-plugin"]) cpSync(join(here, "..", f), join(dir, f), { recursive: true });
   mkdirSync(join(dir, "node_modules"));
   symlinkSync(openclawDir, join(dir, "node_modules/openclaw"));
   const plugin = (await import(pathToFileURL(join(dir, "openclaw-plugin/index.mjs")).href)).default;
