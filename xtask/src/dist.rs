@@ -25,8 +25,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+use occ_ssh_target::digest::sha256_hex;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::{Build, run};
 
@@ -75,10 +75,8 @@ pub(crate) fn main(build: &Build, args: &[String]) -> ExitCode {
                 println!("{HELP}");
                 return ExitCode::SUCCESS;
             }
-            // --offline, --locked, --frozen: passed to both cargo builds.
-            a if a.starts_with("--") && ["--offline", "--locked", "--frozen"].contains(&a) => {
-                cargo_args.push(a.to_string())
-            }
+            // Passed to both cargo builds.
+            "--offline" | "--locked" | "--frozen" => cargo_args.push(arg.clone()),
             other => {
                 eprintln!("xtask dist: unknown argument {other:?}\n\n{HELP}");
                 return ExitCode::from(2);
@@ -128,13 +126,6 @@ fn output(command: &mut Command) -> Result<String, String> {
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
@@ -394,6 +385,7 @@ fn dist(build: &Build, out: &Path, cargo_args: &[String]) -> Result<(), String> 
         .collect();
 
     let binary = read(&binary_path)?;
+    let binary_sha256 = sha256_hex(&binary);
     let glibc = glibc_floor(&binary);
     let driver = read(&driver_path)?;
     let sandbox = read(&sandbox_path)?;
@@ -562,7 +554,7 @@ fn dist(build: &Build, out: &Path, cargo_args: &[String]) -> Result<(), String> 
         },
         "binary": {
             "path": format!("{}/bin/occ-driver-host", platform.package),
-            "sha256": sha256_hex(&binary),
+            "sha256": binary_sha256,
             "size": binary.len(),
         },
         "components": [
@@ -584,7 +576,7 @@ fn dist(build: &Build, out: &Path, cargo_args: &[String]) -> Result<(), String> 
     );
     println!(
         "  binary   {}  {:>10} bytes  glibc {} or later",
-        sha256_hex(&binary),
+        binary_sha256,
         binary.len(),
         glibc.as_deref().unwrap_or("(none)")
     );
