@@ -20,7 +20,7 @@ import { dirname, join } from "node:path";
 import test from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { scriptedModel, toolResults } from "./model.mjs";
+import { agentTurn, scriptedModel, scriptedProvider, toolResults } from "./model.mjs";
 import { approvedScripts, component, hostBinary, rig, sh, unique, workerConfig } from "./rig.mjs";
 
 const host = rig.hosts[0];
@@ -83,17 +83,7 @@ function openclawConfig({ base, backend, workspaceRoot, modelPort = 9, execTimeo
       load: { paths: [plugin] },
       entries: { "occ-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base], ...workerConfig, ...pluginConfig } } },
     },
-    models: {
-      mode: "merge",
-      providers: {
-        scripted: {
-          baseUrl: `http://127.0.0.1:${modelPort}/v1`,
-          apiKey: "scripted",
-          api: "openai-completions",
-          models: [{ id: "steps", name: "Scripted steps", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }],
-        },
-      },
-    },
+    models: scriptedProvider(modelPort),
     tools: { profile: "coding", ...(execTimeoutSeconds ? { exec: { timeoutSeconds: execTimeoutSeconds } } : {}) },
     agents: {
       defaults: {
@@ -142,11 +132,7 @@ async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a p
     const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds, pluginConfig, target });
     writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
     const env = turnEnv(base);
-    const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", message, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
-    let stderr = "";
-    agent.stderr.on("data", (d) => (stderr += d));
-    agent.stdout.resume();
-    const code = await new Promise((resolve) => agent.on("exit", resolve));
+    const { code, stderr } = await agentTurn(rig.openclaw, env, message);
     assert.equal(code, 0, stderr);
     return { results: toolResults(model.requests), requests: model.requests, workspaceRoot, remote: inspect?.(workspaceRoot) };
   } finally {

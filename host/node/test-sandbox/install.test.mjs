@@ -11,13 +11,13 @@
 //     $NODE24 --test host/node/test-sandbox/install.test.mjs
 
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import test from "node:test";
 
-import { scriptedModel, toolResults } from "./model.mjs";
+import { agentTurn, scriptedModel, scriptedProvider, toolResults } from "./model.mjs";
 import { repo, rig, sh, unique, workerConfig } from "./rig.mjs";
 
 const host = rig.hosts[0];
@@ -80,17 +80,7 @@ test("openclaw plugins install of the release's tarball, then an agent turn on t
         config: { approvedScripts: Object.fromEntries(Object.entries(scripts).map(([k, v]) => [k, v.sha256])), ...workerConfig },
       },
     };
-    config.models = {
-      mode: "merge",
-      providers: {
-        scripted: {
-          baseUrl: `http://127.0.0.1:${model.port}/v1`,
-          apiKey: "scripted",
-          api: "openai-completions",
-          models: [{ id: "steps", name: "Scripted steps", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }],
-        },
-      },
-    };
+    config.models = scriptedProvider(model.port);
     config.tools = { profile: "coding" };
     config.agents = {
       defaults: {
@@ -110,12 +100,7 @@ test("openclaw plugins install of the release's tarball, then an agent turn on t
     assert.equal(enabled.status, 0, `${enabled.stdout}\n${enabled.stderr}`);
     assert.equal(JSON.parse(readFileSync(configPath, "utf8")).plugins.entries["occ-ssh"].enabled, true);
 
-    const agent = spawn(process.execPath, [rig.openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", "write a note and show it", "--json"],
-      { env, stdio: ["ignore", "pipe", "pipe"] });
-    let stderr = "";
-    agent.stderr.on("data", (d) => (stderr += d));
-    agent.stdout.resume();
-    const code = await new Promise((resolve) => agent.on("exit", resolve));
+    const { code, stderr } = await agentTurn(rig.openclaw, env, "write a note and show it");
     assert.equal(code, 0, stderr);
     const results = toolResults(model.requests);
     assert.equal(results.length, 2, JSON.stringify(results));

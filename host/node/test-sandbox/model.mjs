@@ -1,6 +1,7 @@
 // The model of the agent-turn tests: a scripted OpenAI-compatible endpoint
 // that asks for one tool per turn, and what the tools answered it.
 
+import { spawn } from "node:child_process";
 import http from "node:http";
 
 /** A chat-completions endpoint that answers each request with the next step. */
@@ -34,4 +35,33 @@ export function scriptedModel(steps) {
 export function toolResults(requests) {
   const last = requests.at(-1);
   return (last?.messages ?? []).filter((m) => m.role === "tool").map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
+}
+
+/** OpenClaw's `models` block for the scripted endpoint on `port`: the model `scripted/steps`. */
+export function scriptedProvider(port) {
+  return {
+    mode: "merge",
+    providers: {
+      scripted: {
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        apiKey: "scripted",
+        api: "openai-completions",
+        models: [{ id: "steps", name: "Scripted steps", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }],
+      },
+    },
+  };
+}
+
+/**
+ * One `openclaw agent --local` turn of the session agent:main:main with
+ * `message`, OpenClaw's entry point `openclaw` run in `env`: its exit code
+ * and what it said on stderr.
+ */
+export async function agentTurn(openclaw, env, message) {
+  const agent = spawn(process.execPath, [openclaw, "agent", "--local", "--session-key", "agent:main:main", "--message", message, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  agent.stderr.on("data", (d) => (stderr += d));
+  agent.stdout.resume();
+  const code = await new Promise((resolve) => agent.on("exit", resolve));
+  return { code, stderr };
 }
