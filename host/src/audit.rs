@@ -220,7 +220,18 @@ impl AuditLog {
             let line = record.to_string();
             let mut bytes = line.clone().into_bytes();
             bytes.push(b'\n');
-            chain.file.write_all(&bytes)?;
+            if let Err(e) = chain.file.write_all(&bytes) {
+                // A record cut short (a full disk) would end the chain for
+                // every later writer: take its bytes back, under the lock.
+                let before = chain.len;
+                return Err(match chain.file.set_len(before) {
+                    Ok(()) => e,
+                    Err(t) => std::io::Error::new(
+                        e.kind(),
+                        format!("{e}; and a record is left cut short (truncating it back: {t})"),
+                    ),
+                });
+            }
             chain.last = chain_hash(line.as_bytes());
             chain.len = chain.file.metadata()?.len();
             Ok(())

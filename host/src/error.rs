@@ -180,6 +180,10 @@ pub enum LoadError {
         /// What is wrong with it.
         message: String,
     },
+    /// The audit log could not be written (a full disk): nothing was loaded
+    /// unaudited, and a later try may succeed.
+    #[error("{0}")]
+    AuditLog(String),
     /// Any other engine failure.
     #[error("{0}")]
     Engine(String),

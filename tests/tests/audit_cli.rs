@@ -281,3 +281,202 @@ fn audit_help_teaches_the_chain_and_the_filters() {
         text(&out.stderr)
     );
 }
+
+/// A small tmpfs of its own, unmounted when dropped: a disk that fills.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(bytes: u64) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={bytes},mode=0700"),
+                "occ-small-disk",
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mounting a small tmpfs needs root: {}",
+            text(&out.stderr)
+        );
+        SmallDisk { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fill the disk to the last byte with `filler`.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.path().join("filler")).unwrap();
+        let chunk = vec![b'x'; 4096];
+        loop {
+            match f.write(&chunk) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(28) => break,
+                Err(e) => panic!("filling the disk: {e}"),
+            }
+        }
+        // The last partial block too.
+        while f.write(b"x").is_ok_and(|n| n > 0) {}
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.path().join("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// The audit log's disk is full: the call fails retryable (the log may be
+/// writable later), the error names the log, nothing runs unaudited, no
+/// record is left cut short, and once space is freed the same call runs
+/// and the chain still verifies.
+#[test]
+fn a_full_disk_under_the_audit_log_fails_retryable_naming_the_log_and_runs_nothing() {
+    let scratch = tempfile::tempdir().unwrap();
+    let good = installation(scratch.path(), None);
+    // A replay answers each recorded exec once: enough preflights for every
+    // call below.
+    let rec = scratch.path().join("recording.jsonl");
+    for _ in 0..24 {
+        let out = run_host(&[
+            "--ssh-record",
+            rec.to_str().unwrap(),
+            "call",
+            "preflight",
+            "-i",
+            good.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_ne!(out.status.code(), Some(0));
+    }
+    let disk = SmallDisk::mount(256 * 1024);
+    let log = disk.path().join("audit.jsonl");
+    let log_s = log.to_str().unwrap();
+
+    // Full before the call: the load's own record fails, retryable, naming the log.
+    disk.fill();
+    let out = run_host(&[
+        "--ssh-replay",
+        rec.to_str().unwrap(),
+        "call",
+        "preflight",
+        "-i",
+        good.to_str().unwrap(),
+        "--audit-log",
+        log_s,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(75), "{}", text(&out.stdout));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["code"], "audit-log", "{v}");
+    assert_eq!(v["failure"], "retryable", "{v}");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("cannot write the audit log {log_s}")),
+        "{message}"
+    );
+    assert!(message.contains("No space left on device"), "{message}");
+    disk.free();
+
+    // Full in the middle of a serving host's life: the exec is refused
+    // before it starts, retryable; then it runs again once space is freed.
+    let mut child = occ_e2e::spawn_serve(
+        &good,
+        &[
+            "--audit-log".as_ref(),
+            log.as_os_str(),
+            "--ssh-replay".as_ref(),
+            rec.as_os_str(),
+            "--test-mode".as_ref(),
+        ],
+    );
+    use std::io::{BufRead, BufReader, Write};
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut id = 0;
+    let mut preflight = || -> Value {
+        id += 1;
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"preflight","params":{{}}}}"#
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+        serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
+    };
+    let replayed = preflight();
+    assert_eq!(
+        replayed["error"]["data"]["code"], "ssh-connect",
+        "{replayed}"
+    );
+    let begins = |log: &Path| {
+        std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(r#""event":"begin""#))
+            .count()
+    };
+    assert_eq!(begins(&log), 1, "the replayed exec was audited");
+    disk.fill();
+    // The log's last block may still hold a record or two (a disk fills by
+    // blocks): calls run, audited, until it cannot take the next one.
+    let (full, before) = (0..20)
+        .find_map(|_| {
+            let before = begins(&log);
+            let answer = preflight();
+            let said = answer["error"]["message"].as_str().unwrap_or_default();
+            if said.contains("nothing ran") {
+                return Some((answer, before));
+            }
+            assert!(
+                answer["error"]["data"]["code"] == "ssh-connect"
+                    || said.contains("the exec ran but cannot write the audit log"),
+                "{answer}"
+            );
+            None
+        })
+        .expect("the full disk refused an exec within 20 calls");
+    let data = &full["error"]["data"];
+    assert_eq!(data["failure"], "retryable", "{full}");
+    let message = full["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("cannot write the audit log {log_s}")),
+        "{full}"
+    );
+    assert!(message.contains("No space left on device"), "{full}");
+    assert!(message.contains("nothing ran on stable"), "{full}");
+    disk.free();
+    // Nothing began while the disk was full, and nothing was left cut short:
+    // the chain verifies.
+    assert_eq!(begins(&log), before);
+    let again = preflight();
+    assert_eq!(again["error"]["data"]["code"], "ssh-connect", "{again}");
+    assert!(begins(&log) > before);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let verified = audit(&log, &[]);
+    assert_eq!(
+        verified.status.code(),
+        Some(0),
+        "{}",
+        text(&verified.stderr)
+    );
+}

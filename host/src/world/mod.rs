@@ -293,17 +293,10 @@ impl Calls {
 
     /// Record the load, or fail it: an audit log that cannot be written must
     /// not let a driver run unaudited.
-    pub(crate) fn audit_load(
-        &self,
-        details: serde_json::Value,
-        audit_log: Option<&PathBuf>,
-    ) -> Result<(), LoadError> {
+    pub(crate) fn audit_load(&self, details: serde_json::Value) -> Result<(), LoadError> {
         self.audit("load", None)
             .event("load", details)
-            .map_err(|e| LoadError::LocalFile {
-                path: audit_log.cloned().unwrap_or_default(),
-                message: e.to_string(),
-            })
+            .map_err(|e| LoadError::AuditLog(e.to_string()))
     }
 }
 

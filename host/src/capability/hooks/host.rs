@@ -96,7 +96,14 @@ impl HooksState {
             .scope
             .audit
             .begin("lifecycle-hooks", json!({"hook": hook.name()}))
-            .map_err(|e| not_allowed(e.to_string()))?;
+            // Not asked unaudited; a log that cannot be written now (a full
+            // disk) may be writable later.
+            .map_err(|e| {
+                HookError::Refused(WitRefusal {
+                    message: format!("{e}; the controller's {} hook was not asked", hook.name()),
+                    kind: FailureKind::Retryable,
+                })
+            })?;
         let request = HookRequest {
             hook,
             call_id: self.scope.id.clone(),

@@ -289,7 +289,9 @@ impl SshExecState {
             .scope
             .audit
             .begin("ssh-exec", fields)
-            .map_err(|e| ExecError::Refused(e.to_string()))?;
+            // Nothing runs unaudited; a log that cannot be written now (a full
+            // disk) may be writable later: the call may be retried.
+            .map_err(|e| ExecError::Io(format!("{e}; nothing ran on {alias}")))?;
         let result = self
             .effect(
                 alias,

@@ -315,17 +315,14 @@ impl Driver {
             require_bind: options.require_bind,
             bound: Default::default(),
         };
-        driver.calls.audit_load(
-            json!({
-                "component": driver.linked.component.path,
-                "helperSha256": helper_of(&driver.linked.component).map(|(_, sha)| sha),
-                "world": world,
-                "installation": driver.installation.path,
-                "sshBackend": driver.ssh.backend_kind(),
-                "hosts": driver.ssh.grant().hosts.keys().collect::<Vec<_>>(),
-            }),
-            options.audit_log.as_ref(),
-        )?;
+        driver.calls.audit_load(json!({
+            "component": driver.linked.component.path,
+            "helperSha256": helper_of(&driver.linked.component).map(|(_, sha)| sha),
+            "world": world,
+            "installation": driver.installation.path,
+            "sshBackend": driver.ssh.backend_kind(),
+            "hosts": driver.ssh.grant().hosts.keys().collect::<Vec<_>>(),
+        }))?;
         Ok(driver)
     }
 

@@ -294,7 +294,6 @@ impl SandboxBackend {
                     "target": backend.target_label(),
                     "sshClient": backend.ssh_client(),
                 }),
-            options.audit_log.as_ref(),
         )?;
         Ok(backend)
     }
