@@ -107,10 +107,17 @@ pub fn run_host(args: &[&str]) -> Output {
 /// Start `occ-driver-host serve --installation <installation> <extra>` with
 /// JSON-RPC on its stdin and stdout (both piped) and its stderr shown.
 pub fn spawn_serve(installation: &Path, extra: &[&OsStr]) -> Child {
+    spawn_serve_with(installation, extra, &[])
+}
+
+/// [`spawn_serve`] with `env` added to its environment (a `TMPDIR` of the
+/// test's own, so that everything the host writes there can be searched).
+pub fn spawn_serve_with(installation: &Path, extra: &[&OsStr], env: &[(&str, &OsStr)]) -> Child {
     Command::new(host_binary())
         .args(["serve", "--installation"])
         .arg(installation)
         .args(extra)
+        .envs(env.iter().copied())
         .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 
 use serde_json::{Value, json};
 
-use crate::{component, repo_root, spawn_serve};
+use crate::{component, repo_root};
 
 /// SHA-256 of each remote script in the repository: what an operator approves
 /// after auditing `guest-ssh-sandbox/scripts/`.
@@ -131,8 +131,13 @@ pub struct Serve {
 impl Serve {
     /// Start serving `installation`, with extra command-line arguments.
     pub fn start(installation: &Path, extra: &[&str]) -> Serve {
+        Serve::start_with(installation, extra, &[])
+    }
+
+    /// [`Serve::start`] with `env` added to the host's environment.
+    pub fn start_with(installation: &Path, extra: &[&str], env: &[(&str, &OsStr)]) -> Serve {
         let extra: Vec<&OsStr> = extra.iter().map(OsStr::new).collect();
-        let mut child = spawn_serve(installation, &extra);
+        let mut child = crate::spawn_serve_with(installation, &extra, env);
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();

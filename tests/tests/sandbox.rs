@@ -479,13 +479,18 @@ fn data_credentials_live_only_with_the_session() {
         json!({"identityFile": wrong, "identityData": identity, "knownHostsFile": null, "knownHostsData": known_hosts}),
         json!({}),
     );
-    let mut s = fx.serve();
+    // The host writes its temporary files under $TMPDIR: one of this test's
+    // own, which is all the search below needs to read (the machine's /tmp
+    // may hold other rigs' mounts of a whole system).
+    let tmp = tempfile::tempdir().unwrap();
+    let serve = || Serve::start_with(&fx.installation, &[], &[("TMPDIR", tmp.path().as_os_str())]);
+    let mut s = serve();
     assert_eq!(
         s.call("ensureRuntime", fx.p(json!({}))).ok()["seeding"],
         "seeded"
     );
     let pid = s.child.id();
-    let control_root = std::env::temp_dir().join("occ-ssh-0");
+    let control_root = tmp.path().join("occ-ssh-0");
     let mine: Vec<PathBuf> = std::fs::read_dir(&control_root)
         .unwrap()
         .flatten()
@@ -517,7 +522,7 @@ fn data_credentials_live_only_with_the_session() {
     // temporary directory, the host's private directory included.
     let marker = key_line(&identity);
     assert_eq!(
-        files_holding_but(&std::env::temp_dir(), &marker, fx.dir.path()),
+        files_holding_but(tmp.path(), &marker, fx.dir.path()),
         Vec::<PathBuf>::new()
     );
     for name in ["identity", "known_hosts"] {
@@ -544,7 +549,7 @@ fn data_credentials_live_only_with_the_session() {
     let r = s.call("exec", fx.p(json!({"command": "echo again"})));
     assert_eq!(r.stream("stdout"), "again\n");
     assert_eq!(
-        files_holding_but(&std::env::temp_dir(), &marker, fx.dir.path()),
+        files_holding_but(tmp.path(), &marker, fx.dir.path()),
         Vec::<PathBuf>::new()
     );
     assert!(s.close().success());
@@ -554,7 +559,7 @@ fn data_credentials_live_only_with_the_session() {
         private.display()
     );
     // Killed outright while serving: no key is left for the next start to find.
-    let mut s = fx.serve();
+    let mut s = serve();
     s.call("describeRuntime", fx.p(json!({}))).ok();
     s.call("exec", fx.p(json!({"command": "true"}))).ok();
     let pid = s.child.id();
@@ -564,10 +569,10 @@ fn data_credentials_live_only_with_the_session() {
         .unwrap();
     s.child.wait().unwrap();
     assert_eq!(
-        files_holding_but(&std::env::temp_dir(), &marker, fx.dir.path()),
+        files_holding_but(tmp.path(), &marker, fx.dir.path()),
         Vec::<PathBuf>::new()
     );
-    let mut next = fx.serve();
+    let mut next = serve();
     next.call("validateConfiguration", json!({})).ok();
     let stale = std::fs::read_dir(&control_root)
         .unwrap()
@@ -608,11 +613,14 @@ fn files_holding_but(
         .collect()
 }
 
-/// Every regular file below `dir` whose bytes contain `needle`.
+/// Every regular file below `dir`, on `dir`'s own filesystem, whose bytes
+/// contain `needle`.
 fn files_holding(dir: &std::path::Path, needle: &str) -> Vec<PathBuf> {
-    let out = std::process::Command::new("grep")
-        .args(["-rlsF", "--devices=skip", "--", needle])
+    let out = std::process::Command::new("find")
         .arg(dir)
+        .args([
+            "-xdev", "-type", "f", "-exec", "grep", "-lsF", "--", needle, "{}", "+",
+        ])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout)
