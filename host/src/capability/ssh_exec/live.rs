@@ -46,7 +46,7 @@ use super::backend::{ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRequest
 use super::client::SshClient;
 use super::config::{ClientFiles, render_ssh_config};
 use super::grant::{HostGrant, SshGrant};
-use super::master::{ConnectFailure, Master, exit_socket, remote_command};
+use super::master::{ConnectFailure, Master, exit_socket, jittered, remote_command};
 use super::seal::seal;
 use super::worker::{Ask, Workers};
 
@@ -466,9 +466,8 @@ impl LiveSsh {
         let handshakes = self.handshakes.clone();
         let client = self.grant.client.clone();
         let config = self.config_file.clone();
-        let dir = self
-            .control_dir
-            .join(format!("m{}", self.masters.fetch_add(1, Ordering::Relaxed)));
+        let control_dir = self.control_dir.clone();
+        let masters = self.masters.clone();
         let idle = self.grant.bounds.idle_master;
         let sessions = self.grant.bounds.max_sessions;
         let (first_delay, cap) = (
@@ -481,11 +480,39 @@ impl LiveSsh {
         tokio::spawn(async move {
             let result = match handshakes.begin() {
                 Ok(()) => {
-                    let connected =
-                        Master::connect(&client, &config, dir, &host, idle, bound, sessions)
+                    // sshd drops connections past its unauthenticated limit
+                    // (`MaxStartups`, 10:30:100 as shipped) before they
+                    // authenticate: nothing ran, so the connect is made again,
+                    // after a pause that varies so that connections dropped
+                    // together do not all come back together.
+                    let give_up = Instant::now() + PREAUTH_RETRY_BOUND;
+                    let mut pause = PREAUTH_FIRST_PAUSE;
+                    let connected = loop {
+                        let dir = control_dir
+                            .join(format!("m{}", masters.fetch_add(1, Ordering::Relaxed)));
+                        match Master::connect(&client, &config, dir, &host, idle, bound, sessions)
                             .await
-                            .map(Arc::new)
-                            .map_err(|e| connect_error(&alias, &host, &e));
+                        {
+                            Err(e)
+                                if dropped_before_auth(&e.0)
+                                    && Instant::now() + pause < give_up =>
+                            {
+                                let wait = jittered(pause);
+                                tracing::info!(
+                                    host = alias,
+                                    "the server dropped the connection before authentication ({}); \
+                                     connecting again in {} ms",
+                                    e.0.trim(),
+                                    wait.as_millis()
+                                );
+                                tokio::time::sleep(wait).await;
+                                pause = (pause * 2).min(PREAUTH_MAX_PAUSE);
+                            }
+                            other => break other,
+                        }
+                    }
+                    .map(Arc::new)
+                    .map_err(|e| connect_error(&alias, &host, &e));
                     handshakes.end();
                     connected
                 }
@@ -973,6 +1000,25 @@ fn backed_off(error: &ExecError, at: Instant, retry_at: Instant) -> ExecError {
     }
 }
 
+/// How long a connect keeps being made again while the server drops it
+/// before authentication, and the pauses between (doubling, with jitter).
+const PREAUTH_RETRY_BOUND: Duration = Duration::from_secs(20);
+const PREAUTH_FIRST_PAUSE: Duration = Duration::from_millis(100);
+const PREAUTH_MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// Whether ssh's words say the server closed the connection before any
+/// authentication (sshd past `MaxStartups`, or shedding load): what ssh
+/// prints then, and never after a refused identity or host key.
+fn dropped_before_auth(text: &str) -> bool {
+    let refused = text.contains("Permission denied")
+        || text.contains("Host key verification failed")
+        || text.contains("HOST IDENTIFICATION HAS CHANGED");
+    !refused
+        && (text.contains("kex_exchange_identification")
+            || text.contains("Connection closed by")
+            || text.contains("Connection reset by"))
+}
+
 fn connect_error(alias: &str, host: &HostGrant, e: &ConnectFailure) -> ExecError {
     let text = &e.0;
     let at = format!("{alias} ({}@{}:{})", host.user, host.address, host.port);
@@ -994,6 +1040,27 @@ fn connect_error(alias: &str, host: &HostGrant, e: &ConnectFailure) -> ExecError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What ssh prints when sshd drops a connection before authentication
+    /// (seen on a stock sshd with 20 connections at once) is told apart from
+    /// a refused port, identity or host key.
+    #[test]
+    fn a_drop_before_authentication_is_told_apart() {
+        for dropped in [
+            "kex_exchange_identification: read: Connection reset by peer\r\nConnection reset by 10.201.5.2 port 22",
+            "kex_exchange_identification: Connection closed by remote host\r\nConnection closed by 10.201.5.2 port 22",
+        ] {
+            assert!(dropped_before_auth(dropped), "{dropped}");
+        }
+        for other in [
+            "ssh: connect to host 10.201.5.2 port 22: Connection refused",
+            "ssh: connect to host 192.0.2.1 port 22: Connection timed out",
+            "root@10.201.5.2: Permission denied (publickey).\r\nConnection closed by 10.201.5.2 port 22",
+            "Host key verification failed.",
+        ] {
+            assert!(!dropped_before_auth(other), "{other}");
+        }
+    }
 
     /// The wait after each failed connect in a row: the first delay, doubled
     /// each time, never past the cap; a first delay equal to the cap is a

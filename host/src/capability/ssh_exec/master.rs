@@ -377,7 +377,7 @@ pub(crate) fn refused_by_peer(e: &openssh::Error) -> bool {
 
 /// `wait` and up to half of it again, so that sessions refused together are
 /// not all asked for again together.
-fn jittered(wait: Duration) -> Duration {
+pub(crate) fn jittered(wait: Duration) -> Duration {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
