@@ -584,3 +584,76 @@ fn twenty_first_connections_at_once_to_a_stock_sshd_all_succeed() {
     );
     println!("sshd logged {drops} dropped connection(s) meanwhile");
 }
+
+/// sshd restarted on the target between two calls and during calls: what
+/// sshd as Debian ships it does (its unit kills only the listener; a
+/// connection made before lives on) keeps the host's master serving, a call
+/// that meets the restart still runs, and each runs its helper exactly once:
+/// the helper's node is a wrapper on the target that counts its starts.
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn sshd_restarted_between_and_during_calls_runs_each_call_once() {
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let dir = format!("/var/lib/{}", unique("occ-count"));
+    rig.sh_ok(
+        &host,
+        &format!(
+            "mkdir -p {dir} && printf '#!/bin/sh\\necho \"$$\" >> {dir}/runs\\nexec {node} \"$@\"\\n' > {dir}/node && chmod 755 {dir}/node",
+            node = rig.node
+        ),
+    );
+    let base = Deployment::new(&[("alpha", &host)], None);
+    let text = std::fs::read_to_string(&base.installation).unwrap();
+    let counted = tempfile::tempdir().unwrap();
+    let installation = counted.path().join("installation.yaml");
+    std::fs::write(
+        &installation,
+        text.replace(&rig.node, &format!("{dir}/node")),
+    )
+    .unwrap();
+    let runs = || -> usize {
+        rig.sh_ok(&host, &format!("cat {dir}/runs 2>/dev/null | wc -l"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    // systemd refuses a sixth start within 10 s (StartLimitBurst as shipped):
+    // restarts here are 2.1 s apart at least, as an operator's would be.
+    let mut last = Instant::now() - Duration::from_secs(10);
+    let mut restart = || {
+        std::thread::sleep(Duration::from_millis(2100).saturating_sub(last.elapsed()));
+        rig.sh_ok(&host, "systemctl restart ssh");
+        last = Instant::now();
+    };
+    let c = Controller::start(&installation, &counted.path().join("audit.jsonl"), None);
+    c.ok("preflight", json!({}));
+    // What one preflight starts on a clean link (a probe of node, the helper).
+    let per_call = runs();
+    assert!(per_call >= 1);
+    // Between two calls.
+    restart();
+    c.ok("preflight", json!({}));
+    assert_eq!(runs(), 2 * per_call);
+    // During calls: the restart lands at several points of a call.
+    let mut calls = 2;
+    for delay_ms in [0u64, 20, 60, 150, 300] {
+        std::thread::sleep(Duration::from_millis(2100));
+        let (_, answer) = c.send("preflight", json!({}));
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        restart();
+        let answer = answer.recv_timeout(Duration::from_secs(120)).unwrap();
+        assert!(
+            answer.is_ok(),
+            "restart {delay_ms} ms into a call: {answer:?}"
+        );
+        calls += 1;
+        assert_eq!(
+            runs(),
+            calls * per_call,
+            "restart {delay_ms} ms into a call"
+        );
+    }
+    c.close();
+    rig.sh_ok(&host, &format!("rm -rf {dir}"));
+}
