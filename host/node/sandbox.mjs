@@ -12,13 +12,12 @@
 //   await host.close();
 
 import { execFileSync, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
-
-import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 import { assertValidExecCommand } from "./exec-command.mjs";
