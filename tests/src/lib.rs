@@ -211,9 +211,9 @@ pub mod rig {
                 .expect("run ssh")
         }
 
-        /// Like [`Rig::sh_ok`], with `input` as the command's stdin: how a test
-        /// puts a file of this repository on a host.
-        pub fn sh_input(&self, host: &Host, script: &str, input: &[u8]) -> String {
+        /// Run `script` on `host` as root with `input` as its stdin, whatever
+        /// its exit.
+        pub fn run_input(&self, host: &Host, script: &str, input: &[u8]) -> Output {
             use std::io::Write;
             let mut child = self
                 .ssh(host, script)
@@ -222,8 +222,15 @@ pub mod rig {
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .expect("run ssh");
-            child.stdin.take().unwrap().write_all(input).unwrap();
-            let out = child.wait_with_output().expect("wait for ssh");
+            // A command that stops reading early closes the pipe: not an error here.
+            let _ = child.stdin.take().unwrap().write_all(input);
+            child.wait_with_output().expect("wait for ssh")
+        }
+
+        /// Like [`Rig::sh_ok`], with `input` as the command's stdin: how a test
+        /// puts a file of this repository on a host.
+        pub fn sh_input(&self, host: &Host, script: &str, input: &[u8]) -> String {
+            let out = self.run_input(host, script, input);
             assert!(
                 out.status.success(),
                 "on {}: {script}\nstderr: {}",

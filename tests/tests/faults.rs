@@ -657,3 +657,95 @@ fn sshd_restarted_between_and_during_calls_runs_each_call_once() {
     c.close();
     rig.sh_ok(&host, &format!("rm -rf {dir}"));
 }
+
+/// The mux retry runs nothing twice. An exec whose master ended as its
+/// session opened is opened once more on a new master (`live.rs`). Had the
+/// first request reached sshd before the master ended, its command would have
+/// started, but with no input at all: the host writes stdin only once the
+/// session has opened, and a master that ends closes the channel, so the
+/// command reads end of file. Every program the host seals takes all of its
+/// call from stdin's frames (`seal.rs`), so started that way it runs nothing:
+/// shown here, as sshd would start it, for a helper that counts its runs
+/// through the real loader, and for each shipped Python script; the helper
+/// given its whole input counts exactly one run.
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn a_command_whose_session_never_opened_gets_no_input_and_runs_nothing() {
+    use occ_driver_host::capability::ssh_exec::grant::ExecPolicy;
+    use occ_driver_host::capability::ssh_exec::remote_command;
+    use occ_driver_host::capability::ssh_exec::seal::seal;
+
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let dir = format!("/var/lib/{}", unique("occ-count"));
+    rig.sh_ok(&host, &format!("mkdir -p {dir}/cwd"));
+    let runs = || rig.sh_ok(&host, &format!("cat {dir}/runs 2>/dev/null | wc -l"));
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    // The helper: `[node, "-", <operation>, <envelope>]` with its text on stdin.
+    let counting =
+        format!("require('node:fs').appendFileSync('{dir}/runs', `${{process.pid}}\\n`);\n");
+    let helper = seal(
+        &ExecPolicy::NodeHelper { approved: vec![] },
+        &strings(&[&rig.node, "-", "T1A=", "RU5W"]),
+        counting.as_bytes(),
+    );
+    let line = format!("cd {dir}/cwd && {}", remote_command(&helper.argv));
+    let started = rig.run_input(&host, &line, b"");
+    assert!(!started.status.success(), "the loader ran with no input");
+    assert!(
+        String::from_utf8_lossy(&started.stderr).contains("stdin ended inside the helper frame"),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    assert_eq!(runs(), "0", "the helper ran with no input");
+    let whole = rig.run_input(&host, &line, &helper.stdin);
+    assert!(
+        whole.status.success(),
+        "{}",
+        String::from_utf8_lossy(&whole.stderr)
+    );
+    assert_eq!(runs(), "1", "the helper given its input ran once");
+
+    // The sandbox's Python scripts: `[python3, "-c", <script>, <name>, <args...>]`.
+    for (name, script) in [
+        (
+            "exec",
+            include_str!("../../guest-ssh-sandbox/scripts/exec.py"),
+        ),
+        (
+            "workspace",
+            include_str!("../../guest-ssh-sandbox/scripts/workspace.py"),
+        ),
+    ] {
+        let sealed = seal(
+            &ExecPolicy::PinnedScripts {
+                approved: BTreeMap::new(),
+            },
+            &strings(&["python3", "-c", script, name, "envelope", "write", "/"]),
+            b"data",
+        );
+        assert_eq!(sealed.argv.len(), 4, "{name}: no argument on the line");
+        let out = rig.run_input(
+            &host,
+            &format!("cd {dir}/cwd && {}", remote_command(&sealed.argv)),
+            b"",
+        );
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{name} ran with no input: {said}");
+        assert!(
+            said.contains("stdin ended"),
+            "{name} stopped at its arguments' frame: {said}"
+        );
+        assert_eq!(
+            rig.sh_ok(&host, &format!("ls -A {dir}/cwd | wc -l")),
+            "0",
+            "{name} left something in its working directory"
+        );
+    }
+    rig.sh_ok(&host, &format!("rm -rf {dir}"));
+}
