@@ -61,7 +61,7 @@ test('activate starts a real gateway and writes served.json only after /readyz 2
   t.diagnostic(`activate -> served: ${ms} ms (gateway ready ${result.readyAfterMs} ms after restart)`);
 
   const steps = done.events.filter((e) => e.event === 'progress').map((e) => e.step);
-  assert.deepEqual(steps, ['lock', 'unit', 'daemon-reload', 'enable', 'current', 'restart', 'readiness', 'ready', 'lock', 'served']);
+  assert.deepEqual(steps, ['lock', 'unit', 'enable', 'daemon-reload', 'current', 'restart', 'unlock', 'readiness', 'ready', 'lock', 'served', 'unlock']);
   assert.deepEqual(duringWait, { served: false, current: `revisions/${L.sha12('rev-1')}`, lockFree: true },
     'while waiting for readiness: no served.json, current already switched, host lock free');
 
@@ -331,6 +331,58 @@ test('an activation overtaken by one of the same revision succeeds; by another r
   assert.deepEqual([other.first.code, other.first.result.error.code, other.first.result.error.permanent], [1, 'superseded', true]);
   assert.equal(JSON.parse(L.sh(`cat ${p.agentDir}/served.json`)).revisionId, 'rev-4');
   assert.equal(readyz(port), '200');
+});
+
+// The restart is queued in systemd under the host lock and runs after it is
+// released: a stop that takes the lock after it must still win, or a stopped (or
+// deleted) Agent would be started again behind the operation that stopped it.
+test('a stop that comes after an activation queued its restart wins: the unit stays stopped', { timeout: 300000 }, async (t) => {
+  const AGENT3 = 'agent-gw-3';
+  const p3 = fx.paths(NS, AGENT3);
+  const unit3 = fx.unitName(AGENT3);
+  const prop3 = (prop) => L.sh(`systemctl show -p ${prop} --value ${unit3}`).trim();
+  const prepared = await L.helper(fx.prepare(NS, AGENT3, 'rev-1', 1));
+  assert.equal(prepared.ready, true);
+  assert.equal((await L.helper(fx.activate(NS, AGENT3, 'rev-1', 1))).ok, true);
+  assert.equal((await L.helper(fx.prepare(NS, AGENT3, 'rev-2', 2, CONFIG_2))).ready, true);
+  let pid = null;
+  let restarted = false;
+  const run = L.startHelper(fx.activate(NS, AGENT3, 'rev-2', 2, CONFIG_2), {
+    onEvent: (event) => {
+      if (event.event !== 'progress') return;
+      if (event.step === 'restart') restarted = true;
+      // The first release after the restart was queued: the lock is free, the
+      // restart may not have run yet.
+      if (event.step === 'unlock' && restarted && pid === null) {
+        pid = L.helperPid(run.b64);
+        L.sh(`kill -STOP ${pid}`);
+      }
+    },
+  });
+  await L.waitFor(() => pid !== null || run.events.some((e) => e.event === 'result'),
+    { timeoutMs: 120000, what: 'the activation to queue its restart and let go of the lock' });
+  assert.ok(pid, 'the activation let go of the lock after queueing its restart');
+  let stopped;
+  try {
+    stopped = await L.helper(fx.agentOp('stop', NS, AGENT3, 'rev-2', 2, CONFIG_2));
+  } finally {
+    L.sh(`kill -CONT ${pid}`);
+  }
+  assert.deepEqual([stopped.ok, stopped.changed], [true, true], JSON.stringify(stopped));
+  const done = await run.done;
+  assert.equal(done.code, 1, done.stdout.slice(-1500));
+  // Cancelled before it ran (`superseded`), or ran and was stopped under the
+  // readiness wait (`gateway-exited`): either way the activation failed.
+  assert.ok(['superseded', 'gateway-exited'].includes(done.result.error.code), JSON.stringify(done.result));
+  t.diagnostic(`the activation failed ${done.result.error.code}: ${done.result.error.message}`);
+  // Still stopped a while later: nothing started it again.
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  assert.deepEqual([prop3('ActiveState'), prop3('UnitFileState')], ['inactive', 'disabled']);
+  assert.notEqual(readyz(prepared.port), '200');
+  assert.equal(exists(`${p3.agentDir}/served.json`), false);
+  assert.equal(exists(`${p3.agentDir}/current`), false);
+  assert.ok(L.lockIsFree(fx.root));
+  assert.equal((await L.helper(fx.deleteAgent(NS, AGENT3))).ok, true);
 });
 
 test('two Agents of two Namespaces activate concurrently; delete-namespace removes one whole', { timeout: 240000 }, async (t) => {
