@@ -17,12 +17,10 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use occ_driver_host::{
-    CallOptions, Driver, DriverOptions, FailureKind, Installation, Limits, Method, Runtime,
-};
-use occ_e2e::compute::{Agent, Sweep, config, stand_in, unique};
+use occ_driver_host::{Driver, DriverOptions, Installation, Limits, Method, Runtime};
+use occ_e2e::compute::{Agent, Sweep, call_retrying, config, stand_in, unique};
 use occ_e2e::rig::Rig;
 use occ_e2e::{component, write_installation};
 use serde_json::{Value, json};
@@ -132,24 +130,13 @@ fn main() {
     let call = |driver: Arc<Driver>, method: Method, params: Value| {
         let (retries, timeouts) = (retries.clone(), timeouts.clone());
         async move {
-            let mut attempts = 0;
-            loop {
-                match driver
-                    .call_json(method, &params, CallOptions::default())
-                    .await
-                {
-                    Ok(v) => return v,
-                    Err(e) if e.failure == FailureKind::Retryable && attempts < 5 => {
-                        attempts += 1;
-                        retries.fetch_add(1, Ordering::Relaxed);
-                        if format!("{e:?}").contains("lock-timeout") {
-                            timeouts.fetch_add(1, Ordering::Relaxed);
-                        }
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                    Err(e) => panic!("{method}: {e:?}"),
+            call_retrying(&driver, method, &params, |e| {
+                retries.fetch_add(1, Ordering::Relaxed);
+                if e.code == "lock-timeout" || e.message.contains("lock-timeout") {
+                    timeouts.fetch_add(1, Ordering::Relaxed);
                 }
-            }
+            })
+            .await
         }
     };
     // Every Agent's call at once, Agent i through controller i % 2; the wall time.

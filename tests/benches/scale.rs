@@ -18,10 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use occ_driver_host::{
-    CallOptions, Driver, DriverOptions, FailureKind, Installation, Limits, Method, Runtime,
-};
-use occ_e2e::compute::{Agent, Sweep, config, stand_in, unique};
+use occ_driver_host::{Driver, DriverOptions, Installation, Limits, Method, Runtime};
+use occ_e2e::compute::{Agent, Sweep, call_retrying, config, stand_in, unique};
 use occ_e2e::rig::Rig;
 use occ_e2e::{component, write_installation};
 use serde_json::{Value, json};
@@ -82,28 +80,15 @@ fn main() {
         .unwrap(),
     );
     let tokio = tokio::runtime::Runtime::new().unwrap();
-    // Retryable failures (a lock wait past its 30 s bound, when many Agents of
-    // one host queue for its lock) are retried, as OCC's worker retries them;
-    // each retry is counted and reported.
+    // Retryable failures are retried, counted and reported.
     let retries = Arc::new(AtomicUsize::new(0));
     let call = |method: Method, params: Value| {
         let (driver, retries) = (driver.clone(), retries.clone());
         async move {
-            let mut attempts = 0;
-            loop {
-                match driver
-                    .call_json(method, &params, CallOptions::default())
-                    .await
-                {
-                    Ok(v) => return v,
-                    Err(e) if e.failure == FailureKind::Retryable && attempts < 5 => {
-                        attempts += 1;
-                        retries.fetch_add(1, Ordering::Relaxed);
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                    Err(e) => panic!("{method}: {e:?}"),
-                }
-            }
+            call_retrying(&driver, method, &params, |_| {
+                retries.fetch_add(1, Ordering::Relaxed);
+            })
+            .await
         }
     };
     // Every Agent's call at once; the wall time.

@@ -403,3 +403,30 @@ impl Controller {
         let _ = self.child.wait();
     }
 }
+
+/// One call of a benchmark, made again (after 1 s, at most five times) while it
+/// fails retryable, as OCC's worker retries such failures (a lock wait past its
+/// 30 s bound, when many Agents of one host queue for its lock); `retried` sees
+/// each failure that is retried. A permanent failure, or a sixth, panics.
+pub async fn call_retrying(
+    driver: &occ_driver_host::Driver,
+    method: occ_driver_host::Method,
+    params: &Value,
+    retried: impl Fn(&occ_driver_host::CallError),
+) -> Value {
+    let mut attempts = 0;
+    loop {
+        match driver
+            .call_json(method, params, occ_driver_host::CallOptions::default())
+            .await
+        {
+            Ok(v) => return v,
+            Err(e) if e.failure == occ_driver_host::FailureKind::Retryable && attempts < 5 => {
+                attempts += 1;
+                retried(&e);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => panic!("{method}: {e:?}"),
+        }
+    }
+}
