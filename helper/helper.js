@@ -383,8 +383,8 @@ async function releaseLock() {
   lock.required = false;
   if (!child) return;
   lock.child = null;
-  // How long other operations on this host could not run: the figure the scale
-  // benchmark reports (median and p99 per operation).
+  // How long other operations on this host could not run: the figure the `lock`
+  // benchmark (tests/benches/lock.rs) reports, median and p99 per operation.
   if (lock.acquiredAt !== null) {
     progress('unlock', `host lock released after ${Date.now() - lock.acquiredAt} ms held`);
     lock.acquiredAt = null;
