@@ -521,9 +521,41 @@ function writeAtomic(file, data, mode, uid = ROOT_UID, gid = ROOT_GID) {
     fs.renameSync(temp, file);
   } catch (error) {
     fs.rmSync(temp, { force: true });
-    throw error;
+    throw writing(error, file);
   }
   fsyncDir(dir);
+}
+
+// Free bytes for an unprivileged account on the filesystem of `p` (its nearest
+// existing ancestor), or null if that cannot be read.
+const NEARLY_FULL_BYTES = 1024 * 1024;
+function freeBytes(p) {
+  for (let dir = p; ; dir = path.dirname(dir)) {
+    try {
+      const st = fs.statfsSync(dir);
+      return st.bavail * st.bsize;
+    } catch (error) {
+      if (error.code !== 'ENOENT' || dir === path.dirname(dir)) return null;
+    }
+  }
+}
+
+// The file a failed write was for (its final name, not the temp one), for the report.
+function writing(error, file) {
+  if (error && typeof error === 'object' && !(error instanceof HelperError) && !error.writing) error.writing = file;
+  return error;
+}
+
+// A write that failed for want of space (ENOSPC) or quota (EDQUOT): retryable, naming
+// the file and what is left on its filesystem. What was half-written stays under a
+// temp name only, removed on the spot or swept by the next locked run.
+const DISK_FULL = new Set(['ENOSPC', 'EDQUOT']);
+function diskFullMessage(error) {
+  const file = error.writing || error.path || null;
+  const bytes = freeBytes(file ? path.dirname(file) : '/');
+  const free = bytes === null ? '' : `; ${Math.floor(bytes / 1024)} KiB free on its filesystem`;
+  const what = error.code === 'EDQUOT' ? 'the disk quota is exhausted' : 'the disk is full';
+  return `${what} (${error.code}) writing ${file || 'a file'}${free}: free space there, then retry`;
 }
 
 function makeDir(p, mode, uid = ROOT_UID, gid = ROOT_GID) {
@@ -544,7 +576,7 @@ function createDirAtomic(finalPath, mode, uid, gid, build) {
     fs.renameSync(temp, finalPath);
   } catch (error) {
     fs.rmSync(temp, { recursive: true, force: true });
-    throw error;
+    throw writing(error, finalPath);
   }
   fsyncDir(parent);
 }
@@ -1374,6 +1406,15 @@ async function applyWorkspaceSetup(op, L, account, plan) {
     allowFailure: true,
   });
   // The program's output is never passed on: OpenClaw's own may quote the documents.
+  // A program that failed where its filesystem has no room left failed for that.
+  if (result.code !== 0 && !result.signal) {
+    const free = freeBytes(workspace);
+    if (free !== null && free < NEARLY_FULL_BYTES) {
+      throw new HelperError('disk-full',
+        `the workspace setup of Agent ${op.agent.id} at ${workspace} exited ${result.code} with ` +
+        `${Math.floor(free / 1024)} KiB free on its filesystem: the disk is full; free space there, then retry`);
+    }
+  }
   if (result.code !== 0 || result.signal) {
     throw new HelperError('workspace-setup-failed',
       `${WORKSPACE_SETUP_FAILED}: the workspace setup of Agent ${op.agent.id} at ${workspace} ` +
@@ -2907,8 +2948,15 @@ const HANDLERS = {
 // Main.
 
 function errorResult(error) {
-  // Anything that is not a HelperError is an unexpected host failure (EACCES, ENOSPC,
+  // Anything that is not a HelperError is an unexpected host failure (EACCES, EIO,
   // ...): retryable `io`. A signal stops the helper like a command failure would.
+  if (!(error instanceof HelperError) && error && DISK_FULL.has(error.code)) {
+    return {
+      event: 'result',
+      ok: false,
+      error: { code: 'disk-full', message: oneLine(diskFullMessage(error)), permanent: false },
+    };
+  }
   const code = error instanceof HelperError ? (error.code === 'interrupted' ? 'command-failed' : error.code) : 'io';
   let message = error && error.message ? error.message : String(error);
   if (!(error instanceof HelperError) && error && error.code) message = `${error.code}: ${message}`;

@@ -1402,9 +1402,34 @@ def main(argv):
         raise Refusal("read-only", "skills: the workspace mount is not writable in this sandbox", "workspace")
     if mutating:
         GUARD = Guard(descendants=(op == "rename" or (op == "remove" and args[2] == "1")))
-    result = fn(envelope.root, envelope.runtime, *args)
+    try:
+        result = fn(envelope.root, envelope.runtime, *args)
+    except OSError as e:
+        if e.errno in DISK_FULL:
+            raise disk_full(e, envelope.root, kinds, args)
+        raise
     if result is not None:
         sys.stdout.write(json.dumps(result) + "\n")
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(e, root, kinds, args):
+    """A write that found no space (or quota) left on the target: the refusal
+    names the sandbox path the operation was for (its stage, for a seed), the
+    workspace root and what is left there; the operation's temp entries are
+    already gone, so nothing half-written has a final name."""
+    where = next((a for k, a in zip(kinds, args) if k == "P"), None) or \
+        next((a for k, a in zip(kinds, args) if k in "SM"), None) or "operation"
+    try:
+        st = os.statvfs(root)
+        free = "%d KiB free" % (st.f_bavail * st.f_frsize // 1024)
+    except OSError:
+        free = "free space unknown"
+    what = "quota is exhausted" if e.errno == errno.EDQUOT else "disk is full"
+    return Refusal("disk-full", "%s: the target's %s (%s) under %s, %s: free space there, then retry"
+                   % (where, what, errno.errorcode.get(e.errno, e.errno), root, free), where)
 
 
 def failure_line(e):

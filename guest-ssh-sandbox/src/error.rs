@@ -65,6 +65,8 @@ pub enum Code {
     Cancelled,
     /// The host's grant refused what the backend asked to run.
     Refused,
+    /// The target's disk (or quota) had no room for a write.
+    DiskFull,
     /// Anything else the target reported.
     Remote,
 }
@@ -100,6 +102,7 @@ impl Code {
             Code::Timeout => "timeout",
             Code::Cancelled => "cancelled",
             Code::Refused => "refused",
+            Code::DiskFull => "disk-full",
             Code::Remote => "remote",
         }
     }
@@ -120,6 +123,7 @@ impl Code {
             "not-empty" => Code::NotEmpty,
             "too-large" => Code::TooLarge,
             "missing-capability" => Code::MissingCapability,
+            "disk-full" => Code::DiskFull,
             "remote" => Code::Remote,
             _ => return None,
         })
@@ -128,7 +132,7 @@ impl Code {
     /// Whether a failure with this code may go away by itself.
     pub fn kind(self) -> FailureKind {
         match self {
-            Code::Transport | Code::Timeout | Code::Cancelled | Code::Remote => {
+            Code::Transport | Code::Timeout | Code::Cancelled | Code::DiskFull | Code::Remote => {
                 FailureKind::Retryable
             }
             _ => FailureKind::Permanent,
@@ -283,6 +287,7 @@ mod tests {
             Code::Transport,
             Code::Timeout,
             Code::Cancelled,
+            Code::DiskFull,
             Code::Remote,
         ];
         for code in retryable {

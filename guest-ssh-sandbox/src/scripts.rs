@@ -107,18 +107,21 @@ pub fn missing_program(out: &ExecOutput, program: &str) -> bool {
     out.exit_status == Some(127) && String::from_utf8_lossy(&out.stderr_tail).contains(program)
 }
 
-/// The error of a script's error line.
-pub fn error_line(line: &str, what: &str) -> Option<Failure> {
+/// The error of a script's error line. A full disk names `target`: the
+/// operator frees space on that host.
+pub fn error_line(line: &str, what: &str, target: &str) -> Option<Failure> {
     let v: Value = serde_json::from_str(line).ok()?;
     let code = v.get("error")?.as_str()?;
     if code == "no-runtime" {
         return Some(Failure::NoRuntime);
     }
     let message = v.get("message").and_then(Value::as_str).unwrap_or(code);
-    let error = Error::new(
-        Code::from_remote(code).unwrap_or(Code::Remote),
-        format!("{what}: {message}"),
-    );
+    let code = Code::from_remote(code).unwrap_or(Code::Remote);
+    let error = if code == Code::DiskFull {
+        Error::new(code, format!("{what} on {target}: {message}"))
+    } else {
+        Error::new(code, format!("{what}: {message}"))
+    };
     Some(Failure::Error(
         match v.get("path").and_then(Value::as_str) {
             Some(p) => error.at(p),
@@ -153,7 +156,7 @@ pub fn outcome(
         return Err(missing_python(what, target).into());
     }
     let line = last_line(&out.stderr_tail);
-    if let Some(failure) = error_line(&line, what) {
+    if let Some(failure) = error_line(&line, what, target) {
         return Err(failure);
     }
     let status = match out.exit_status {

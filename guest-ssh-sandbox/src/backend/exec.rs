@@ -147,7 +147,7 @@ impl<'e, E: Effects> Backend<'e, E> {
                 // The command's own 124 or 125: the report only says so.
                 return Ok(Some(without_last_line(out)));
             }
-            match scripts::error_line(&report, mode) {
+            match scripts::error_line(&report, mode, &target) {
                 Some(Failure::NoRuntime) if !retried => {
                     retried = true;
                     self.ensure()?;
