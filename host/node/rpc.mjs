@@ -9,6 +9,13 @@
 // `onNotification`, and fails whatever is pending, with one error, when the
 // transport ends.
 
+/**
+ * The largest message the host reads, in bytes (its framing's `MAX_MESSAGE`).
+ * A larger line is discarded there and answered with no id, so a call sent
+ * as one would wait forever: the peer refuses it before sending.
+ */
+export const MAX_MESSAGE = 16 << 20;
+
 /** JSON-RPC error codes the host and its clients use. */
 export const RPC = {
   METHOD_NOT_FOUND: -32601,
@@ -85,6 +92,20 @@ export class Peer {
     if (!this.#closed) this.#write(JSON.stringify(message) + "\n");
   }
 
+  /** The line of `message`, or a too-large error when the host would discard it. */
+  static #line(message) {
+    const line = JSON.stringify(message) + "\n";
+    const bytes = Buffer.byteLength(line);
+    if (bytes <= MAX_MESSAGE) return { line };
+    const what = message.method ? `the ${message.method} request` : "the answer";
+    return {
+      error: new DriverError(`${what} is ${bytes} bytes, over the host's ${MAX_MESSAGE}-byte message bound; it was not sent`, {
+        failure: "permanent",
+        code: "too-large",
+      }),
+    };
+  }
+
   /** Send a notification. */
   notify(method, params) {
     this.#send({ jsonrpc: "2.0", method, params });
@@ -98,6 +119,11 @@ export class Peer {
         reject(this.#abortedError());
         return;
       }
+      const { line, error } = Peer.#line({ jsonrpc: "2.0", id, method, params });
+      if (error) {
+        reject(error);
+        return;
+      }
       const onAbort = () => this.notify("$/cancelRequest", { id });
       signal?.addEventListener("abort", onAbort, { once: true });
       const settle = (f) => (value) => {
@@ -107,7 +133,7 @@ export class Peer {
       };
       if (this.#pending.size === 0) this.#onBusy(true);
       this.#pending.set(id, { resolve: settle(resolve), reject: settle(reject) });
-      this.#send({ jsonrpc: "2.0", id, method, params });
+      if (!this.#closed) this.#write(line);
     });
   }
 
@@ -142,7 +168,9 @@ export class Peer {
     this.#incoming.set(key, controller);
     try {
       const result = await this.#onRequest(message.method, message.params ?? {}, controller.signal);
-      this.#send({ jsonrpc: "2.0", id: message.id, result: result ?? null });
+      const { line, error } = Peer.#line({ jsonrpc: "2.0", id: message.id, result: result ?? null });
+      if (error) throw error;
+      if (!this.#closed) this.#write(line);
     } catch (error) {
       const data = error?.failure ? { failure: error.failure } : undefined;
       this.#send({

@@ -302,7 +302,7 @@ fn serve_answers_errors_and_keeps_serving() {
     assert_eq!(ask("{not json")["error"]["code"], -32700);
     let huge = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"preflight\",\"params\":{{\"x\":\"{}\"}}}}",
-        "a".repeat(5 << 20)
+        "a".repeat(17 << 20)
     );
     let v = ask(&huge);
     assert_eq!(v["error"]["code"], -32600);

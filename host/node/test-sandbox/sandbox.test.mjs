@@ -7,6 +7,7 @@
 
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
 import test from "node:test";
 
 import { SandboxError, startSandboxHost } from "../sandbox.mjs";
@@ -161,6 +162,39 @@ test("runShellCommand with stdin, failures and an abort signal", async () => {
     const pending = f.handle.runShellCommand({ script: "sleep 600", signal: controller.signal });
     setImmediate(() => controller.abort());
     await assert.rejects(pending, (e) => e.code === "cancelled" || e.name === "AbortError");
+  } finally {
+    await f.close();
+  }
+});
+
+test("a write up to the bridge's 8 MiB bound arrives whole; a larger one fails at once, too-large, and writes nothing", { timeout: 120_000 }, async () => {
+  const f = await fixture();
+  try {
+    const { bridge, handle } = f;
+    const sha = (b) => createHash("sha256").update(b).digest("hex");
+    // 3.5 MiB and 8 MiB: their base64 is over the host's old 4 MiB message
+    // bound, where a write used to wait forever for an answer.
+    for (const size of [(7 << 20) / 2, 8 << 20]) {
+      const data = randomBytes(size);
+      await bridge.writeFile({ filePath: `big/${size}.bin`, data });
+      assert.equal(sha(await bridge.readFile({ filePath: `big/${size}.bin` })), sha(data), `${size} bytes read back`);
+      assert.equal(sh(host, `sha256sum ${handle.workdir}/big/${size}.bin`).split(" ")[0], sha(data));
+    }
+    // Over the bound: the component refuses (9 MiB) or the client does before
+    // sending (13 MiB); both at once, and nothing appears under the name.
+    for (const size of [9 << 20, 13 << 20]) {
+      const started = Date.now();
+      await assert.rejects(
+        bridge.writeFile({ filePath: `big/over-${size}.bin`, data: randomBytes(size) }),
+        (e) => e instanceof SandboxError && e.code === "too-large" && e.failure === "permanent" && /bound/.test(e.message),
+      );
+      assert.ok(Date.now() - started < 60_000, `refused in ${Date.now() - started} ms`);
+      assert.equal(await bridge.stat({ filePath: `big/over-${size}.bin` }), null);
+    }
+    assert.equal(sh(host, `ls -A ${handle.workdir}/big`).trim().split("\n").sort().join(" "), [`${8 << 20}.bin`, `${(7 << 20) / 2}.bin`].sort().join(" "));
+    // The session goes on serving after both refusals.
+    await bridge.writeFile({ filePath: "after.txt", data: "ok" });
+    assert.equal((await bridge.readFile({ filePath: "after.txt" })).toString(), "ok");
   } finally {
     await f.close();
   }
