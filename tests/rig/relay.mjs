@@ -37,23 +37,43 @@ const sockets = new Set();
 // A direction pauses its reader past this much held data, and resumes below it.
 const HIGH_WATER = 8 << 20;
 
-/** Pass `from`'s bytes to `to`, each chunk held, in order. */
+/**
+ * Pass `from`'s bytes to `to`, each chunk held, in order. The chunks wait in
+ * one queue per direction drained by one timer: timers of different lengths
+ * that fall due at the same moment may fire in any order, and a byte stream
+ * reordered is a corrupt one (ssh ends with "Bad packet length").
+ */
 function pipeHeld(from, to, direction) {
+  const queue = [];
   let last = 0;
   let held = 0;
+  let timer = null;
+  let ended = false;
+  const drain = () => {
+    timer = null;
+    const now = Date.now();
+    while (queue.length && queue[0].at <= now) {
+      const { chunk } = queue.shift();
+      held -= chunk.length;
+      if (!to.destroyed) to.write(chunk);
+    }
+    if (held <= HIGH_WATER && from.isPaused()) from.resume();
+    if (queue.length) timer = setTimeout(drain, queue[0].at - now);
+    else if (ended && !to.destroyed) to.end();
+  };
   from.on("data", (chunk) => {
     const now = Date.now();
     const at = Math.max(now + delay + Math.random() * jitter, last, stalledUntil[direction]);
     last = at;
     held += chunk.length;
     if (held > HIGH_WATER) from.pause();
-    setTimeout(() => {
-      held -= chunk.length;
-      if (held <= HIGH_WATER && from.isPaused()) from.resume();
-      if (!to.destroyed) to.write(chunk);
-    }, at - now);
+    queue.push({ at, chunk });
+    if (timer === null) timer = setTimeout(drain, at - now);
   });
-  from.on("end", () => setTimeout(() => to.end(), Math.max(0, last - Date.now())));
+  from.on("end", () => {
+    ended = true;
+    if (timer === null) drain();
+  });
 }
 
 const server = createServer((client) => {

@@ -290,6 +290,187 @@ pub mod rig {
     }
 }
 
+/// The fault relay (`tests/rig/relay.mjs`) in front of a rig host's sshd: a
+/// link with latency, stalls and cuts, since this kernel has no `netem`.
+pub mod relay {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{ChildStdin, Stdio};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::rig::{Host, Rig};
+    use super::*;
+
+    /// A running relay, ended when dropped.
+    pub struct Relay {
+        child: Child,
+        stdin: Arc<Mutex<ChildStdin>>,
+        _dir: tempfile::TempDir,
+        /// The host as seen through the relay (127.0.0.1, the relay's port).
+        pub host: Host,
+        /// known_hosts naming the host's own key under the relay's address.
+        pub known_hosts: PathBuf,
+    }
+
+    impl Relay {
+        /// A relay to `host` holding each chunk `delay_ms` plus up to
+        /// `jitter_ms` in each direction.
+        pub fn start(rig: &Rig, host: &Host, delay_ms: u32, jitter_ms: u32) -> Relay {
+            let mut child = Command::new(&rig.node)
+                .arg(repo_root().join("tests/rig/relay.mjs"))
+                .args(["--to", &format!("{}:{}", host.address, host.port)])
+                .args(["--delay-ms", &delay_ms.to_string()])
+                .args(["--jitter-ms", &jitter_ms.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("start tests/rig/relay.mjs");
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            let first = lines.next().and_then(Result::ok).unwrap_or_default();
+            let port: u16 = first
+                .strip_prefix("listening ")
+                .and_then(|p| p.trim().parse().ok())
+                .unwrap_or_else(|| panic!("the relay said {first:?}"));
+            // Its answers (`ok <command>`) are drained, never awaited.
+            std::thread::spawn(move || for _ in lines {});
+            let known = std::fs::read_to_string(&rig.known_hosts).unwrap();
+            let key = known
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{} ", host.address)))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "no key of {} in {}",
+                        host.address,
+                        rig.known_hosts.display()
+                    )
+                });
+            let dir = tempfile::tempdir().unwrap();
+            let known_hosts = dir.path().join("known_hosts");
+            std::fs::write(&known_hosts, format!("[127.0.0.1]:{port} {key}\n")).unwrap();
+            Relay {
+                stdin: Arc::new(Mutex::new(child.stdin.take().unwrap())),
+                child,
+                _dir: dir,
+                host: Host {
+                    name: host.name.clone(),
+                    address: "127.0.0.1".into(),
+                    port,
+                },
+                known_hosts,
+            }
+        }
+
+        /// One command (`delay <ms> [<jitter>]`, `stall <up|down|both> <ms>`, `cut`).
+        pub fn command(&self, command: &str) {
+            let mut stdin = self.stdin.lock().unwrap();
+            writeln!(stdin, "{command}")
+                .and_then(|_| stdin.flush())
+                .expect("the relay ended");
+        }
+
+        /// Stall a random direction for `stall` at random points, one every
+        /// `every.0` to `every.1`, until the returned guard is stopped.
+        pub fn stall_randomly(&self, stall: Duration, every: (Duration, Duration)) -> Stalls {
+            let stop = Arc::new(AtomicBool::new(false));
+            let count = Arc::new(AtomicUsize::new(0));
+            let (stdin, done, sent) = (self.stdin.clone(), stop.clone(), count.clone());
+            let mut x = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1;
+            let thread = std::thread::spawn(move || {
+                let mut next = || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x
+                };
+                let span = (every.1 - every.0).as_millis() as u64 + 1;
+                while !done.load(Ordering::SeqCst) {
+                    let wait = every.0 + Duration::from_millis(next() % span);
+                    let until = std::time::Instant::now() + wait;
+                    while std::time::Instant::now() < until {
+                        if done.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    let direction = ["up", "down", "both"][(next() % 3) as usize];
+                    let mut stdin = stdin.lock().unwrap();
+                    if writeln!(stdin, "stall {direction} {}", stall.as_millis()).is_err() {
+                        return;
+                    }
+                    let _ = stdin.flush();
+                    sent.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            Stalls {
+                stop,
+                count,
+                thread: Some(thread),
+            }
+        }
+    }
+
+    impl Drop for Relay {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Random stalls under way; [`Stalls::stop`] ends them.
+    pub struct Stalls {
+        stop: Arc<AtomicBool>,
+        count: Arc<AtomicUsize>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Stalls {
+        /// End the stalls; how many were sent.
+        pub fn stop(mut self) -> usize {
+            self.stop.store(true, Ordering::SeqCst);
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+            self.count.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Drop for Stalls {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The host's link taken down (its host-side veth, as the rig made it)
+    /// until dropped: a link that went away, packets dropped, not refused.
+    pub struct LinkDown(String);
+
+    impl LinkDown {
+        /// Take `host`'s link down now.
+        pub fn take(host: &Host) -> LinkDown {
+            let dev = format!("veth-{}", host.name);
+            let status = Command::new("ip")
+                .args(["link", "set", &dev, "down"])
+                .status()
+                .unwrap();
+            assert!(status.success(), "ip link set {dev} down");
+            LinkDown(dev)
+        }
+    }
+
+    impl Drop for LinkDown {
+        fn drop(&mut self) {
+            let _ = Command::new("ip")
+                .args(["link", "set", &self.0, "up"])
+                .status();
+        }
+    }
+}
+
 /// What another account on a host sees of everyone's processes: a watcher that
 /// polls `/proc/*/cmdline` and `/proc/*/environ` as that account, as a
 /// model-chosen command of an Agent could, and whether what it saw reveals a

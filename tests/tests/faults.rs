@@ -20,7 +20,7 @@ use occ_driver_host::{
     Installation, LifecycleHooks, Limits, Method, Runtime,
 };
 use occ_e2e::compute::{
-    Agent, Controller, Deployment, Sweep, UNIT_DIR, config, hash12, stand_in, unique,
+    Agent, Controller, Deployment, Sweep, UNIT_DIR, config, hash12, marker, stand_in, unique,
 };
 use occ_e2e::rig::{Host, Rig};
 use serde_json::{Value, json};
@@ -748,4 +748,238 @@ fn a_command_whose_session_never_opened_gets_no_input_and_runs_nothing() {
         );
     }
     rig.sh_ok(&host, &format!("rm -rf {dir}"));
+}
+
+/// One lifecycle through `d`, each step timed: a Namespace, an Agent deployed
+/// and served, a second revision cut over, the first retired, the Namespace
+/// deleted. Every step must succeed and the gateway must answer.
+fn timed_lifecycle(
+    rig: &Rig,
+    host: &Host,
+    root: &str,
+    d: &Deployment,
+) -> Vec<(&'static str, Duration)> {
+    let c = Controller::start(&d.installation, &d.audit, None);
+    let ns = json!({"id": unique("ns-link"), "name": "link"});
+    let a = Agent::new(&ns);
+    let (r1, r2) = (
+        a.revision(&unique("rev"), 1, config(json!({}))),
+        a.revision(&unique("rev"), 2, config(json!({}))),
+    );
+    let mut times = Vec::new();
+    let mut timed = |name: &'static str, method: &str, params: Value| {
+        let started = Instant::now();
+        let v = c.call(method, params).unwrap_or_else(|e| {
+            panic!(
+                "{name} over {}:{}: {e}",
+                d.installation.display(),
+                host.name
+            )
+        });
+        times.push((name, started.elapsed()));
+        v
+    };
+    timed(
+        "ensureNamespace",
+        "ensureNamespace",
+        json!({"namespace": ns}),
+    );
+    timed("bindAgent", "bindAgent", a.binding());
+    timed("prepare 1", "prepareRevision", a.params(&r1));
+    timed("activate 1", "activateRevision", a.params(&r1));
+    timed("prepare 2", "prepareRevision", a.params(&r2));
+    timed("activate 2", "activateRevision", a.params(&r2));
+    let port = marker(rig, host, &format!("{}/agent.json", a.dir_in(root)))["port"]
+        .as_u64()
+        .expect("agent.json names the port");
+    assert_eq!(
+        readyz(rig, host, port),
+        "200",
+        "the cut-over gateway does not answer"
+    );
+    timed("retire 1", "retireRevision", a.params(&r1));
+    timed("stop 2", "stopRevision", a.params(&r2));
+    timed(
+        "deleteNamespace",
+        "deleteNamespace",
+        json!({"namespace": ns}),
+    );
+    c.close();
+    times
+}
+
+/// A link with 100 ms ±20 ms each way and 2 s stalls at random points (the
+/// fault relay in front of sshd): a whole lifecycle succeeds through it as on
+/// the clean link, and nothing is left half-done. Prints each step's time on
+/// both links.
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn a_lifecycle_over_a_slow_stalling_link_succeeds_as_on_a_clean_one() {
+    use occ_e2e::relay::Relay;
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let root = "/var/lib/occ-faults-slow";
+    let _sweep = Sweep::roots(&rig, &host, "occ-faults");
+    let relay = Relay::start(&rig, &host, 80, 40);
+    let entrypoint = stand_in(&rig, &host, "ready");
+    let clean = Deployment::of(
+        "guest_ssh_driver",
+        &[("link", &host)],
+        None,
+        root,
+        (19560, 19569),
+    )
+    .with_entrypoint(&entrypoint);
+    let slow = Deployment::of(
+        "guest_ssh_driver",
+        &[("link", &relay.host)],
+        Some(&relay.known_hosts),
+        root,
+        (19560, 19569),
+    )
+    .with_entrypoint(&entrypoint);
+    let on_clean = timed_lifecycle(&rig, &host, root, &clean);
+    let stalls = relay.stall_randomly(
+        Duration::from_secs(2),
+        (Duration::from_secs(2), Duration::from_secs(5)),
+    );
+    let on_slow = timed_lifecycle(&rig, &host, root, &slow);
+    let stalled = stalls.stop();
+    println!("step               clean link   100 ms ±20 ms, {stalled} stalls of 2 s");
+    for ((name, c), (_, s)) in on_clean.iter().zip(&on_slow) {
+        println!(
+            "{name:<18} {:>8.0} ms   {:>8.0} ms",
+            c.as_secs_f64() * 1e3,
+            s.as_secs_f64() * 1e3
+        );
+    }
+    let total = |t: &[(&str, Duration)]| t.iter().map(|(_, d)| d.as_secs_f64()).sum::<f64>();
+    println!(
+        "{:<18} {:>8.1} s    {:>8.1} s",
+        "all",
+        total(&on_clean),
+        total(&on_slow)
+    );
+    assert!(stalled > 0, "no stall happened during the lifecycle");
+    assert_eq!(leftovers(&rig, &host, root), "");
+}
+
+/// The host's link taken down for 5 s (packets dropped) at the first progress
+/// event of a prepare, an activation and a Namespace deletion: each call completes or
+/// fails within its bound, never hangs; afterwards no temp file is left and
+/// the lock is free; the same call made again through the same host process
+/// succeeds, and the tree is the one an uninterrupted run leaves.
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn the_link_down_for_five_seconds_mid_call_and_a_retry_converges() {
+    use occ_e2e::relay::LinkDown;
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let root = "/var/lib/occ-faults-cut";
+    let _sweep = Sweep::roots(&rig, &host, "occ-faults");
+    let d = Deployment::of(
+        "guest_ssh_driver",
+        &[("cut", &host)],
+        None,
+        root,
+        (19570, 19579),
+    )
+    .with_entrypoint(&stand_in(&rig, &host, "ready"));
+    // The link goes down at the progress event a call arms (its first step
+    // under way on the host), for 5 s.
+    let armed = Arc::new(AtomicUsize::new(0));
+    let outage: Arc<Mutex<Option<std::thread::JoinHandle<Instant>>>> = Arc::default();
+    let (arm, hold, link_host) = (armed.clone(), outage.clone(), host.clone());
+    let c = Controller::start(
+        &d.installation,
+        &d.audit,
+        Some(Box::new(move |id, _| {
+            if arm.load(Ordering::SeqCst) as u64 == id && arm.swap(0, Ordering::SeqCst) != 0 {
+                let down = LinkDown::take(&link_host);
+                *hold.lock().unwrap() = Some(std::thread::spawn(move || {
+                    let at = Instant::now();
+                    std::thread::sleep(Duration::from_secs(5));
+                    drop(down);
+                    at
+                }));
+            }
+        })),
+    );
+    let fresh = || {
+        let ns = json!({"id": unique("ns-cut"), "name": "cut"});
+        let a = Agent::new(&ns);
+        let rev = a.revision(&unique("rev"), 1, config(json!({})));
+        (a, rev)
+    };
+    // The uninterrupted run: the tree after each step.
+    let (a, rev) = fresh();
+    let mut reference = Vec::new();
+    for name in STEPS {
+        step(&c, name, &a, &rev).unwrap_or_else(|e| panic!("{name}: {e}"));
+        reference.push(normalized_tree(&rig, &host, root, &a, &[&rev]));
+    }
+    for name in ["prepareRevision", "activateRevision", "deleteNamespace"] {
+        let i = STEPS.iter().position(|s| *s == name).unwrap();
+        let (a, rev) = fresh();
+        for before in &STEPS[..i] {
+            step(&c, before, &a, &rev).unwrap_or_else(|e| panic!("{before}: {e}"));
+        }
+        let params = match name {
+            "deleteNamespace" => json!({"namespace": a.namespace}),
+            _ => {
+                c.ok("bindAgent", a.binding());
+                a.params(&rev)
+            }
+        };
+        let started = Instant::now();
+        let (id, answer) = c.send(name, params);
+        armed.store(id as usize, Ordering::SeqCst);
+        // The answer is taken as it comes, while the link may still be down.
+        let waiter = std::thread::spawn(move || {
+            // No call of these waits longer than the readiness bound and its slack.
+            let outcome = answer.recv_timeout(READINESS + Duration::from_secs(60));
+            (outcome, started.elapsed())
+        });
+        let (outcome, took) = waiter.join().unwrap();
+        let down_at = outage
+            .lock()
+            .unwrap()
+            .take()
+            .unwrap_or_else(|| panic!("{name}: no progress event came to take the link down at"))
+            .join()
+            .unwrap();
+        println!(
+            "{name}: link down {:.1?} into the call",
+            down_at.saturating_duration_since(started)
+        );
+        let outcome =
+            outcome.unwrap_or_else(|_| panic!("{name}: no answer in {took:?}: the call hangs"));
+        match &outcome {
+            Ok(_) => println!("{name}: completed in {took:.1?} across the 5 s outage"),
+            Err(e) => println!(
+                "{name}: failed in {took:.1?}: {} {}",
+                e["data"]["code"], e["message"]
+            ),
+        }
+        if let Err(e) = &outcome {
+            assert_eq!(
+                e["data"]["failure"], "retryable",
+                "{name}: a lost link must not fail for good: {e}"
+            );
+        }
+        assert_eq!(leftovers(&rig, &host, root), "", "{name}");
+        let retried = step(&c, name, &a, &rev);
+        assert!(retried.is_ok(), "{name}: the retry failed: {retried:?}");
+        let tree = normalized_tree(&rig, &host, root, &a, &[&rev]);
+        let gone: Vec<_> = reference[i].iter().filter(|l| !tree.contains(l)).collect();
+        let new: Vec<_> = tree.iter().filter(|l| !reference[i].contains(l)).collect();
+        assert!(
+            gone.is_empty() && new.is_empty(),
+            "{name}: the tree differs from an uninterrupted run's\n- {gone:?}\n+ {new:?}"
+        );
+        if name != "deleteNamespace" {
+            c.ok("deleteNamespace", json!({"namespace": a.namespace}));
+        }
+    }
+    c.close();
 }

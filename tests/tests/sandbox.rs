@@ -361,6 +361,41 @@ fn base64_decode(s: &str) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD.decode(s).unwrap()
 }
 
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `len` bytes that do not compress away (xorshift from `seed`, not zero).
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Temp entries a sandbox operation left under `fx`'s workspace root (the
+/// `.occ-sandbox` marker directory aside).
+fn leftovers(fx: &Fixture) -> String {
+    fx.sh(&format!(
+        "find {} -name '.occ-*' -o -name '*.occ-tmp*' | grep -v '/\\.occ-sandbox$' || true",
+        fx.remote_root
+    ))
+}
+
 /// Paths that leave the workspace, links to outside (planted before, or
 /// swapped in between operations) and hard links to files elsewhere are
 /// refused, and nothing outside the runtime root changes.
@@ -1933,4 +1968,367 @@ fn commands_run_through_the_worker_and_end_with_it() {
     let (_, third) = fx.one_worker();
     assert!(third.iter().all(|p| !second.contains(p)));
     assert!(s.close().success());
+}
+
+/// A full disk on the target (the workspace root a small tmpfs of its own):
+/// a seed larger than the room left, and a 3 MiB write (under the host's 4 MiB
+/// message bound) once the disk is full, each fail `disk-full`, retryable, naming the path and the workspace
+/// root; nothing half-written is left under a final name (no runtime is
+/// published, the file is absent, no temp entry stays); once space is freed
+/// (the tmpfs grown) the same calls succeed.
+#[test]
+#[ignore]
+fn a_full_disk_on_the_target_fails_retryable_and_the_same_call_succeeds_once_freed() {
+    let fx = Fixture::new(0);
+    fx.sh(&format!(
+        "mkdir -p {root} && mount -t tmpfs -o size=4m,mode=0700 occ-sbx-disk {root}",
+        root = fx.remote_root
+    ));
+    struct Unmount<'a>(&'a Fixture);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = self
+                .0
+                .rig
+                .sh(&self.0.host, &format!("umount {}", self.0.remote_root));
+        }
+    }
+    let _unmount = Unmount(&fx);
+    // A workspace larger than the disk: 6 MiB that do not compress away.
+    std::fs::write(
+        fx.workspace.join("large.bin"),
+        noise(6 << 20, 0x9e37_79b9_7f4a_7c15),
+    )
+    .unwrap();
+    let leftovers = || leftovers(&fx);
+    let mut s = fx.serve();
+    let seeded = s.call("ensureRuntime", fx.p(json!({})));
+    assert_eq!(seeded.code(), "disk-full", "{}", seeded.message());
+    let message = seeded.message();
+    assert!(message.contains("disk is full"), "{message}");
+    assert!(message.contains(&fx.remote_root), "{message}");
+    assert_eq!(
+        fx.sh(&format!(
+            "df --output=avail -k {} | tail -1",
+            fx.remote_root
+        ))
+        .trim(),
+        fx.sh(&format!("df --output=size -k {} | tail -1", fx.remote_root))
+            .trim(),
+        "the failed seed left data behind"
+    );
+    // Room for the seed, then the disk filled: a write of 3 MiB.
+    fx.sh(&format!("mount -o remount,size=64m {}", fx.remote_root));
+    let ws = s.call("ensureRuntime", fx.p(json!({}))).ok()["workdir"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    fx.sh(&format!(
+        "dd if=/dev/zero of={}/.fill bs=64k 2>/dev/null; true",
+        fx.remote_root
+    ));
+    let text = "x".repeat(3 << 20);
+    let write = json!({"filePath": "notes/big.txt", "text": text, "mkdir": true});
+    let full = s.call("writeFile", fx.p(write.clone()));
+    assert_eq!(full.code(), "disk-full", "{}", full.message());
+    assert!(
+        full.message().contains("notes/big.txt"),
+        "{}",
+        full.message()
+    );
+    assert_eq!(
+        fx.sh(&format!(
+            "test -e {ws}/notes/big.txt && echo yes || echo no"
+        )),
+        "no"
+    );
+    assert_eq!(leftovers(), "", "a temp entry stayed");
+    let target = format!("on root@{}:{}:", fx.host.address, fx.host.port);
+    assert!(
+        full.message().contains(&target),
+        "the error names no target: {}",
+        full.message()
+    );
+    // apply_patch on the full disk: a new 1 MiB file and a change to an
+    // existing one; nothing of it lands, and the same patch applies once
+    // space is freed.
+    let before = fx.remote_tree(&ws);
+    let patch = format!(
+        "*** Begin Patch\n*** Add File: docs/big.md\n{}*** Update File: src/main.rs\n@@ fn main() {{\n-    old();\n+    patched();\n*** End Patch",
+        "+0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n".repeat(1 << 14)
+    );
+    let patched = s.call("applyPatch", fx.p(json!({"input": patch})));
+    assert_eq!(patched.code(), "disk-full", "{}", patched.message());
+    assert!(
+        patched.message().contains("docs/big.md"),
+        "{}",
+        patched.message()
+    );
+    assert!(patched.message().contains(&target), "{}", patched.message());
+    // The parent directory of the added file was made before its write
+    // failed (a directory takes no data block), as `mkdir -p` leaves it with
+    // OpenClaw's own backend: it stays, empty; nothing else changed.
+    let after = fx.remote_tree(&ws);
+    assert_eq!(
+        after
+            .lines()
+            .filter(|l| *l != "./docs dir 755")
+            .collect::<Vec<_>>()
+            .join("\n"),
+        before,
+        "a patch on a full disk changed the tree"
+    );
+    assert_eq!(fx.sh(&format!("ls -A {ws}/docs")), "");
+    assert_eq!(leftovers(), "", "a temp entry stayed");
+    fx.sh(&format!("rm -f {}/.fill", fx.remote_root));
+    s.call("writeFile", fx.p(write)).ok();
+    assert_eq!(
+        fx.sh(&format!("stat -c %s {ws}/notes/big.txt")),
+        (3u64 << 20).to_string()
+    );
+    let r = s.call("applyPatch", fx.p(json!({"input": patch}))).ok();
+    assert_eq!(
+        r,
+        json!({"added": ["docs/big.md"], "modified": ["src/main.rs"], "deleted": []})
+    );
+    assert_eq!(
+        fx.sh(&format!(
+            "stat -c %s {ws}/docs/big.md; grep -c patched {ws}/src/main.rs"
+        )),
+        format!("{}\n1", 64 << 14)
+    );
+    s.close();
+}
+
+/// One session of every tool through `fx`, each call timed: seeding on first
+/// use, the file operations, edit, apply_patch and exec. Returns the times, what
+/// each call answered (the workspace root replaced by a name, so two fixtures
+/// compare) and the remote tree afterwards.
+fn timed_session(
+    fx: &Fixture,
+) -> (
+    Vec<(&'static str, std::time::Duration)>,
+    Vec<String>,
+    String,
+) {
+    let mut s = fx.serve();
+    let mut times = Vec::new();
+    let mut answers = Vec::new();
+    let mut call = |name: &'static str, method: &str, params: Value| {
+        let started = std::time::Instant::now();
+        let r = s.call(method, fx.p(params));
+        times.push((name, started.elapsed()));
+        // What differs between two targets and two runs of the same calls:
+        // the target's label, the runtime id made from it, a file's mtime.
+        let text = match &r.outcome {
+            Ok(v) => {
+                let mut v = v.clone();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("mtimeMs");
+                    o.remove("configLabel");
+                }
+                format!("{name}: {v} {}{}", r.stream("stdout"), r.stream("stderr"))
+            }
+            Err(e) => panic!("{name} failed: {e}"),
+        };
+        answers.push(text.replace(&fx.remote_root, "<root>"));
+        r
+    };
+    let ws = call("ensureRuntime (seed)", "ensureRuntime", json!({})).ok()["workdir"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    call("readFile", "readFile", json!({"filePath": "README.md"}));
+    call(
+        "writeFile",
+        "writeFile",
+        json!({"filePath": "notes/a.txt", "text": "a\n".repeat(4096), "mkdir": true}),
+    );
+    call("stat", "stat", json!({"filePath": "notes/a.txt"}));
+    call("mkdirp", "mkdirp", json!({"filePath": "deep/er/still"}));
+    call("readDirectory", "readDirectory", json!({"filePath": "."}));
+    call(
+        "edit",
+        "edit",
+        json!({"filePath": "src/main.rs", "oldText": "old();", "newText": "new();"}),
+    );
+    call(
+        "applyPatch",
+        "applyPatch",
+        json!({"input": "*** Begin Patch\n*** Add File: docs/n.md\n+# N\n*** Update File: src/main.rs\n@@ fn main() {\n-    new();\n+    newer();\n*** End Patch"}),
+    );
+    call(
+        "remove",
+        "remove",
+        json!({"filePath": "deep", "recursive": true}),
+    );
+    call(
+        "exec",
+        "exec",
+        json!({"command": "cat src/main.rs; ls; echo err >&2; exit 3", "timeoutMs": 60000}),
+    );
+    call(
+        "exec 1 MiB",
+        "exec",
+        json!({"command": "head -c 1048576 /dev/zero | tr '\\0' x | sha256sum", "timeoutMs": 60000}),
+    );
+    s.close();
+    let runtime = ws
+        .trim_end_matches("/workspace")
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let answers = answers
+        .iter()
+        .map(|a| a.replace(&runtime, "<runtime>"))
+        .collect();
+    let tree = fx.remote_tree(&ws);
+    (times, answers, tree)
+}
+
+/// A sandbox target across a slow link with stalls (the rig relay: 100 ms
+/// ±20 ms each way, a 2 s stall of a random direction every 2 to 5 s): a
+/// session of every tool answers exactly as on the clean link and leaves the
+/// same tree. Prints each call's time on both links.
+#[test]
+#[ignore]
+fn a_session_of_every_tool_over_a_slow_stalling_link_answers_as_on_a_clean_one() {
+    use occ_e2e::relay::Relay;
+    let clean = Fixture::new(0);
+    let relay = Relay::start(&clean.rig, &clean.host, 80, 40);
+    let slow = Fixture::with(
+        0,
+        json!({"target": format!("root@127.0.0.1:{}", relay.host.port), "knownHostsFile": relay.known_hosts}),
+        json!({}),
+    );
+    let (on_clean, clean_answers, clean_tree) = timed_session(&clean);
+    let stalls = relay.stall_randomly(
+        std::time::Duration::from_secs(2),
+        (
+            std::time::Duration::from_secs(2),
+            std::time::Duration::from_secs(5),
+        ),
+    );
+    let (on_slow, slow_answers, slow_tree) = timed_session(&slow);
+    let stalled = stalls.stop();
+    println!("call                   clean link   100 ms ±20 ms, {stalled} stalls of 2 s");
+    for ((name, c), (_, s)) in on_clean.iter().zip(&on_slow) {
+        println!(
+            "{name:<22} {:>8.1} ms  {:>8.1} ms",
+            c.as_secs_f64() * 1e3,
+            s.as_secs_f64() * 1e3
+        );
+    }
+    assert_eq!(slow_answers, clean_answers);
+    assert_eq!(slow_tree, clean_tree);
+    assert!(stalled > 0, "no stall happened during the session");
+    clean.sh(&format!("rm -rf {}", clean.remote_root));
+    slow.sh(&format!("rm -rf {}", slow.remote_root));
+}
+
+/// The target's link taken down for 5 s (packets dropped) during a seed of
+/// 100 MiB, a write of 8 MiB (the bridge's bound) and an exec that prints for
+/// 6 s: each call completes or fails retryable, never hangs; nothing is left
+/// under a final name but whole files, no temp entry stays; and the same call
+/// again leaves what a clean run leaves.
+#[test]
+#[ignore]
+fn the_link_down_for_five_seconds_mid_call_and_a_retry_converges() {
+    use occ_e2e::relay::LinkDown;
+    let fx = Fixture::new(0);
+    // 100 MiB in four files that do not compress away.
+    let blobs = ["blob-0.bin", "blob-1.bin", "blob-2.bin", "blob-3.bin"];
+    let mut expected = Vec::new();
+    for (i, name) in blobs.iter().enumerate() {
+        let bytes = noise(25 << 20, 0x2545_f491_4f6c_dd1d + i as u64);
+        expected.push(sha256_hex(&bytes));
+        std::fs::write(fx.workspace.join(name), bytes).unwrap();
+    }
+    let leftovers = || leftovers(&fx);
+    // The link goes down `after` into the call, for 5 s.
+    let outage = |after: std::time::Duration| {
+        let host = fx.host.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            let down = LinkDown::take(&host);
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            drop(down);
+        })
+    };
+    let mut s = fx.serve();
+    let report =
+        |name: &str, r: &occ_e2e::sandbox::Reply, took: std::time::Duration| match &r.outcome {
+            Ok(_) => println!("{name}: completed in {took:.1?} across the 5 s outage"),
+            Err(e) => {
+                println!("{name}: failed in {took:.1?}: {e}");
+                assert_eq!(
+                    e["data"]["failure"], "retryable",
+                    "{name}: a lost link must not fail for good: {e}"
+                );
+            }
+        };
+
+    // The seed.
+    let started = std::time::Instant::now();
+    let down = outage(std::time::Duration::from_millis(150));
+    let r = s.call("ensureRuntime", fx.p(json!({})));
+    report("seed 100 MiB", &r, started.elapsed());
+    down.join().unwrap();
+    let seeded = match r.outcome {
+        Ok(v) => v,
+        Err(_) => s.call("ensureRuntime", fx.p(json!({}))).ok(),
+    };
+    let ws = seeded["workdir"].as_str().unwrap().to_string();
+    let remote_sums: Vec<String> = blobs
+        .iter()
+        .map(|b| fx.sh(&format!("sha256sum {ws}/{b} | cut -d' ' -f1")))
+        .collect();
+    assert_eq!(
+        remote_sums, expected,
+        "the seed left a file that is not whole"
+    );
+    assert_eq!(leftovers(), "", "the seed left a temp entry");
+
+    // A write of 8 MiB.
+    let data = noise(8 << 20, 0x6a09_e667_f3bc_c908);
+    let b64 = base64_encode(&data);
+    let sum = sha256_hex(&data);
+    let write = json!({"filePath": "big/big.bin", "data": b64, "mkdir": true});
+    let started = std::time::Instant::now();
+    let down = outage(std::time::Duration::from_millis(30));
+    let r = s.call("writeFile", fx.p(write.clone()));
+    report("write 8 MiB", &r, started.elapsed());
+    down.join().unwrap();
+    let there = fx.sh(&format!(
+        "sha256sum {ws}/big/big.bin 2>/dev/null | cut -d' ' -f1"
+    ));
+    assert!(
+        there.is_empty() || there == sum,
+        "a write cut short left a partial file under its name"
+    );
+    assert_eq!(leftovers(), "", "the write left a temp entry");
+    s.call("writeFile", fx.p(write)).ok();
+    assert_eq!(
+        fx.sh(&format!("sha256sum {ws}/big/big.bin | cut -d' ' -f1")),
+        sum
+    );
+
+    // An exec that prints for 6 s.
+    let command =
+        json!({"command": "for i in 1 2 3 4 5 6; do echo $i; sleep 1; done", "timeoutMs": 120000});
+    let started = std::time::Instant::now();
+    let down = outage(std::time::Duration::from_millis(1500));
+    let r = s.call("exec", fx.p(command.clone()));
+    report("exec", &r, started.elapsed());
+    down.join().unwrap();
+    if r.outcome.is_ok() {
+        assert_eq!(r.stream("stdout"), "1\n2\n3\n4\n5\n6\n");
+    }
+    let again = s.call("exec", fx.p(command));
+    assert_eq!(again.stream("stdout"), "1\n2\n3\n4\n5\n6\n");
+    assert_eq!(again.ok()["exitCode"], 0);
+    s.close();
+    assert_eq!(leftovers(), "");
+    fx.sh(&format!("rm -rf {}", fx.remote_root));
 }
