@@ -7,7 +7,7 @@
 //!
 //! The shape to copy: policy as pure functions here ([`hosts`],
 //! [`probe_args`], [`report`]) that test natively, and a thin WIT layer in
-//! `component.rs` that only moves values across. README, "Writing a driver",
+//! `component.rs` that only moves values across. `docs/driver-authors.md`
 //! walks from a new crate to a passing test.
 
 #[cfg(target_arch = "wasm32")]

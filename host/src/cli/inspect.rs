@@ -167,7 +167,7 @@ pub(crate) fn run(setup: &Setup, args: InspectArgs) -> Result<ExitCode> {
         for e in &c.exports {
             println!("  {e}");
         }
-        println!("producers  (rebuild and compare: README, \"Rebuilding a component\")");
+        println!("producers  (rebuild and compare: docs/auditing.md, \"Rebuilding a component\")");
         for p in &producers {
             println!("  {:<13} {} {}", p.field, p.name, p.version);
         }

@@ -309,7 +309,7 @@ pub const PACKAGE: &str = "occ:compute";
 /// The versions of [`PACKAGE`] this host serves: those of its worlds. A
 /// released version is frozen; a new one is added beside it, with its own
 /// worlds, and stays served as long as components built for it run
-/// (README, "WIT versions").
+/// (docs/driver-authors.md, "WIT versions").
 pub fn served_versions() -> Vec<&'static str> {
     let mut versions: Vec<&str> = WORLDS
         .iter()
