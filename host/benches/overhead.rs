@@ -134,9 +134,7 @@ fn main() {
     let (helper, _) = driver.helper().expect("the driver ships its helper");
     let sent = helper.to_vec();
     let hashed = per_iteration(21, 200, || {
-        black_box(occ_driver_host::runtime::cache::sha256_hex(black_box(
-            &sent,
-        )));
+        black_box(occ_ssh_target::digest::sha256_hex(black_box(&sent)));
     });
     let recognized = per_iteration(21, 200, || {
         black_box(black_box(helper) == black_box(sent.as_slice()));

@@ -28,6 +28,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
+use crate::uid::current_uid;
+
 pub mod read;
 
 /// What the first record of a log names as the line before it.
@@ -36,7 +38,7 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// The SHA-256 that the line after `line` carries as `prevSha256`: of the
 /// line's bytes, without its newline.
 pub fn chain_hash(line: &[u8]) -> String {
-    crate::runtime::cache::sha256_hex(line)
+    occ_ssh_target::digest::sha256_hex(line)
 }
 
 /// An append-only JSON-lines file.
@@ -239,15 +241,6 @@ impl AuditLog {
         let unlocked = flock(&chain.file, FlockOperation::Unlock);
         written.and(unlocked.map_err(std::io::Error::from))
     }
-}
-
-/// The uid of this process.
-pub(crate) fn current_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    // /proc/self is owned by the effective uid; this avoids an unsafe libc call.
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX)
 }
 
 /// Milliseconds since the Unix epoch: sortable, and free of time-zone questions.

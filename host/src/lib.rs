@@ -46,6 +46,7 @@ pub mod installation;
 pub mod open;
 pub mod rpc;
 pub mod runtime;
+mod uid;
 pub mod world;
 
 pub use capability::hooks::{

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::connection::serve_connection;
 use super::service::Service;
-use crate::audit::current_uid;
+use crate::uid::current_uid;
 
 /// Serve JSON-RPC on this process's stdin and stdout until stdin closes.
 pub async fn serve_stdio(service: Arc<dyn Service>) -> std::io::Result<()> {

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 
-use crate::audit::current_uid;
+use crate::uid::current_uid;
 
 /// A directory of precompiled components.
 #[derive(Debug, Clone)]
@@ -58,8 +58,6 @@ pub fn engine_key(engine: &Engine) -> String {
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
-
-pub use occ_ssh_target::digest::sha256_hex;
 
 fn refused(path: &Path, why: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::new(

@@ -4,10 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use occ_ssh_target::digest::sha256_hex;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::cache::{ComponentCache, sha256_hex};
+use super::cache::ComponentCache;
 use crate::error::LoadError;
 
 /// A compiled component and what it asks for, before any grant check.

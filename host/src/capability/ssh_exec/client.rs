@@ -270,7 +270,7 @@ pub enum ClientError {
 /// wrote it, for the error.
 fn trusted_chain(configured: &str, resolved: &Path) -> Result<(), ClientError> {
     use std::os::unix::fs::MetadataExt;
-    let uid = crate::audit::current_uid();
+    let uid = crate::uid::current_uid();
     let mut at = Some(resolved);
     while let Some(path) = at {
         let meta = std::fs::metadata(path).map_err(|source| ClientError::ChainStat {

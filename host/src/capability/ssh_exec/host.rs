@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use occ_ssh_target::digest::{Sha256, sha256_hex};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -19,8 +20,6 @@ use super::bindings::v0_3::occ::compute0_3_0::ssh_exec as wit_0_3;
 use super::grant::{ExecPolicy, HostGrant};
 use super::seal::seal;
 use super::{ExecAsk, SshExecState};
-use crate::runtime::cache::sha256_hex;
-use occ_ssh_target::digest::Sha256;
 
 pub use occ_ssh_target::programs::interpreter_of;
 

@@ -175,7 +175,7 @@ impl Drop for LiveSsh {
 /// The per-user directory holding every process's control sockets.
 fn control_root() -> std::io::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let uid = crate::audit::current_uid();
+    let uid = crate::uid::current_uid();
     let root = std::env::temp_dir().join(format!("occ-ssh-{uid}"));
     match std::fs::DirBuilder::new().mode(0o700).create(&root) {
         Ok(()) => {}

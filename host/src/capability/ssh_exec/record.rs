@@ -16,10 +16,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use occ_ssh_target::digest::sha256_hex;
 use serde_json::{Value, json};
 
 use super::backend::{ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRequest};
-use crate::runtime::cache::sha256_hex;
 
 /// One recorded exec.
 #[derive(Debug, Clone, PartialEq)]

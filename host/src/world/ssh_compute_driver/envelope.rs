@@ -27,13 +27,13 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use occ_ssh_target::digest::sha256_hex;
 use serde_json::{Map, Value, json};
 
 use super::method::{HelperOp, Method};
 use crate::capability::hooks::AcceptedHooks;
 use crate::capability::ssh_exec::grant::{self, GrantError};
 use crate::capability::ssh_exec::{Admission, Describe, ExecAsk};
-use crate::runtime::cache::sha256_hex;
 
 /// The helper protocol this host speaks: the operation's and the envelope's
 /// `version`.

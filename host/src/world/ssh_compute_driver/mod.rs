@@ -68,7 +68,7 @@ pub fn helper_of(component: &CompiledComponent) -> Option<(&[u8], String)> {
     if sections.next().is_some() {
         return None;
     }
-    Some((helper, crate::runtime::cache::sha256_hex(helper)))
+    Some((helper, occ_ssh_target::digest::sha256_hex(helper)))
 }
 
 /// How a driver is opened.

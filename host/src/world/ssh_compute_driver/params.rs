@@ -10,6 +10,7 @@
 //! as text: admitting them is the driver's job. In OCC an optional field is absent
 //! or present; a JSON `null` counts as absent.
 
+use occ_ssh_target::digest::sha256_hex;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -17,7 +18,6 @@ use serde_json::Value;
 use super::envelope::{AgentSubject, NamespaceSubject, RevisionSubject, Subjects};
 use crate::capability::hooks::bindings::occ::compute::types as wit;
 use crate::error::CallError;
-use crate::runtime::cache::sha256_hex;
 
 /// JSON with object keys sorted by their bytes and no white space; scalars as
 /// `serde_json` writes them. The controller's native configuration crosses to

@@ -1,13 +1,13 @@
 //! The remote scripts a component ships, one custom section each, and which
 //! of them the installation approves.
 
-use occ_ssh_target::digest::Sha256;
 use std::collections::BTreeMap;
+
+use occ_ssh_target::digest::{Sha256, sha256_hex};
 
 use super::SandboxBackend;
 use crate::capability::ssh_exec::{self, ExecPolicy};
 use crate::runtime::CompiledComponent;
-use crate::runtime::cache::sha256_hex;
 
 /// Custom sections named `occ:script:<name>` hold the component's scripts.
 pub const SCRIPT_SECTION_PREFIX: &str = "occ:script:";
