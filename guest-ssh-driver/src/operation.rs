@@ -44,52 +44,8 @@ pub const PERMANENT_CODES: &[&str] = &[
     "revision-conflict",
 ];
 
-/// The helper operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Probe,
-    EnsureNamespace,
-    InspectAgent,
-    Prepare,
-    Activate,
-    Deactivate,
-    Stop,
-    Retire,
-    DeleteNamespace,
-    DeleteAgent,
-}
-
-impl Op {
-    /// Every operation.
-    pub const ALL: [Op; 10] = [
-        Op::Probe,
-        Op::EnsureNamespace,
-        Op::InspectAgent,
-        Op::Prepare,
-        Op::Activate,
-        Op::Deactivate,
-        Op::Stop,
-        Op::Retire,
-        Op::DeleteNamespace,
-        Op::DeleteAgent,
-    ];
-
-    /// The `op` field.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Probe => "probe",
-            Self::EnsureNamespace => "ensure-namespace",
-            Self::InspectAgent => "inspect-agent",
-            Self::Prepare => "prepare",
-            Self::Activate => "activate",
-            Self::Deactivate => "deactivate",
-            Self::Stop => "stop",
-            Self::Retire => "retire",
-            Self::DeleteNamespace => "delete-namespace",
-            Self::DeleteAgent => "delete-agent",
-        }
-    }
-}
+/// The helper operations, named once for the driver and the host.
+pub use occ_ssh_target::helper::HelperOp as Op;
 
 /// One helper operation, ready to send.
 #[derive(Debug, Clone, PartialEq)]

@@ -23,6 +23,7 @@
 pub mod client;
 pub mod digest;
 pub mod envelope;
+pub mod helper;
 pub mod layout;
 pub mod paths;
 pub mod programs;

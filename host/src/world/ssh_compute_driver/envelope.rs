@@ -30,7 +30,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use occ_ssh_target::digest::sha256_hex;
 use serde_json::{Map, Value, json};
 
-use super::method::{HelperOp, Method};
+use super::method::{HelperOp, Method, required_hook};
 use crate::capability::hooks::AcceptedHooks;
 use crate::capability::ssh_exec::grant::{self, GrantError};
 use crate::capability::ssh_exec::{Admission, Describe, ExecAsk};
@@ -340,7 +340,7 @@ fn admit(
         ));
     }
     let accepted = accepted.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    if let Some(hook) = op.requires()
+    if let Some(hook) = required_hook(op)
         && !accepted.hooks.contains(&hook)
     {
         return Err(format!(

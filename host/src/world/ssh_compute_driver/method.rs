@@ -129,89 +129,19 @@ impl Method {
     }
 }
 
-/// An operation of the remote helper (`helper/README.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HelperOp {
-    /// Probe the host for what the driver needs.
-    Probe,
-    /// Create or verify the Namespace marker.
-    EnsureNamespace,
-    /// Read the Agent's marker (its port and account); no lock, no change.
-    InspectAgent,
-    /// Account, port and the admitted snapshot.
-    Prepare,
-    /// Unit, current, restart, readiness, served.json.
-    Activate,
-    /// Verify ownership.
-    Deactivate,
-    /// Stop and disable the gateway of the current revision.
-    Stop,
-    /// Remove one revision's snapshot.
-    Retire,
-    /// Remove one Agent's unit, tree and account.
-    DeleteAgent,
-    /// Remove every owned unit, file and account of the Namespace.
-    DeleteNamespace,
-}
+/// An operation of the remote helper, named in `occ_ssh_target::helper`.
+pub use occ_ssh_target::helper::HelperOp;
 
-impl HelperOp {
-    /// Every operation.
-    pub const ALL: [HelperOp; 10] = [
-        HelperOp::Probe,
-        HelperOp::EnsureNamespace,
-        HelperOp::InspectAgent,
-        HelperOp::Prepare,
-        HelperOp::Activate,
-        HelperOp::Deactivate,
-        HelperOp::Stop,
-        HelperOp::Retire,
-        HelperOp::DeleteAgent,
-        HelperOp::DeleteNamespace,
-    ];
-
-    /// The `op` field.
-    pub fn name(self) -> &'static str {
-        match self {
-            HelperOp::Probe => "probe",
-            HelperOp::EnsureNamespace => "ensure-namespace",
-            HelperOp::InspectAgent => "inspect-agent",
-            HelperOp::Prepare => "prepare",
-            HelperOp::Activate => "activate",
-            HelperOp::Deactivate => "deactivate",
-            HelperOp::Stop => "stop",
-            HelperOp::Retire => "retire",
-            HelperOp::DeleteAgent => "delete-agent",
-            HelperOp::DeleteNamespace => "delete-namespace",
-        }
-    }
-
-    /// Look an operation up by its `op` field.
-    pub fn from_name(name: &str) -> Option<HelperOp> {
-        HelperOp::ALL.into_iter().find(|op| op.name() == name)
-    }
-
-    /// The fields an operation of this kind may carry besides `version`, `op`
-    /// and `deadlineMs`: the component's policy, nothing the host supplies.
-    pub fn policy_fields(self) -> &'static [&'static str] {
-        match self {
-            // The controller's document, checked against the hash the host
-            // took of it.
-            HelperOp::Prepare => &["configuration"],
-            _ => &[],
-        }
-    }
-
-    /// The hook the controller must have accepted earlier in the same call
-    /// before this operation may run: the spec's order (a workload starts only
-    /// after beforeWorkloadStart, stops only after beforeWorkloadStop, a
-    /// Namespace goes only after beforeNamespaceDelete).
-    pub fn requires(self) -> Option<Hook> {
-        match self {
-            HelperOp::Activate => Some(Hook::BeforeWorkloadStart),
-            HelperOp::Stop | HelperOp::Retire => Some(Hook::BeforeWorkloadStop),
-            HelperOp::DeleteNamespace => Some(Hook::BeforeNamespaceDelete),
-            _ => None,
-        }
+/// The hook the controller must have accepted earlier in the same call
+/// before this operation may run: the spec's order (a workload starts only
+/// after beforeWorkloadStart, stops only after beforeWorkloadStop, a
+/// Namespace goes only after beforeNamespaceDelete).
+pub(super) fn required_hook(op: HelperOp) -> Option<Hook> {
+    match op {
+        HelperOp::Activate => Some(Hook::BeforeWorkloadStart),
+        HelperOp::Stop | HelperOp::Retire => Some(Hook::BeforeWorkloadStop),
+        HelperOp::DeleteNamespace => Some(Hook::BeforeNamespaceDelete),
+        _ => None,
     }
 }
 
