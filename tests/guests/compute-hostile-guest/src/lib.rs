@@ -34,7 +34,7 @@
 pub mod admission;
 #[path = "../../../../guest-ssh-driver/src/component.rs"]
 mod component;
-#[path = "../../../../guest-ssh-driver/src/config.rs"]
+#[path = "../../../../guest-ssh-driver/src/config/mod.rs"]
 pub mod config;
 #[path = "../../../../guest-ssh-driver/src/error.rs"]
 pub mod error;
