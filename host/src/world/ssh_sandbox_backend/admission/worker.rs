@@ -1,0 +1,109 @@
+//! What a target's long-lived worker may answer of an admitted call: the
+//! operations it serves (and which of them change nothing, so a new worker
+//! may be sent one again), and the programs it starts from.
+
+use occ_ssh_target::envelope;
+
+use super::CallAdmission;
+use crate::capability::ssh_exec::Serve;
+
+/// The workspace operations a long-lived worker may answer: every one that
+/// takes its whole input with it (a stream, seeding or skills, is a session's
+/// own), and of those, the ones that change nothing (sent again to a new
+/// worker when one failed mid-request).
+const SERVED: &[(&str, bool)] = &[
+    ("describe", true),
+    ("read", true),
+    ("stat", true),
+    ("readdir", true),
+    ("workdir", true),
+    (envelope::INPUTS_ABSENT, true),
+    ("write", false),
+    ("create", false),
+    ("mkdirp", false),
+    ("remove", false),
+    ("rename", false),
+    ("stage", false),
+    ("publish", false),
+    ("discard", false),
+    ("remove-runtime", false),
+];
+
+/// What a target's long-lived worker starts from: the approved workspace
+/// script, which it runs, and the frame of the approved exec script it runs
+/// commands with (`{"exec": null}` when the installation approves none:
+/// commands then run one-shot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::world::ssh_sandbox_backend) struct WorkerPrograms {
+    /// The interpreter the workspace script's first line names.
+    pub(in crate::world::ssh_sandbox_backend) interpreter: String,
+    /// The workspace script's text.
+    pub(in crate::world::ssh_sandbox_backend) workspace: String,
+    /// The start's second frame: `{"exec": <text or null>}`.
+    pub start_input: Vec<u8>,
+    /// Commands go to the worker (the exec script is approved).
+    pub runs_commands: bool,
+}
+
+impl WorkerPrograms {
+    /// From the approved texts of the component's workspace and exec scripts.
+    pub(in crate::world::ssh_sandbox_backend) fn new(
+        workspace: &str,
+        exec: Option<&str>,
+    ) -> Option<WorkerPrograms> {
+        let interpreter = occ_ssh_target::programs::interpreter_of(workspace)?;
+        let start = serde_json::json!({ "exec": exec }).to_string();
+        let mut start_input = (start.len() as u32).to_be_bytes().to_vec();
+        start_input.extend_from_slice(start.as_bytes());
+        Some(WorkerPrograms {
+            interpreter: interpreter.to_string(),
+            workspace: workspace.to_string(),
+            start_input,
+            runs_commands: exec.is_some(),
+        })
+    }
+}
+
+impl CallAdmission {
+    /// How the target's long-lived worker answers the argument vector this
+    /// call admitted, if it may: a file operation
+    /// (`[<interpreter>, "-c", <script>, "workspace", <envelope>, <op>,
+    /// <args...>]`) in the order of its scope's others, or a command (the
+    /// exec script's run) beside them. The worker is started as
+    /// `[<interpreter>, "-c", <workspace script>, "workspace", "--serve",
+    /// <workspace root>]` (one per target and root, whichever scope asks
+    /// first), and sent everything after the script's name.
+    pub(in crate::world::ssh_sandbox_backend) fn served(
+        &self,
+        argv: &[String],
+        bound: std::time::Duration,
+        programs: &WorkerPrograms,
+    ) -> Option<Serve> {
+        let [_, _, _, name, _, op, ..] = argv else {
+            return None;
+        };
+        let envelope = &self.facts.as_ref().ok()?.envelope;
+        let runtime = envelope.runtime_id.as_deref()?;
+        let (command, idempotent) = match name.as_str() {
+            "workspace" => (false, SERVED.iter().find(|(o, _)| o == op)?.1),
+            "exec" if programs.runs_commands => (true, false),
+            _ => return None,
+        };
+        Some(Serve {
+            start: vec![
+                programs.interpreter.clone(),
+                "-c".into(),
+                programs.workspace.clone(),
+                "workspace".into(),
+                "--serve".into(),
+                envelope.workspace_root.clone(),
+            ],
+            start_input: programs.start_input.clone(),
+            request: argv[4..].to_vec(),
+            command,
+            order: (!command).then(|| runtime.to_string()),
+            idempotent,
+            bound,
+        })
+    }
+}
