@@ -17,15 +17,13 @@
 //! A driver names hosts by alias and never sees an address, a key or a file.
 
 pub mod backend;
-pub mod client;
-pub mod config;
 pub mod grant;
 mod host;
-pub mod live;
-mod master;
 pub mod record;
 pub mod seal;
-mod worker;
+mod transport;
+
+pub use transport::{client, config, live};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -41,7 +39,7 @@ pub use grant::{
     Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, LocalFileError, SshGrant,
 };
 pub use host::{MAX_COMMAND_LINE, command_line_len, interpreter_of};
-pub use master::remote_command;
+pub use transport::master::remote_command;
 
 use super::Scope;
 use occ_ssh_target::digest::Sha256;

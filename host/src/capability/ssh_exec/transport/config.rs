@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::grant::{Credential, SshGrant};
+use crate::capability::ssh_exec::grant::{Credential, SshGrant};
 
 /// The fixed client options. Beyond the spec's list (BatchMode,
 /// StrictHostKeyChecking, IdentitiesOnly, the explicit files, ConnectTimeout,

@@ -25,7 +25,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use super::client::SshClient;
-use super::grant::HostGrant;
+use crate::capability::ssh_exec::grant::HostGrant;
 
 /// One master connection: its files in the private control directory (the
 /// socket and the master's log), and this process's mux session over them.
@@ -425,7 +425,7 @@ mod tests {
             let line = remote_command(&argv);
             assert_eq!(line, *expected, "{argv:?}");
             assert!(
-                line.len() <= super::super::command_line_len(&argv),
+                line.len() <= crate::capability::ssh_exec::command_line_len(&argv),
                 "{argv:?}"
             );
         }
