@@ -387,11 +387,12 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// Temp entries a sandbox operation left under `fx`'s workspace root (the
-/// `.occ-sandbox` marker directory aside).
+/// Temp entries a sandbox operation left under `fx`'s workspace root: its
+/// temp files and a seed's stage (`<runtime id>.bootstrap-<hex>`), the
+/// `.occ-sandbox` marker directory aside.
 fn leftovers(fx: &Fixture) -> String {
     fx.sh(&format!(
-        "find {} -name '.occ-*' -o -name '*.occ-tmp*' | grep -v '/\\.occ-sandbox$' || true",
+        "find {} -name '.occ-*' -o -name '*.occ-tmp*' -o -name '*.bootstrap-*' | grep -v '/\\.occ-sandbox$' || true",
         fx.remote_root
     ))
 }
