@@ -11,6 +11,67 @@
 //! instantiating it for each call ([`World`], [`Linked`]), and numbering,
 //! scoping and auditing its calls ([`Calls`]).
 
+/// [`World::prepare`] and [`World::instantiate`] of a world whose bindings
+/// `wasmtime::component::bindgen!` generated: the same two calls for every
+/// world, written once. Used inside `impl World for ...` after `Pre`.
+macro_rules! generated_instance {
+    () => {
+        fn prepare(
+            pre: wasmtime::component::InstancePre<Self::Data>,
+        ) -> wasmtime::Result<Self::Pre> {
+            <Self::Pre>::new(pre)
+        }
+
+        fn instantiate<'a>(
+            pre: &'a Self::Pre,
+            store: &'a mut wasmtime::Store<Self::Data>,
+        ) -> crate::runtime::CallFuture<'a, Self::Guest> {
+            Box::pin(pre.instantiate_async(store))
+        }
+    };
+}
+
+/// The names a world's `Method` enum is called by, written once as a table:
+/// `name`, `from_name`, `all` (in the table's order), `names` (for messages)
+/// and `Display` (the name).
+macro_rules! method_names {
+    ($method:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $method {
+            /// The name a controller calls it by.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($method::$variant => $name),+
+                }
+            }
+
+            /// Every method, in the order of its table.
+            pub fn all() -> &'static [$method] {
+                &[$($method::$variant),+]
+            }
+
+            /// The method called `name`.
+            pub fn from_name(name: &str) -> Option<$method> {
+                Self::all().iter().copied().find(|m| m.name() == name)
+            }
+
+            /// Every name, comma separated, for messages.
+            pub fn names() -> String {
+                Self::all()
+                    .iter()
+                    .map(|m| m.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        }
+
+        impl std::fmt::Display for $method {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
 pub mod ssh_compute_driver;
 pub mod ssh_sandbox_backend;
 

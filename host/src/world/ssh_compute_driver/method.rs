@@ -39,45 +39,23 @@ pub enum Method {
     DeleteNamespace,
 }
 
+method_names!(Method {
+    ConfigurationSchema => "configurationSchema",
+    ValidateConfiguration => "validateConfiguration",
+    Preflight => "preflight",
+    EnsureNamespace => "ensureNamespace",
+    BindAgent => "bindAgent",
+    ValidateHarnessAuth => "validateHarnessAuth",
+    PrepareRevision => "prepareRevision",
+    ActivateRevision => "activateRevision",
+    DeactivateRevision => "deactivateRevision",
+    StopRevision => "stopRevision",
+    RetireRevision => "retireRevision",
+    DeleteAgentRuntimeCredentials => "deleteAgentRuntimeCredentials",
+    DeleteNamespace => "deleteNamespace",
+});
+
 impl Method {
-    /// The OCC name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::ConfigurationSchema => "configurationSchema",
-            Method::ValidateConfiguration => "validateConfiguration",
-            Method::Preflight => "preflight",
-            Method::EnsureNamespace => "ensureNamespace",
-            Method::BindAgent => "bindAgent",
-            Method::ValidateHarnessAuth => "validateHarnessAuth",
-            Method::PrepareRevision => "prepareRevision",
-            Method::ActivateRevision => "activateRevision",
-            Method::DeactivateRevision => "deactivateRevision",
-            Method::StopRevision => "stopRevision",
-            Method::RetireRevision => "retireRevision",
-            Method::DeleteAgentRuntimeCredentials => "deleteAgentRuntimeCredentials",
-            Method::DeleteNamespace => "deleteNamespace",
-        }
-    }
-
-    /// Every method, in lifecycle order.
-    pub fn all() -> &'static [Method] {
-        Method::value_variants()
-    }
-
-    /// Look a method up by its OCC name.
-    pub fn from_name(name: &str) -> Option<Method> {
-        Method::all().iter().copied().find(|m| m.name() == name)
-    }
-
-    /// Every name, comma-separated, for messages.
-    pub fn names() -> String {
-        Method::all()
-            .iter()
-            .map(|m| m.name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
     /// What the params object holds, for `--help` and error messages.
     pub fn params_shape(self) -> &'static str {
         match self {
@@ -142,12 +120,6 @@ pub(super) fn required_hook(op: HelperOp) -> Option<Hook> {
         HelperOp::Stop | HelperOp::Retire => Some(Hook::BeforeWorkloadStop),
         HelperOp::DeleteNamespace => Some(Hook::BeforeNamespaceDelete),
         _ => None,
-    }
-}
-
-impl std::fmt::Display for Method {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
-use wasmtime::component::{InstancePre, Linker};
+use wasmtime::component::Linker;
 
 pub use dispatch::{present, reason};
 pub use method::{HelperOp, Method};
@@ -150,16 +150,7 @@ impl World for ComputeWorld {
         log::add_to_linker(linker, |c| &mut c.log)
     }
 
-    fn prepare(pre: InstancePre<ComputeCall>) -> wasmtime::Result<Self::Pre> {
-        SshComputeDriverPre::new(pre)
-    }
-
-    fn instantiate<'a>(
-        pre: &'a Self::Pre,
-        store: &'a mut Store<ComputeCall>,
-    ) -> CallFuture<'a, SshComputeDriver> {
-        Box::pin(pre.instantiate_async(store))
-    }
+    generated_instance!();
 }
 
 /// A store's data for one call: the runtime's sandbox and each capability's state.

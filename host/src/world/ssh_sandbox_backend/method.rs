@@ -55,55 +55,32 @@ pub enum Method {
     ReadMedia,
 }
 
-const ALL: &[(Method, &str)] = &[
-    (Method::ValidateConfiguration, "validateConfiguration"),
-    (Method::Preflight, "preflight"),
-    (Method::DescribeRuntime, "describeRuntime"),
-    (Method::EnsureRuntime, "ensureRuntime"),
-    (Method::RemoveRuntime, "removeRuntime"),
-    (Method::RecreateRuntime, "recreateRuntime"),
-    (Method::ValidateWorkdir, "validateWorkdir"),
-    (Method::ResolveWorkdir, "resolveWorkdir"),
-    (Method::Exec, "exec"),
-    (Method::RunShellCommand, "runShellCommand"),
-    (Method::ResolvePath, "resolvePath"),
-    (Method::ReadFile, "readFile"),
-    (Method::WriteFile, "writeFile"),
-    (Method::CreateFileExclusive, "createFileExclusive"),
-    (Method::Mkdirp, "mkdirp"),
-    (Method::Remove, "remove"),
-    (Method::Rename, "rename"),
-    (Method::Stat, "stat"),
-    (Method::ReadDirectory, "readDirectory"),
-    (Method::Edit, "edit"),
-    (Method::ApplyPatch, "applyPatch"),
-    (Method::ReadMedia, "readMedia"),
-];
+method_names!(Method {
+    ValidateConfiguration => "validateConfiguration",
+    Preflight => "preflight",
+    DescribeRuntime => "describeRuntime",
+    EnsureRuntime => "ensureRuntime",
+    RemoveRuntime => "removeRuntime",
+    RecreateRuntime => "recreateRuntime",
+    ValidateWorkdir => "validateWorkdir",
+    ResolveWorkdir => "resolveWorkdir",
+    Exec => "exec",
+    RunShellCommand => "runShellCommand",
+    ResolvePath => "resolvePath",
+    ReadFile => "readFile",
+    WriteFile => "writeFile",
+    CreateFileExclusive => "createFileExclusive",
+    Mkdirp => "mkdirp",
+    Remove => "remove",
+    Rename => "rename",
+    Stat => "stat",
+    ReadDirectory => "readDirectory",
+    Edit => "edit",
+    ApplyPatch => "applyPatch",
+    ReadMedia => "readMedia",
+});
 
 impl Method {
-    /// The name a controller calls it by.
-    pub fn name(self) -> &'static str {
-        ALL.iter()
-            .find(|(m, _)| *m == self)
-            .map(|(_, n)| *n)
-            .unwrap_or_default()
-    }
-
-    /// The method called `name`.
-    pub fn from_name(name: &str) -> Option<Method> {
-        ALL.iter().find(|(_, n)| *n == name).map(|(m, _)| *m)
-    }
-
-    /// Every method name, comma separated, for messages.
-    pub fn names() -> String {
-        ALL.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(", ")
-    }
-
-    /// Every method.
-    pub fn all() -> impl Iterator<Item = Method> {
-        ALL.iter().map(|(m, _)| *m)
-    }
-
     /// Whether the method acts on a scope (takes `scope`).
     pub fn scoped(self) -> bool {
         !matches!(self, Method::ValidateConfiguration | Method::Preflight)
@@ -117,12 +94,6 @@ impl Method {
     }
 }
 
-impl std::fmt::Display for Method {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,7 +101,7 @@ mod tests {
     #[test]
     fn names_round_trip() {
         for m in Method::all() {
-            assert_eq!(Method::from_name(m.name()), Some(m));
+            assert_eq!(Method::from_name(m.name()), Some(*m));
         }
         assert_eq!(Method::from_name("ensureNamespace"), None);
     }

@@ -34,7 +34,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
-use wasmtime::component::{InstancePre, Linker};
+use wasmtime::component::Linker;
 
 pub use method::Method;
 pub use scripts::{SCRIPT_SECTION_PREFIX, ShippedScript, scripts_of};
@@ -116,16 +116,7 @@ impl World for SandboxWorld {
         log::add_to_linker(linker, |c| &mut c.log)
     }
 
-    fn prepare(pre: InstancePre<SandboxCallData>) -> wasmtime::Result<Self::Pre> {
-        SshSandboxBackendPre::new(pre)
-    }
-
-    fn instantiate<'a>(
-        pre: &'a Self::Pre,
-        store: &'a mut Store<SandboxCallData>,
-    ) -> CallFuture<'a, SshSandboxBackend> {
-        Box::pin(pre.instantiate_async(store))
-    }
+    generated_instance!();
 }
 
 /// A store's data for one call.
