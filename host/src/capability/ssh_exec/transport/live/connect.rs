@@ -2,8 +2,11 @@
 //! reconnect budget after a failure, a connection sshd dropped before
 //! authentication made again, idle masters closed.
 
-use super::run::CONNECT_SLACK;
 use super::*;
+
+/// Waiting for a connect in flight may take a little longer than the connect
+/// timeout itself (the master forks after authenticating).
+pub(super) const CONNECT_SLACK: Duration = Duration::from_secs(5);
 
 impl LiveSsh {
     /// Close masters idle longer than the grant allows. Only runs inside a

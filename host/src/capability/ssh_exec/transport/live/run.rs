@@ -2,7 +2,7 @@
 //! the host's master, fed and read until the remote command ends, within
 //! the call's bounds and cancellation.
 
-use super::connect::unreachable;
+use super::connect::{CONNECT_SLACK, unreachable};
 use super::*;
 use crate::capability::ssh_exec::transport::keep_tail;
 
@@ -171,10 +171,6 @@ pub(super) fn error_text(e: &openssh::Error) -> String {
     }
     text
 }
-
-/// Waiting for a connect in flight may take a little longer than the connect
-/// timeout itself (the master forks after authenticating).
-pub(super) const CONNECT_SLACK: Duration = Duration::from_secs(5);
 
 impl LiveSsh {
     /// The master for `req`'s alias, within the connect bound and the call's
