@@ -9,41 +9,61 @@
 // where the host differs, reporting `changed`. Before each mutating step `guard()` checks
 // that the SSH session is still open (a failed stdout write closes it), that the
 // helper's own deadline has not passed and that the lock is still held.
-
-// Run by the loader, this file is the helper (the loader names its module
-// `occ-ssh-helper`); required as a module (the tests do), it only exports its pure
-// functions.
+//
+// Assembled from helper/src/ by helper/build.js: edit the modules there, then run
+// `node helper/build.js`. Run by the loader (which names its module `occ-ssh-helper`)
+// this file is the helper; required as a module (the tests do), it only exports the
+// tables and pure functions of `api` in helper/src/main.js.
 const RUN_AS_HELPER = module.id === 'occ-ssh-helper';
-
-const fs = require('node:fs');
-const path = require('node:path');
-const crypto = require('node:crypto');
-const http = require('node:http');
-const { spawn } = require('node:child_process');
+const SOURCES = {
+'constants': function (module, exports, require) {
+'use strict';
+// The helper's constants: protocol version, bounds and timings, the unit and marker
+// names, the error codes that are permanent, and HelperError, the one error a step
+// throws with its code. Module of helper/helper.js (helper/build.js assembles it).
 
 const STARTED_AT = Date.now();
+
 const PROTOCOL_VERSION = 2;
+
 // The transport kills an operation at 180 s; stopping at 170 s leaves time to report.
 const DEFAULT_DEADLINE_MS = 170000;
+
 const MAX_DEADLINE_MS = 175000;
+
 const LOCK_WAIT_SECONDS = 30;
+
 const DEFAULT_READINESS_MS = 120000;
+
 const HEARTBEAT_MS = 1000;
+
 const NODE_MAJOR = 24;
+
 const TRAVERSE_ONLY = 0o711;
+
 const READY_POLL_MS = 500;
+
 const READY_REQUEST_MS = 2000;
+
 // A restart queued with --no-block: how long it may take to run (systemctl's own
 // bound when it waits), and how often the queue is looked at meanwhile.
 const RESTART_JOB_MS = 90000;
+
 const RESTART_POLL_MS = 50;
+
 // Conflict exit code for flock: distinguishes "waited 30 s" from any other failure.
 const FLOCK_TIMEOUT_EXIT = 75;
+
 const TEMP_PREFIX = '.occ-tmp-';
+
 const SAFE_PATH_ENV = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
 const UNIT_PREFIX = 'openclaw-enterprise-gateway-';
+
 const HEADER_FIRST_LINE = '# Managed by the OCC SSH Compute Driver (occ/ssh); do not edit.';
+
 const ROOT_UID = typeof process.getuid === 'function' ? process.getuid() : 0;
+
 const ROOT_GID = typeof process.getgid === 'function' ? process.getgid() : 0;
 
 const PERMANENT_CODES = new Set([
@@ -59,8 +79,20 @@ class HelperError extends Error {
   }
 }
 
-// ---------------------------------------------------------------------------------
-// Session: output lines, heartbeat, deadline, stop conditions.
+module.exports = {
+  STARTED_AT, PROTOCOL_VERSION, DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, LOCK_WAIT_SECONDS,
+  DEFAULT_READINESS_MS, HEARTBEAT_MS, NODE_MAJOR, TRAVERSE_ONLY, READY_POLL_MS, READY_REQUEST_MS,
+  RESTART_JOB_MS, RESTART_POLL_MS, FLOCK_TIMEOUT_EXIT, TEMP_PREFIX, SAFE_PATH_ENV, UNIT_PREFIX,
+  HEADER_FIRST_LINE, ROOT_UID, ROOT_GID, PERMANENT_CODES, HelperError,
+};
+},
+'session': function (module, exports, require) {
+'use strict';
+// The session: output lines, the deadline and the stop conditions every mutating
+// step checks first (`guard`): the SSH session closed, the deadline passed, or the
+// host lock no longer held.
+
+const { DEFAULT_DEADLINE_MS, HelperError, STARTED_AT } = require('./constants');
 
 const session = {
   deadlineAt: STARTED_AT + DEFAULT_DEADLINE_MS,
@@ -85,8 +117,9 @@ function markClosed() {
 
 // Node ignores SIGPIPE, so a write to the closed session pipe fails with EPIPE,
 // reported through the callback and the stream's 'error' event; without this
-// listener that error would crash the helper in the middle of a step.
-if (RUN_AS_HELPER) {
+// listener that error would crash the helper in the middle of a step. Called once
+// the helper runs (not when a test requires it).
+function watchSession() {
   process.stdout.on('error', markClosed);
   process.stderr.on('error', () => {});
 }
@@ -146,9 +179,26 @@ function sleep(ms) {
   });
 }
 
-// ---------------------------------------------------------------------------------
+const lock = { child: null, required: false, exited: false, acquiredAt: null };
+
+function lockHeld() {
+  return lock.child !== null && !lock.exited;
+}
+
+module.exports = {
+  session, stopWith, markClosed, emit, progress, remainingMs, guard, sleep, lock, watchSession,
+};
+},
+'children': function (module, exports, require) {
+'use strict';
 // Child processes. Argument vectors only; nothing here goes through a shell built from
 // input.
+// Also systemctl and the state of one unit.
+
+const { spawn } = require('node:child_process');
+
+const { HelperError, SAFE_PATH_ENV } = require('./constants');
+const { remainingMs } = require('./session');
 
 // options.as = { uid, gid } runs the command as that account (no supplementary
 // groups, cwd / or options.cwd, a bare environment plus options.env): what it does to
@@ -232,7 +282,224 @@ async function unitState(unitName) {
   return state;
 }
 
-// ---------------------------------------------------------------------------------
+module.exports = { run, oneLine, systemctl, unitState };
+},
+'files': function (module, exports, require) {
+'use strict';
+// Files: typed lookups that refuse symlinks, atomic writes and directories, markers,
+// and the free space a write needs (a full disk is `disk-full`, naming the file).
+
+const fs = require('node:fs');
+const path = require('node:path');
+const crypto = require('node:crypto');
+
+const { HelperError, ROOT_GID, ROOT_UID, TEMP_PREFIX } = require('./constants');
+const { guard } = require('./session');
+
+function lstatOrNull(p) {
+  try {
+    return fs.lstatSync(p);
+  } catch (error) {
+    if (error.code === 'ENOENT') return null;
+    throw error;
+  }
+}
+
+// A directory of the tree, or null when absent; a symlink or another kind is refused.
+function expectDir(p) {
+  const st = lstatOrNull(p);
+  if (!st) return null;
+  if (st.isSymbolicLink()) {
+    throw new HelperError('unexpected-symlink', `${p} is a symlink where a directory is expected`);
+  }
+  if (!st.isDirectory()) {
+    throw new HelperError('foreign-marker', `${p} is not a directory`);
+  }
+  return st;
+}
+
+function expectFile(p) {
+  const st = lstatOrNull(p);
+  if (!st) return null;
+  if (st.isSymbolicLink()) {
+    throw new HelperError('unexpected-symlink', `${p} is a symlink where a file is expected`);
+  }
+  if (!st.isFile()) {
+    throw new HelperError('foreign-marker', `${p} is not a regular file`);
+  }
+  return st;
+}
+
+// Operator settings (the root, the unit directory) are trusted and may be symlinks.
+function operatorDirExists(p) {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch (error) {
+    if (error.code === 'ENOENT') return false;
+    throw error;
+  }
+}
+
+function readMarker(p, code = 'foreign-marker') {
+  const st = expectFile(p);
+  if (!st) return null;
+  if (st.uid !== ROOT_UID) {
+    throw new HelperError(code, `${p} is owned by uid ${st.uid}, not by the SSH account`);
+  }
+  let value;
+  try {
+    value = JSON.parse(fs.readFileSync(p, 'utf8'));
+  } catch {
+    throw new HelperError(code, `${p} is not valid JSON`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new HelperError(code, `${p} is not a JSON object`);
+  }
+  return value;
+}
+
+function checkFields(marker, expected, file, code) {
+  for (const [key, value] of Object.entries(expected)) {
+    if (marker[key] !== value) {
+      throw new HelperError(code,
+        `${file}: ${key} is ${JSON.stringify(marker[key])}, expected ${JSON.stringify(value)}`);
+    }
+  }
+}
+
+function tempName(dir, base) {
+  return path.join(dir, `${TEMP_PREFIX}${base}-${crypto.randomBytes(6).toString('hex')}`);
+}
+
+function fsyncDir(dir) {
+  const fd = fs.openSync(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+// Writes one file with exact mode and owner; no fsync of the directory (callers do).
+function writeNewFile(file, data, mode, uid, gid) {
+  const fd = fs.openSync(file,
+    fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode);
+  try {
+    fs.writeFileSync(fd, data);
+    fs.fchownSync(fd, uid, gid);
+    fs.fchmodSync(fd, mode);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+// Temp file in the same directory, fsync, rename: readers see the old or the new
+// content, never a torn file, whatever ends the helper.
+function writeAtomic(file, data, mode, uid = ROOT_UID, gid = ROOT_GID) {
+  const dir = path.dirname(file);
+  const temp = tempName(dir, path.basename(file));
+  try {
+    writeNewFile(temp, data, mode, uid, gid);
+    fs.renameSync(temp, file);
+  } catch (error) {
+    fs.rmSync(temp, { force: true });
+    throw writing(error, file);
+  }
+  fsyncDir(dir);
+}
+
+// Free bytes for an unprivileged account on the filesystem of `p` (its nearest
+// existing ancestor), or null if that cannot be read.
+const NEARLY_FULL_BYTES = 1024 * 1024;
+
+function freeBytes(p) {
+  for (let dir = p; ; dir = path.dirname(dir)) {
+    try {
+      const st = fs.statfsSync(dir);
+      return st.bavail * st.bsize;
+    } catch (error) {
+      if (error.code !== 'ENOENT' || dir === path.dirname(dir)) return null;
+    }
+  }
+}
+
+// The file a failed write was for (its final name, not the temp one), for the report.
+function writing(error, file) {
+  if (error && typeof error === 'object' && !(error instanceof HelperError) && !error.writing) error.writing = file;
+  return error;
+}
+
+// A write that failed for want of space (ENOSPC) or quota (EDQUOT): retryable, naming
+// the file and what is left on its filesystem. What was half-written stays under a
+// temp name only, removed on the spot or swept by the next locked run.
+const DISK_FULL = new Set(['ENOSPC', 'EDQUOT']);
+
+function diskFullMessage(error) {
+  const file = error.writing || error.path || null;
+  const bytes = freeBytes(file ? path.dirname(file) : '/');
+  const free = bytes === null ? '' : `; ${Math.floor(bytes / 1024)} KiB free on its filesystem`;
+  const what = error.code === 'EDQUOT' ? 'the disk quota is exhausted' : 'the disk is full';
+  return `${what} (${error.code}) writing ${file || 'a file'}${free}: free space there, then retry`;
+}
+
+function makeDir(p, mode, uid = ROOT_UID, gid = ROOT_GID) {
+  fs.mkdirSync(p, { mode });
+  fs.chownSync(p, uid, gid);
+  fs.chmodSync(p, mode);
+}
+
+// Builds a directory under a temp name and renames it into place, so a directory that
+// exists is always complete (its marker included).
+function createDirAtomic(finalPath, mode, uid, gid, build) {
+  const parent = path.dirname(finalPath);
+  const temp = tempName(parent, path.basename(finalPath));
+  try {
+    makeDir(temp, mode, uid, gid);
+    build(temp);
+    fsyncDir(temp);
+    fs.renameSync(temp, finalPath);
+  } catch (error) {
+    fs.rmSync(temp, { recursive: true, force: true });
+    throw writing(error, finalPath);
+  }
+  fsyncDir(parent);
+}
+
+// Renames first so that the path disappears atomically; a helper killed during the
+// recursive removal leaves only a temp entry that a later locked run sweeps.
+function removeTree(p) {
+  const parent = path.dirname(p);
+  const temp = tempName(parent, `del-${path.basename(p)}`);
+  fs.renameSync(p, temp);
+  fsyncDir(parent);
+  fs.rmSync(temp, { recursive: true, force: true });
+}
+
+function removeFile(p) {
+  fs.unlinkSync(p);
+  fsyncDir(path.dirname(p));
+}
+
+// Under the host lock no other helper is writing, so any temp entry left in a
+// directory is debris from a helper that was killed mid-write.
+function sweep(dir, prefix = TEMP_PREFIX) {
+  if (!operatorDirExists(dir)) return;
+  for (const name of fs.readdirSync(dir)) {
+    if (!name.startsWith(prefix)) continue;
+    guard(`remove stale ${name}`);
+    fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+  }
+}
+
+module.exports = {
+  lstatOrNull, expectDir, expectFile, operatorDirExists, readMarker, checkFields, tempName,
+  fsyncDir, writeNewFile, writeAtomic, NEARLY_FULL_BYTES, freeBytes, DISK_FULL, diskFullMessage,
+  makeDir, createDirAtomic, removeTree, removeFile, sweep,
+};
+},
+'lock': function (module, exports, require) {
+'use strict';
 // Host lock: a kernel flock on <root>/.compute-lock held by a child whose stdin is a
 // pipe from this helper. Whatever ends the helper (normal exit, crash, SIGKILL) closes
 // that pipe, the child's `cat` sees end of file and exits, and the kernel drops the
@@ -244,12 +511,18 @@ async function unitState(unitName) {
 // with a looser mode is tightened, and one another account owns is refused instead
 // of waited on.
 
-const LOCK_MODE = 0o600;
-const lock = { child: null, required: false, exited: false, acquiredAt: null };
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
 
-function lockHeld() {
-  return lock.child !== null && !lock.exited;
-}
+const {
+  FLOCK_TIMEOUT_EXIT, HelperError, LOCK_WAIT_SECONDS, ROOT_GID, ROOT_UID
+} = require('./constants');
+const { guard, lock, progress, remainingMs, session } = require('./session');
+const { oneLine, run } = require('./children');
+const { lstatOrNull } = require('./files');
+
+const LOCK_MODE = 0o600;
 
 // The lock file as it must be: created 0600 when absent; a root-owned one with a
 // looser mode (plain `flock` creates it 0644, as OCC's own driver does) is tightened
@@ -404,218 +677,33 @@ async function releaseLock() {
   }
 }
 
-if (RUN_AS_HELPER) {
+// Once the helper runs (not when a test requires it): whatever ends it, the lock's
+// holder does not outlive it.
+function releaseLockOnExit() {
   process.on('exit', () => {
     if (lock.child && !lock.exited) lock.child.kill('SIGKILL');
   });
 }
 
-// ---------------------------------------------------------------------------------
-// Filesystem: typed lookups that refuse symlinks, atomic writes and directories.
+module.exports = { acquireLock, releaseLock, releaseLockOnExit };
+},
+'values': function (module, exports, require) {
+'use strict';
+// Small rules on values that parsing, rendering and the operations share: the
+// refusal of invalid input, hashes as the helper spells them, plain objects with
+// closed keys, and the trusted-path pattern.
 
-function lstatOrNull(p) {
-  try {
-    return fs.lstatSync(p);
-  } catch (error) {
-    if (error.code === 'ENOENT') return null;
-    throw error;
-  }
-}
+const crypto = require('node:crypto');
 
-// A directory of the tree, or null when absent; a symlink or another kind is refused.
-function expectDir(p) {
-  const st = lstatOrNull(p);
-  if (!st) return null;
-  if (st.isSymbolicLink()) {
-    throw new HelperError('unexpected-symlink', `${p} is a symlink where a directory is expected`);
-  }
-  if (!st.isDirectory()) {
-    throw new HelperError('foreign-marker', `${p} is not a directory`);
-  }
-  return st;
-}
-
-function expectFile(p) {
-  const st = lstatOrNull(p);
-  if (!st) return null;
-  if (st.isSymbolicLink()) {
-    throw new HelperError('unexpected-symlink', `${p} is a symlink where a file is expected`);
-  }
-  if (!st.isFile()) {
-    throw new HelperError('foreign-marker', `${p} is not a regular file`);
-  }
-  return st;
-}
-
-// Operator settings (the root, the unit directory) are trusted and may be symlinks.
-function operatorDirExists(p) {
-  try {
-    return fs.statSync(p).isDirectory();
-  } catch (error) {
-    if (error.code === 'ENOENT') return false;
-    throw error;
-  }
-}
-
-function readMarker(p, code = 'foreign-marker') {
-  const st = expectFile(p);
-  if (!st) return null;
-  if (st.uid !== ROOT_UID) {
-    throw new HelperError(code, `${p} is owned by uid ${st.uid}, not by the SSH account`);
-  }
-  let value;
-  try {
-    value = JSON.parse(fs.readFileSync(p, 'utf8'));
-  } catch {
-    throw new HelperError(code, `${p} is not valid JSON`);
-  }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new HelperError(code, `${p} is not a JSON object`);
-  }
-  return value;
-}
-
-function checkFields(marker, expected, file, code) {
-  for (const [key, value] of Object.entries(expected)) {
-    if (marker[key] !== value) {
-      throw new HelperError(code,
-        `${file}: ${key} is ${JSON.stringify(marker[key])}, expected ${JSON.stringify(value)}`);
-    }
-  }
-}
-
-function tempName(dir, base) {
-  return path.join(dir, `${TEMP_PREFIX}${base}-${crypto.randomBytes(6).toString('hex')}`);
-}
-
-function fsyncDir(dir) {
-  const fd = fs.openSync(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-// Writes one file with exact mode and owner; no fsync of the directory (callers do).
-function writeNewFile(file, data, mode, uid, gid) {
-  const fd = fs.openSync(file,
-    fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode);
-  try {
-    fs.writeFileSync(fd, data);
-    fs.fchownSync(fd, uid, gid);
-    fs.fchmodSync(fd, mode);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-// Temp file in the same directory, fsync, rename: readers see the old or the new
-// content, never a torn file, whatever ends the helper.
-function writeAtomic(file, data, mode, uid = ROOT_UID, gid = ROOT_GID) {
-  const dir = path.dirname(file);
-  const temp = tempName(dir, path.basename(file));
-  try {
-    writeNewFile(temp, data, mode, uid, gid);
-    fs.renameSync(temp, file);
-  } catch (error) {
-    fs.rmSync(temp, { force: true });
-    throw writing(error, file);
-  }
-  fsyncDir(dir);
-}
-
-// Free bytes for an unprivileged account on the filesystem of `p` (its nearest
-// existing ancestor), or null if that cannot be read.
-const NEARLY_FULL_BYTES = 1024 * 1024;
-function freeBytes(p) {
-  for (let dir = p; ; dir = path.dirname(dir)) {
-    try {
-      const st = fs.statfsSync(dir);
-      return st.bavail * st.bsize;
-    } catch (error) {
-      if (error.code !== 'ENOENT' || dir === path.dirname(dir)) return null;
-    }
-  }
-}
-
-// The file a failed write was for (its final name, not the temp one), for the report.
-function writing(error, file) {
-  if (error && typeof error === 'object' && !(error instanceof HelperError) && !error.writing) error.writing = file;
-  return error;
-}
-
-// A write that failed for want of space (ENOSPC) or quota (EDQUOT): retryable, naming
-// the file and what is left on its filesystem. What was half-written stays under a
-// temp name only, removed on the spot or swept by the next locked run.
-const DISK_FULL = new Set(['ENOSPC', 'EDQUOT']);
-function diskFullMessage(error) {
-  const file = error.writing || error.path || null;
-  const bytes = freeBytes(file ? path.dirname(file) : '/');
-  const free = bytes === null ? '' : `; ${Math.floor(bytes / 1024)} KiB free on its filesystem`;
-  const what = error.code === 'EDQUOT' ? 'the disk quota is exhausted' : 'the disk is full';
-  return `${what} (${error.code}) writing ${file || 'a file'}${free}: free space there, then retry`;
-}
-
-function makeDir(p, mode, uid = ROOT_UID, gid = ROOT_GID) {
-  fs.mkdirSync(p, { mode });
-  fs.chownSync(p, uid, gid);
-  fs.chmodSync(p, mode);
-}
-
-// Builds a directory under a temp name and renames it into place, so a directory that
-// exists is always complete (its marker included).
-function createDirAtomic(finalPath, mode, uid, gid, build) {
-  const parent = path.dirname(finalPath);
-  const temp = tempName(parent, path.basename(finalPath));
-  try {
-    makeDir(temp, mode, uid, gid);
-    build(temp);
-    fsyncDir(temp);
-    fs.renameSync(temp, finalPath);
-  } catch (error) {
-    fs.rmSync(temp, { recursive: true, force: true });
-    throw writing(error, finalPath);
-  }
-  fsyncDir(parent);
-}
-
-// Renames first so that the path disappears atomically; a helper killed during the
-// recursive removal leaves only a temp entry that a later locked run sweeps.
-function removeTree(p) {
-  const parent = path.dirname(p);
-  const temp = tempName(parent, `del-${path.basename(p)}`);
-  fs.renameSync(p, temp);
-  fsyncDir(parent);
-  fs.rmSync(temp, { recursive: true, force: true });
-}
-
-function removeFile(p) {
-  fs.unlinkSync(p);
-  fsyncDir(path.dirname(p));
-}
-
-// Under the host lock no other helper is writing, so any temp entry left in a
-// directory is debris from a helper that was killed mid-write.
-function sweep(dir, prefix = TEMP_PREFIX) {
-  if (!operatorDirExists(dir)) return;
-  for (const name of fs.readdirSync(dir)) {
-    if (!name.startsWith(prefix)) continue;
-    guard(`remove stale ${name}`);
-    fs.rmSync(path.join(dir, name), { recursive: true, force: true });
-  }
-}
-
-// ---------------------------------------------------------------------------------
-// Operation parsing.
+const { HelperError } = require('./constants');
 
 const sha256Hex = (data) => crypto.createHash('sha256').update(data).digest('hex');
+
 const sha12 = (text) => sha256Hex(text).slice(0, 12);
+
 // Trusted operator paths: absolute, normalized, none of whitespace, quotes, control
 // characters, shell metacharacters or systemd % and $ expansion.
 const SAFE_PATH = /^\/[A-Za-z0-9._+@:/-]*$/;
-const CONTROL = /[\x00-\x1f\x7f]/;
 
 function invalid(message) {
   return new HelperError('invalid-operation', message);
@@ -626,76 +714,6 @@ function requireObject(value, name) {
   return value;
 }
 
-function requireId(value, name) {
-  // Ids go into the unit header lines: a newline would forge another header line.
-  if (typeof value !== 'string' || value.length === 0 || value.length > 512 || CONTROL.test(value)) {
-    throw invalid(`${name} must be a non-empty string without control characters`);
-  }
-  return value;
-}
-
-function requirePath(value, name) {
-  if (typeof value !== 'string' || !SAFE_PATH.test(value) || path.posix.normalize(value) !== value ||
-      value === '/' || value.endsWith('/')) {
-    throw invalid(`${name} must be a normalized absolute path without special characters`);
-  }
-  return value;
-}
-
-function requireInt(value, name, min, max) {
-  if (!Number.isSafeInteger(value) || value < min || value > max) throw invalid(`${name} must be an integer in ${min}..${max}`);
-  return value;
-}
-
-function requireHash(value, expected, name) {
-  if (value !== expected) throw invalid(`${name} is ${JSON.stringify(value)}, expected ${expected}`);
-}
-
-// Each operation: whether it acts for an Agent (the envelope must name one) and for
-// a revision, and the fields the operation itself may carry besides version, op and
-// deadlineMs. Those are the component's policy; everything the helper acts on beyond
-// them comes from the envelope the host wrote.
-const OPERATIONS = {
-  'probe': { namespace: false, agent: false, revision: false, fields: [] },
-  'ensure-namespace': { namespace: true, agent: false, revision: false, fields: [] },
-  'prepare': { namespace: true, agent: true, revision: true, fields: ['configuration'] },
-  'activate': { namespace: true, agent: true, revision: true, fields: [] },
-  'deactivate': { namespace: true, agent: true, revision: true, fields: [] },
-  'stop': { namespace: true, agent: true, revision: true, fields: [] },
-  'retire': { namespace: true, agent: true, revision: true, fields: [] },
-  'delete-namespace': { namespace: true, agent: false, revision: false, fields: [] },
-  'inspect-agent': { namespace: true, agent: true, revision: false, fields: [] },
-  'delete-agent': { namespace: true, agent: true, revision: false, fields: [] },
-};
-const COMMON_FIELDS = ['version', 'op', 'deadlineMs'];
-const ENVELOPE_FIELDS = [
-  'version', 'method', 'ops', 'host', 'driver', 'runtime', 'gatewayPortRange', 'namespace', 'agent',
-  'revision', 'launchEnvironment', 'workspaceSetup',
-];
-const MIN_GATEWAY_PORT = 1024;
-// A runtime user prefix: of a Linux user name's characters, never root; accounts take
-// its first 19 characters (the spec's rule), so it may be longer than a user name.
-const RUNTIME_USER = /^[a-z_][a-z0-9_-]{0,254}$/;
-const ACCOUNT_PREFIX_LENGTH = 19;
-// OCC's rules for the placeholders beforeWorkloadStart may return
-// (apps/controller/src/drivers/compute/ssh/remote-helper.cjs): the host checks the
-// same before the driver sees them; tests/helper/envelope.test.js holds both to one table.
-const PLACEHOLDER_NAME = /^[A-Z_][A-Z0-9_]{0,127}$/;
-const PLACEHOLDER_VALUE = /^opaque-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-const RESERVED_PLACEHOLDER = /^(?:HOME|PATH|TMPDIR|CODEX_HOME|NODE_OPTIONS|NODE_PATH|BASH_ENV|ENV|LOG_FORMAT|RUST_LOG|XDG_.*|OPENCLAW_.*|OTEL_.*|LD_.*|DYLD_.*)$/;
-const MAX_PLACEHOLDERS = 64;
-
-function decodeJson(argument, what) {
-  if (typeof argument !== 'string' || argument.length === 0) throw invalid(`missing base64 ${what} argument`);
-  let value;
-  try {
-    value = JSON.parse(Buffer.from(argument, 'base64').toString('utf8'));
-  } catch {
-    throw invalid(`the ${what} argument is not base64 JSON`);
-  }
-  return requireObject(value, what);
-}
-
 function closedKeys(object, allowed, name) {
   const unknown = Object.keys(object).find((key) => !allowed.includes(key));
   if (unknown !== undefined) {
@@ -703,177 +721,29 @@ function closedKeys(object, allowed, name) {
   }
 }
 
-function requireString(value, name) {
-  if (typeof value !== 'string') throw invalid(`${name} must be a string`);
-  return value;
-}
+const isPlainObject = (value) => value !== null && typeof value === 'object' &&
+  Object.getPrototypeOf(value) === Object.prototype;
 
-function launchEnvironment(value) {
-  const env = requireObject(value, 'envelope.launchEnvironment');
-  if (Object.getPrototypeOf(env) !== Object.prototype) throw invalid('envelope.launchEnvironment must be a plain object');
-  const names = Object.keys(env).sort();
-  if (names.length > MAX_PLACEHOLDERS) {
-    throw invalid(`envelope.launchEnvironment has ${names.length} placeholders, more than ${MAX_PLACEHOLDERS}`);
-  }
-  for (const name of names) {
-    if (!PLACEHOLDER_NAME.test(name)) throw invalid(`envelope.launchEnvironment.${name}: the name must match ${PLACEHOLDER_NAME}`);
-    if (RESERVED_PLACEHOLDER.test(name)) throw invalid(`envelope.launchEnvironment.${name}: the name is reserved`);
-    if (typeof env[name] !== 'string' || !PLACEHOLDER_VALUE.test(env[name])) {
-      throw invalid(`envelope.launchEnvironment.${name}: the value must be an opaque reference matching ${PLACEHOLDER_VALUE}`);
-    }
-  }
-  return names.map((name) => [name, env[name]]);
-}
+module.exports = { sha256Hex, sha12, SAFE_PATH, invalid, requireObject, closedKeys, isPlainObject };
+},
+'render': function (module, exports, require) {
+'use strict';
+// What the helper renders: the native configuration snapshot, the unit and its
+// managed header.
 
-// The envelope: what the host took from the trusted installation and from the call the
-// controller made. Every value here is checked as an operator setting or an ID is, but
-// none of it is the component's to choose.
-function parseEnvelope(argument) {
-  const env = decodeJson(argument, 'envelope');
-  closedKeys(env, ENVELOPE_FIELDS, 'envelope');
-  if (env.version !== PROTOCOL_VERSION) throw invalid(`unsupported envelope version ${JSON.stringify(env.version)}`);
-  requireId(env.method, 'envelope.method');
-  if (!Array.isArray(env.ops) || env.ops.some((op) => !Object.hasOwn(OPERATIONS, op))) {
-    throw invalid('envelope.ops must list helper operations');
-  }
-  requireId(env.host, 'envelope.host');
-  const driver = requireObject(env.driver, 'envelope.driver');
-  closedKeys(driver, ['id', 'implementation'], 'envelope.driver');
-  requireId(driver.id, 'envelope.driver.id');
-  requireId(driver.implementation, 'envelope.driver.implementation');
-  const runtime = requireObject(env.runtime, 'envelope.runtime');
-  closedKeys(runtime, ['root', 'unitDirectory', 'nodePath', 'openclawPath', 'user'], 'envelope.runtime');
-  for (const key of ['root', 'unitDirectory', 'nodePath', 'openclawPath']) requirePath(runtime[key], `envelope.runtime.${key}`);
-  if (typeof runtime.user !== 'string' || !RUNTIME_USER.test(runtime.user) || runtime.user === 'root') {
-    throw invalid('envelope.runtime.user must be a Linux user name prefix other than root');
-  }
-  const range = requireObject(env.gatewayPortRange, 'envelope.gatewayPortRange');
-  closedKeys(range, ['start', 'end'], 'envelope.gatewayPortRange');
-  requireInt(range.start, 'envelope.gatewayPortRange.start', MIN_GATEWAY_PORT, 65535);
-  requireInt(range.end, 'envelope.gatewayPortRange.end', range.start, 65535);
-  if (env.namespace !== undefined) {
-    const ns = requireObject(env.namespace, 'envelope.namespace');
-    closedKeys(ns, ['id', 'name'], 'envelope.namespace');
-    requireId(ns.id, 'envelope.namespace.id');
-    requireId(ns.name, 'envelope.namespace.name');
-  }
-  if (env.agent !== undefined) {
-    const agent = requireObject(env.agent, 'envelope.agent');
-    closedKeys(agent, ['id', 'servicePrincipalId'], 'envelope.agent');
-    requireId(agent.id, 'envelope.agent.id');
-    requireId(agent.servicePrincipalId, 'envelope.agent.servicePrincipalId');
-  }
-  if (env.revision !== undefined) {
-    const revision = requireObject(env.revision, 'envelope.revision');
-    closedKeys(revision, ['id', 'number', 'harness', 'configurationSha256'], 'envelope.revision');
-    requireId(revision.id, 'envelope.revision.id');
-    requireInt(revision.number, 'envelope.revision.number', 1, Number.MAX_SAFE_INTEGER);
-    requireId(revision.harness, 'envelope.revision.harness');
-    if (typeof revision.configurationSha256 !== 'string' || !/^[0-9a-f]{64}$/.test(revision.configurationSha256)) {
-      throw invalid('envelope.revision.configurationSha256 must be 64 lowercase hex characters');
-    }
-  }
-  const placeholders = env.launchEnvironment === undefined ? undefined : launchEnvironment(env.launchEnvironment);
-  const workspaceSetup = env.workspaceSetup === undefined ? undefined : checkWorkspaceSetup(env.workspaceSetup, 'envelope.workspaceSetup');
-  return { env, placeholders, workspaceSetup };
-}
-
-// The operation the component sent, checked against the envelope, merged with it into
-// the one object every operation below reads. The component chooses only which
-// operation runs (among those the envelope lists), deadlineMs and the fields of
-// OPERATIONS[op].fields.
-function parseOperation(argument, envelopeArgument) {
-  const { env, placeholders, workspaceSetup } = parseEnvelope(envelopeArgument);
-  const sent = decodeJson(argument, 'operation');
-  if (sent.version !== PROTOCOL_VERSION) throw invalid(`unsupported protocol version ${JSON.stringify(sent.version)}`);
-  const shape = Object.hasOwn(OPERATIONS, sent.op) ? OPERATIONS[sent.op] : null;
-  if (!shape) throw invalid(`unknown op ${JSON.stringify(sent.op)}`);
-  if (!env.ops.includes(sent.op)) {
-    throw invalid(`op ${sent.op} is not one ${env.method} may run (it may run: ${env.ops.join(', ') || 'nothing'})`);
-  }
-  closedKeys(sent, [...COMMON_FIELDS, ...shape.fields], 'operation');
-  if (sent.deadlineMs !== undefined) requireInt(sent.deadlineMs, 'operation.deadlineMs', 1000, MAX_DEADLINE_MS);
-  for (const part of ['namespace', 'agent', 'revision']) {
-    if (shape[part] && env[part] === undefined) throw invalid(`${sent.op} needs envelope.${part}`);
-  }
-  const op = {
-    op: sent.op,
-    method: env.method,
-    host: env.host,
-    deadlineMs: sent.deadlineMs,
-    driver: { ...env.driver },
-    root: env.runtime.root,
-    unitDirectory: env.runtime.unitDirectory,
-    nodePath: env.runtime.nodePath,
-    openclawPath: env.runtime.openclawPath,
-    runtimeUser: env.runtime.user,
-    portRange: { ...env.gatewayPortRange },
-  };
-  if (shape.namespace) op.namespace = { id: env.namespace.id, name: env.namespace.name, hash: sha12(env.namespace.id) };
-  if (shape.agent) {
-    const hash = sha12(env.agent.id);
-    op.agent = {
-      id: env.agent.id,
-      hash,
-      servicePrincipalId: env.agent.servicePrincipalId,
-      account: agentAccountName(env.runtime.user, env.namespace.id, env.agent.id),
-      unitName: `${UNIT_PREFIX}${hash}.service`,
-    };
-  }
-  if (shape.revision) {
-    op.revision = {
-      id: env.revision.id,
-      hash: sha12(env.revision.id),
-      number: env.revision.number,
-      harness: env.revision.harness,
-      configurationSha256: env.revision.configurationSha256,
-    };
-  }
-  if (sent.op === 'prepare') {
-    // The controller's document, by the hash the host took of it: a component cannot
-    // have the helper write another.
-    const configuration = requireString(sent.configuration, 'configuration');
-    if (sha256Hex(configuration) !== op.revision.configurationSha256) {
-      throw invalid('configuration is not the controller\'s revision.configuration (its SHA-256 differs from envelope.revision.configurationSha256)');
-    }
-    if (op.revision.harness !== 'openclaw/embedded') {
-      throw invalid(`envelope.revision.harness is ${op.revision.harness}; SSH Compute prepares only openclaw/embedded`);
-    }
-    op.snapshot = renderSnapshot(configuration);
-  }
-  if (sent.op === 'activate') {
-    if (placeholders === undefined) throw invalid('activate needs envelope.launchEnvironment (what beforeWorkloadStart returned)');
-    op.placeholders = placeholders;
-  }
-  if (workspaceSetup !== undefined) {
-    // The controller's setup of this call's Agent, delivered by prepare and activate.
-    if (sent.op !== 'prepare' && sent.op !== 'activate') throw invalid(`envelope.workspaceSetup: ${sent.op} delivers no workspace setup`);
-    if (workspaceSetup.namespaceId !== op.namespace.id || workspaceSetup.agentId !== op.agent.id) {
-      throw invalid(`envelope.workspaceSetup belongs to another Agent, not to Agent ${op.agent.id} of Namespace ${op.namespace.id}`);
-    }
-    op.workspaceSetup = workspaceSetup;
-  }
-  return op;
-}
-
-function agentAccountName(runtimeUser, namespaceId, agentId) {
-  return `${runtimeUser.slice(0, ACCOUNT_PREFIX_LENGTH)}-${sha12(`${namespaceId}:${agentId}`)}`;
-}
+const { HEADER_FIRST_LINE, HelperError } = require('./constants');
+const { invalid, isPlainObject, sha12, sha256Hex } = require('./values');
 
 function unitHeader(namespaceId, agentId) {
   return `${HEADER_FIRST_LINE}\n# OCC-Namespace: ${namespaceId}\n# OCC-Agent: ${agentId}\n`;
 }
 
-// ---------------------------------------------------------------------------------
-// What the helper renders: the native configuration snapshot and the unit.
-
 const GATEWAY_PASSWORD_ENV = 'OPENCLAW_GATEWAY_PASSWORD';
+
 const GATEWAY_PASSWORD_REF = Object.freeze({ source: 'env', provider: 'default', id: GATEWAY_PASSWORD_ENV });
+
 // The expression form OCC accepts beside the SecretRef.
 const GATEWAY_PASSWORD_EXPRESSION = `\${${GATEWAY_PASSWORD_ENV}}`;
-
-const isPlainObject = (value) => value !== null && typeof value === 'object' &&
-  Object.getPrototypeOf(value) === Object.prototype;
 
 // A number of the controller's document, kept as the text it was written in: a
 // double would change what does not fit one (18446744073709551615, 1e400).
@@ -1047,7 +917,735 @@ function renderUnit({ namespaceId, agentId, account, agentDir, nodePath, opencla
   ].join('\n');
 }
 
-// ---------------------------------------------------------------------------------
+module.exports = { unitHeader, canonicalJson, renderSnapshot, snapshotNeedsPassword, renderUnit };
+},
+'layout': function (module, exports, require) {
+'use strict';
+// The layout on the host and who owns it: the paths of a Namespace, an Agent and a
+// revision under the runtime root, and the markers that say they are this Driver's.
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { HelperError, ROOT_UID, TRAVERSE_ONLY } = require('./constants');
+const { guard } = require('./session');
+const {
+  checkFields, expectDir, expectFile, lstatOrNull, operatorDirExists, readMarker
+} = require('./files');
+const { sha256Hex } = require('./values');
+const { snapshotNeedsPassword, unitHeader } = require('./render');
+
+function layout(op) {
+  const namespaces = path.join(op.root, 'namespaces');
+  const nsDir = path.join(namespaces, op.namespace.hash);
+  const L = {
+    root: op.root,
+    accounts: path.join(op.root, 'accounts'),
+    namespaces,
+    nsDir,
+    nsMarker: path.join(nsDir, 'namespace.json'),
+    agentsDir: path.join(nsDir, 'agents'),
+  };
+  if (op.agent) {
+    const agentDir = path.join(L.agentsDir, op.agent.hash);
+    Object.assign(L, {
+      agentDir,
+      agentMarker: path.join(agentDir, 'agent.json'),
+      home: path.join(agentDir, 'home'),
+      state: path.join(agentDir, 'state'),
+      passwordFile: path.join(agentDir, 'gateway-password.env'),
+      revisions: path.join(agentDir, 'revisions'),
+      current: path.join(agentDir, 'current'),
+      served: path.join(agentDir, 'served.json'),
+      accountMarker: path.join(op.root, 'accounts', `${op.agent.account}.json`),
+      unitPath: path.join(op.unitDirectory, op.agent.unitName),
+    });
+  }
+  if (op.agent && op.revision) {
+    L.revDir = path.join(L.revisions, op.revision.hash);
+    L.revMarker = path.join(L.revDir, 'revision.json');
+    L.revConfig = path.join(L.revDir, 'openclaw.json');
+  }
+  return L;
+}
+
+// The exact Driver and Namespace a marker belongs to: two Driver selections sharing a
+// root never adopt each other's objects.
+const namespaceOwner = (op) => ({
+  driverId: op.driver.id, implementation: op.driver.implementation,
+  namespaceId: op.namespace.id, namespaceName: op.namespace.name,
+});
+
+const agentOwner = (op) => ({
+  ...namespaceOwner(op), agentId: op.agent.id, servicePrincipalId: op.agent.servicePrincipalId,
+});
+
+// true when the Namespace tree exists and is ours; false when absent.
+function verifyNamespace(op, L, required) {
+  if (!operatorDirExists(L.root) || !expectDir(L.namespaces) || !expectDir(L.nsDir)) {
+    if (required) throw new HelperError('missing-namespace', `${L.nsDir} does not exist; ensure the Namespace first`);
+    return false;
+  }
+  const marker = readMarker(L.nsMarker);
+  if (!marker) throw new HelperError('foreign-marker', `${L.nsDir} has no namespace.json`);
+  checkFields(marker, namespaceOwner(op), L.nsMarker, 'foreign-marker');
+  expectDir(L.agentsDir);
+  return true;
+}
+
+// namespaces/, <nsHash>/ and agents/ are 0711 root:root: an Agent's account can pass
+// through to its own directory (whose path it is given) but cannot list them, so it
+// learns neither which other Namespaces and Agents exist nor their hashes. Trees made
+// before this rule (0755) are tightened; another owner is foreign.
+function tightenTree(L) {
+  let changed = false;
+  for (const dir of [L.namespaces, L.nsDir, L.agentsDir]) {
+    const st = expectDir(dir);
+    if (!st) continue;
+    if (st.uid !== ROOT_UID) throw new HelperError('foreign-marker', `${dir} is owned by uid ${st.uid}, not by the SSH account`);
+    if ((st.mode & 0o7777) === TRAVERSE_ONLY) continue;
+    guard(`chmod ${TRAVERSE_ONLY.toString(8)} ${dir}`);
+    fs.chmodSync(dir, TRAVERSE_ONLY);
+    changed = true;
+  }
+  return changed;
+}
+
+// The Agent marker, verified, or null when the Agent directory is absent.
+function readAgent(op, L) {
+  if (!expectDir(L.agentDir)) return null;
+  const marker = readMarker(L.agentMarker);
+  if (!marker) throw new HelperError('foreign-marker', `${L.agentDir} has no agent.json`);
+  checkFields(marker, { ...agentOwner(op), account: op.agent.account }, L.agentMarker, 'foreign-marker');
+  for (const key of ['uid', 'gid']) {
+    if (!Number.isSafeInteger(marker[key]) || marker[key] <= 0) {
+      throw new HelperError('foreign-marker', `${L.agentMarker}: ${key} is not a valid id`);
+    }
+  }
+  if (!Number.isSafeInteger(marker.port) || marker.port < 1 || marker.port > 65535) {
+    throw new HelperError('foreign-marker', `${L.agentMarker}: port is not a valid port`);
+  }
+  for (const dir of [L.home, L.state, L.revisions]) expectDir(dir);
+  expectFile(L.passwordFile);
+  return marker;
+}
+
+// current must be a symlink to exactly revisions/<12 hex>; returns that hash or null.
+function readCurrent(L) {
+  const st = lstatOrNull(L.current);
+  if (!st) return null;
+  if (!st.isSymbolicLink()) throw new HelperError('unexpected-symlink', `${L.current} is not a symlink`);
+  const target = fs.readlinkSync(L.current);
+  const match = /^revisions\/([0-9a-f]{12})$/.exec(target);
+  if (!match) throw new HelperError('unexpected-symlink', `${L.current} points at ${JSON.stringify(target)}`);
+  return match[1];
+}
+
+function readServed(op, L) {
+  const marker = readMarker(L.served);
+  if (!marker) return null;
+  checkFields(marker, agentOwner(op), L.served, 'foreign-marker');
+  return marker;
+}
+
+function revisionMarker(op, snapshotSha256) {
+  return {
+    ...agentOwner(op),
+    revisionId: op.revision.id,
+    revisionNumber: op.revision.number,
+    configurationSha256: op.revision.configurationSha256,
+    snapshotSha256,
+    harness: op.revision.harness,
+  };
+}
+
+// Verifies an existing revision snapshot: ownership, identity (the revision and the
+// controller's document it was prepared from), and the exact bytes, which must still
+// hash to what prepare wrote. Returns null when the revision directory is absent,
+// else { needsPassword } of the snapshot.
+function verifyRevision(op, L, agentGid) {
+  if (!expectDir(L.revDir)) return null;
+  const marker = readMarker(L.revMarker);
+  if (!marker) throw new HelperError('foreign-marker', `${L.revDir} has no revision.json`);
+  checkFields(marker, agentOwner(op), L.revMarker, 'foreign-marker');
+  checkFields(marker, {
+    revisionId: op.revision.id, revisionNumber: op.revision.number,
+    configurationSha256: op.revision.configurationSha256, harness: op.revision.harness,
+  }, L.revMarker, 'changed-snapshot');
+  const st = expectFile(L.revConfig);
+  if (!st) throw new HelperError('changed-snapshot', `${L.revConfig} is missing`);
+  if (st.uid !== ROOT_UID || st.gid !== agentGid || (st.mode & 0o7777) !== 0o640) {
+    throw new HelperError('changed-snapshot',
+      `${L.revConfig} is ${st.uid}:${st.gid} ${(st.mode & 0o7777).toString(8)}, expected ${ROOT_UID}:${agentGid} 640`);
+  }
+  const bytes = fs.readFileSync(L.revConfig);
+  // Owner, group and mode can survive an in-place edit by root; the bytes cannot. A
+  // gateway is never started, kept or stopped on a document that is not the admitted
+  // one, so every operation that relies on the snapshot re-hashes it.
+  if (sha256Hex(bytes) !== marker.snapshotSha256) {
+    throw new HelperError('changed-snapshot',
+      `${L.revConfig} no longer has the snapshotSha256 recorded in ${L.revMarker}: it was changed after prepare`);
+  }
+  if (op.snapshot !== undefined && !bytes.equals(Buffer.from(op.snapshot.text, 'utf8'))) {
+    throw new HelperError('changed-snapshot', `${L.revConfig} differs from the snapshot of the controller's document`);
+  }
+  return { needsPassword: snapshotNeedsPassword(bytes), text: bytes.toString('utf8') };
+}
+
+// The revision the pointer names, verified: { number, id }, or null.
+function currentRevision(op, L, currentHash) {
+  if (currentHash === null) return null;
+  // A symlinked revision directory must not lead the marker read elsewhere.
+  if (!expectDir(path.join(L.revisions, currentHash))) return null;
+  const marker = readMarker(path.join(L.revisions, currentHash, 'revision.json'));
+  if (!marker) return null;
+  checkFields(marker, agentOwner(op), path.join(L.revisions, currentHash, 'revision.json'), 'foreign-marker');
+  return Number.isSafeInteger(marker.revisionNumber) ? { number: marker.revisionNumber, id: marker.revisionId } : null;
+}
+
+// A revision number names one revision of an Agent: another id under the number of
+// the current or served revision is refused (OCC's "Revision number belongs to
+// another immutable revision"), in prepare and in activate.
+function refuseNumberConflict(op, ...claims) {
+  for (const claim of claims) {
+    if (claim && claim.number === op.revision.number && claim.id !== op.revision.id) {
+      throw new HelperError('revision-conflict',
+        `revision number ${op.revision.number} belongs to another revision (${JSON.stringify(claim.id)}) ` +
+        `of Agent ${op.agent.id}, not to ${JSON.stringify(op.revision.id)}`);
+    }
+  }
+}
+
+// The unit file's text when present and ours; refuses any other unit at that path.
+function readUnit(unitPath, namespaceId, agentId) {
+  const st = lstatOrNull(unitPath);
+  if (!st) return null;
+  if (st.isSymbolicLink()) throw new HelperError('unexpected-symlink', `${unitPath} is a symlink`);
+  if (!st.isFile()) throw new HelperError('foreign-unit', `${unitPath} is not a regular file`);
+  const text = fs.readFileSync(unitPath, 'utf8');
+  if (!text.startsWith(unitHeader(namespaceId, agentId))) {
+    throw new HelperError('foreign-unit',
+      `${unitPath} does not begin with the ownership header of Namespace ${namespaceId}, Agent ${agentId}`);
+  }
+  return text;
+}
+
+module.exports = {
+  layout, namespaceOwner, agentOwner, verifyNamespace, tightenTree, readAgent, readCurrent,
+  readServed, revisionMarker, verifyRevision, currentRevision, refuseNumberConflict, readUnit,
+};
+},
+'leftovers': function (module, exports, require) {
+'use strict';
+// What an account can leave behind: schedules, processes, files, IPC objects.
+//
+// An account's uid goes back to the pool when the account is removed, and useradd
+// hands it to the next account it makes: anything left behind (a crontab, a process,
+// a file in /tmp, a shared-memory segment) would then belong to another Agent. So the
+// accounts are denied cron and at from their creation, and removal ends and deletes
+// all of it before the user goes.
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { HelperError } = require('./constants');
+const { guard, lock, progress, sleep } = require('./session');
+const { run } = require('./children');
+const { expectDir, lstatOrNull, removeFile, writeAtomic } = require('./files');
+
+// cron with neither list lets every user schedule (Debian, cronie by default), so its
+// deny list is created when absent; at with neither list allows only root, and
+// creating an at.deny would open at to every other account, so it is only edited.
+// An allow list, when present, decides alone and never names our accounts.
+const SCHEDULERS = [
+  { deny: '/etc/cron.deny', allow: '/etc/cron.allow', createDeny: true },
+  { deny: '/etc/at.deny', allow: '/etc/at.allow', createDeny: false },
+];
+
+// Debian: crontabs/<user>, atjobs and atspool under /var/spool/cron; cronie
+// /var/spool/cron/<user> and /var/spool/at; SUSE /var/spool/cron/tabs.
+const SCHEDULE_DIRS = [
+  '/var/spool/cron', '/var/spool/cron/crontabs', '/var/spool/cron/tabs', '/var/spool/cron/atjobs',
+  '/var/spool/cron/atspool', '/var/spool/at', '/var/spool/at/spool',
+];
+
+// Places any account may write outside its own tree.
+const SHARED_DIRS = ['/tmp', '/var/tmp', '/dev/shm', '/dev/mqueue', '/run/lock', '/var/crash'];
+
+const PROCESS_ROUNDS = 20;
+
+// The lines of an operator list file (/etc is trusted: a symlink there is followed),
+// or null when it is absent.
+function readList(file) {
+  let text;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (error) {
+    if (error.code === 'ENOENT') return null;
+    throw error;
+  }
+  return text.split('\n').filter((line, i, all) => line !== '' || i < all.length - 1);
+}
+
+// Rewrites an operator list atomically with the same owner and mode.
+function writeList(file, lines) {
+  const target = fs.realpathSync(file);
+  const st = fs.statSync(target);
+  writeAtomic(target, lines.length ? `${lines.join('\n')}\n` : '', st.mode & 0o7777, st.uid, st.gid);
+}
+
+function denySchedulers(name) {
+  let changed = false;
+  for (const { deny, allow, createDeny } of SCHEDULERS) {
+    const lines = readList(deny);
+    if (lines === null) {
+      if (!createDeny || readList(allow) !== null) continue;
+      guard(`create ${deny}`);
+      writeAtomic(deny, `${name}\n`, 0o644);
+    } else if (lines.some((line) => line.trim() === name)) {
+      continue;
+    } else {
+      guard(`add ${name} to ${deny}`);
+      writeList(deny, [...lines, name]);
+    }
+    progress('deny', `${name} is denied by ${deny}`);
+    changed = true;
+  }
+  return changed;
+}
+
+function undenySchedulers(name) {
+  for (const { deny } of SCHEDULERS) {
+    const lines = readList(deny);
+    if (lines === null || !lines.some((line) => line.trim() === name)) continue;
+    guard(`remove ${name} from ${deny}`);
+    writeList(deny, lines.filter((line) => line.trim() !== name));
+  }
+}
+
+// Crontabs and at jobs: regular files named after the account or owned by it. These
+// directories are root's, so no account can race the removal.
+function removeSchedules(account) {
+  let changed = false;
+  for (const dir of SCHEDULE_DIRS) {
+    const st = lstatOrNull(dir);
+    if (!st || !st.isDirectory()) continue;
+    for (const entry of fs.readdirSync(dir)) {
+      const file = path.join(dir, entry);
+      const est = lstatOrNull(file);
+      if (!est || !est.isFile() || (entry !== account.name && est.uid !== account.uid)) continue;
+      guard(`remove ${file}`);
+      removeFile(file);
+      progress('schedule', `removed ${file} of ${account.name}`);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+// Pids of the processes whose real, effective, saved or filesystem uid is the
+// account's. Zombies are skipped: they hold nothing and only wait to be reaped.
+function processesOf(uid) {
+  const pids = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    let status;
+    try {
+      status = fs.readFileSync(`/proc/${name}/status`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    const state = /^State:\s+(\S)/m.exec(status);
+    if (state && (state[1] === 'Z' || state[1] === 'X')) continue;
+    const ids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(status);
+    if (ids && ids.slice(1).some((id) => Number(id) === uid)) pids.push(Number(name));
+  }
+  return pids;
+}
+
+// Ends every process of the account, repeating until none remains. kill(-1) made as
+// the account reaches all of its processes in one pass the kernel makes under the
+// task-list lock, so a process forking meanwhile cannot slip through; SIGKILL from
+// root then reaches what the account may no longer signal (a setuid program it ran).
+async function endProcesses(account) {
+  let changed = false;
+  for (let round = 1; ; round++) {
+    const pids = processesOf(account.uid);
+    if (pids.length === 0) return changed;
+    if (round > PROCESS_ROUNDS) {
+      throw new HelperError('command-failed',
+        `processes of account ${account.name} (uid ${account.uid}) remain: ${pids.slice(0, 10).join(' ')}`);
+    }
+    guard(`end the processes of ${account.name}`);
+    await run(process.execPath, ['-e', 'process.kill(-1, "SIGKILL")'], { as: account, allowFailure: true, timeoutMs: 15000 });
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    progress('processes', `ended ${pids.length} process(es) of ${account.name}`);
+    changed = true;
+    // SIGKILL is delivered at once but a process takes a moment to exit.
+    await sleep(Math.min(50 * round, 500));
+  }
+}
+
+// Runs find over the given trees as root, read-only: the first path owned by uid.
+async function firstOwned(dirs, uid) {
+  if (dirs.length === 0) return null;
+  const result = await run('find', [...dirs, '-xdev', '-user', String(uid), '-print', '-quit'],
+    { allowFailure: true, timeoutMs: 60000 });
+  return result.stdout.split('\n')[0] || null;
+}
+
+function existingDirs(dirs) {
+  return dirs.filter((dir) => {
+    const st = lstatOrNull(dir);
+    return st !== null && st.isDirectory();
+  });
+}
+
+// Deletes, as the account itself, what it owns in the given trees: the account can
+// delete only its own entries, so no symlink it planted (or swaps in meanwhile) can
+// lead the deletion to anything it could not have deleted anyway. Directories it made
+// untraversable are opened up first (`-exec ... ;` runs before find descends).
+async function deleteAsAccount(account, dirs, select) {
+  if (dirs.length === 0) return;
+  const as = { as: account, allowFailure: true, timeoutMs: 90000 };
+  await run('find', [...dirs, '-xdev', ...select, '-user', String(account.uid), '-type', 'd',
+    '!', '-perm', '-u=rwx', '-exec', 'chmod', 'u+rwx', '{}', ';'], as);
+  await run('find', [...dirs, '-xdev', ...select, '-delete'], as);
+}
+
+async function removeSharedFiles(account) {
+  const dirs = existingDirs(SHARED_DIRS);
+  if ((await firstOwned(dirs, account.uid)) === null) return;
+  guard(`remove the files of ${account.name} in ${dirs.join(' ')}`);
+  await deleteAsAccount(account, dirs, ['-user', String(account.uid)]);
+  progress('files', `removed files of ${account.name} in shared directories`);
+}
+
+// System V IPC objects it owns or created; the gateway's own live in its private IPC
+// namespace (PrivateIPC=yes), these could only come from elsewhere.
+function ipcObjectsOf(uid) {
+  const found = [];
+  for (const [kind, flag] of [['shm', '-m'], ['msg', '-q'], ['sem', '-s']]) {
+    let text;
+    try {
+      text = fs.readFileSync(`/proc/sysvipc/${kind}`, 'utf8');
+    } catch {
+      continue;
+    }
+    const [header, ...rows] = text.trim().split('\n');
+    const columns = header.trim().split(/\s+/);
+    const at = (row, column) => Number(row.trim().split(/\s+/)[columns.indexOf(column)]);
+    for (const row of rows) {
+      if (at(row, 'uid') === uid || at(row, 'cuid') === uid) {
+        found.push({ flag, id: String(at(row, kind === 'shm' ? 'shmid' : kind === 'msg' ? 'msqid' : 'semid')) });
+      }
+    }
+  }
+  return found;
+}
+
+async function removeIpc(account) {
+  for (const { flag, id } of ipcObjectsOf(account.uid)) {
+    guard(`remove IPC object ${id} of ${account.name}`);
+    await run('ipcrm', [flag, id], { allowFailure: true, timeoutMs: 15000 });
+    progress('ipc', `removed IPC object ${flag} ${id} of ${account.name}`);
+  }
+}
+
+// The user goes only when nothing of it runs and nothing it owns is left where the
+// helper looked; otherwise a retryable error names what is left, and the marker stays.
+async function checkNothingLeft(account) {
+  const pids = processesOf(account.uid);
+  if (pids.length > 0) {
+    throw new HelperError('command-failed', `account ${account.name} still runs processes ${pids.slice(0, 10).join(' ')}`);
+  }
+  let file = await firstOwned(existingDirs([...SHARED_DIRS, ...SCHEDULE_DIRS]), account.uid);
+  // systemd removes a stopped unit's private /tmp in the background: give it a moment.
+  for (let round = 1; file && file.includes('/systemd-private-') && round <= 10; round++) {
+    await sleep(100 * round);
+    file = await firstOwned(existingDirs([...SHARED_DIRS, ...SCHEDULE_DIRS]), account.uid);
+  }
+  if (file) {
+    throw new HelperError('command-failed',
+      `${file} is owned by account ${account.name} (uid ${account.uid}) and could not be removed as that account; remove it and retry`);
+  }
+  const ipc = ipcObjectsOf(account.uid);
+  if (ipc.length > 0) {
+    throw new HelperError('command-failed', `IPC object ${ipc[0].flag} ${ipc[0].id} of account ${account.name} could not be removed`);
+  }
+}
+
+// Empties the Agent's home and state as the Agent's account, whose processes have
+// ended; the root-owned rest of the tree then goes with removeTree. What the account
+// could not delete stays, and is named rather than removed by root.
+async function clearAgentTree(L, identity) {
+  const dirs = [L.home, L.state].filter((dir) => expectDir(dir));
+  if (dirs.length === 0) return;
+  guard(`empty ${dirs.join(' and ')} as ${identity.name}`);
+  await deleteAsAccount(identity, dirs, ['-mindepth', '1']);
+  for (const dir of dirs) {
+    const left = fs.readdirSync(dir);
+    if (left.length > 0) {
+      throw new HelperError('command-failed',
+        `${path.join(dir, left[0])} could not be removed as account ${identity.name}; remove it and retry`);
+    }
+  }
+}
+
+module.exports = {
+  denySchedulers, undenySchedulers, removeSchedules, endProcesses, removeSharedFiles, removeIpc,
+  checkNothingLeft, clearAgentTree,
+};
+},
+'accounts': function (module, exports, require) {
+'use strict';
+// Accounts.
+//
+// Each Agent's account is made by one `useradd --system --user-group`, so its user and
+// private group appear together, with a GECOS comment that carries a nonce also kept
+// in the account marker. A same-named user or group made by anyone else cannot carry
+// that nonce: the driver adopts, verifies and removes only accounts it made.
+
+const crypto = require('node:crypto');
+
+const { HelperError } = require('./constants');
+const { guard, progress } = require('./session');
+const { run } = require('./children');
+const { checkFields, expectDir, makeDir, readMarker, removeFile, writeAtomic } = require('./files');
+const { sha12 } = require('./values');
+const { agentOwner, readAgent, verifyNamespace } = require('./layout');
+const {
+  checkNothingLeft, denySchedulers, endProcesses, removeIpc, removeSchedules, removeSharedFiles,
+  undenySchedulers
+} = require('./leftovers');
+
+async function lookupAccount(name) {
+  const [passwd, group] = await Promise.all([
+    run('getent', ['passwd', name], { allowFailure: true, timeoutMs: 15000 }),
+    run('getent', ['group', name], { allowFailure: true, timeoutMs: 15000 }),
+  ]);
+  const parse = (result, what) => {
+    if (result.code === 2) return null; // getent: key not found
+    if (result.code !== 0) throw new HelperError('command-failed', `getent ${what} ${name}: exit ${result.code}`);
+    return result.stdout.trim().split('\n')[0].split(':');
+  };
+  const pw = parse(passwd, 'passwd');
+  const gr = parse(group, 'group');
+  return {
+    user: pw ? { uid: Number(pw[2]), gid: Number(pw[3]), comment: pw[4] } : null,
+    group: gr ? { gid: Number(gr[2]) } : null,
+  };
+}
+
+function accountFields(op) {
+  return { ...agentOwner(op), account: op.agent.account };
+}
+
+function newAccountComment() {
+  return `occ-ssh ${crypto.randomBytes(12).toString('hex')}`;
+}
+
+// The account a marker describes, to act as: { name, uid, gid }.
+function accountIdentity(marker) {
+  return { name: marker.account, uid: marker.uid, gid: marker.gid };
+}
+
+// Describes how an existing system account departs from its marker, or null. Absent
+// parts of a completed account are no conflict: an interrupted removal leaves the user
+// or group already gone. A marker written before the comment was recorded (no
+// `comment`) is checked by its ids alone.
+function accountConflict(marker, system) {
+  const { user, group } = system;
+  const name = marker.account;
+  if (marker.uid === null || marker.gid === null) {
+    // Pending: the driver ran, or was about to run, one useradd that makes both.
+    if (!user) return group ? `group ${name} exists without its user, so useradd --user-group did not make it` : null;
+    if (marker.comment === undefined) return `user ${name} exists and the pending marker records no comment to prove it the driver's`;
+    if (!group || user.gid !== group.gid) return `user ${name} does not have the private group ${name}`;
+  } else {
+    if (user && user.uid !== marker.uid) return `user ${name} has uid ${user.uid}`;
+    if (user && user.gid !== marker.gid) return `user ${name} has primary gid ${user.gid}`;
+    if (group && group.gid !== marker.gid) return `group ${name} has gid ${group.gid}`;
+  }
+  if (user && marker.comment !== undefined && user.comment !== marker.comment) {
+    return `user ${name} has comment ${JSON.stringify(user.comment)}, not the one the driver recorded`;
+  }
+  return null;
+}
+
+// Whether `account` is the name the driver gives the Agent's account: a runtime user
+// prefix, then the first 12 hex digits of SHA-256 of "<namespaceId>:<agentId>".
+function isAgentAccount(account, namespaceId, agentId) {
+  return typeof account === 'string' && /^[a-z_][a-z0-9_-]{0,18}-[0-9a-f]{12}$/.test(account) &&
+    account.endsWith(`-${sha12(`${namespaceId}:${agentId}`)}`);
+}
+
+// Why the marked account and the system's differ, or null when they are the same.
+function accountMismatch(marker, system, name) {
+  if (sameAccount(marker, system)) return null;
+  return accountConflict(marker, system) || `user or group ${name} is missing`;
+}
+
+function sameAccount(marker, system) {
+  return Boolean(system.user && system.group && marker.uid !== null && accountConflict(marker, system) === null);
+}
+
+// Creates or verifies the Agent's private user and group. The marker is written
+// before useradd with null ids and the comment it will give the account, and completed
+// after: a helper killed in between leaves a marker that lets the retry finish its own
+// account, and only its own, rather than find an unmarked (hence foreign) one.
+async function ensureAccount(op, L) {
+  if (!expectDir(L.accounts)) {
+    guard('create the accounts directory');
+    makeDir(L.accounts, 0o700);
+  }
+  const name = op.agent.account;
+  let marker = readMarker(L.accountMarker, 'foreign-account');
+  const system = await lookupAccount(name);
+  if (marker) {
+    checkFields(marker, accountFields(op), L.accountMarker, 'foreign-account');
+    if (marker.uid !== null || marker.gid !== null) {
+      const why = accountMismatch(marker, system, name);
+      if (why) throw new HelperError('foreign-account', `account ${name} does not match ${L.accountMarker}: ${why}`);
+      // An operator may have edited the lists since: the account stays denied.
+      const denied = denySchedulers(name);
+      return { uid: marker.uid, gid: marker.gid, changed: denied };
+    }
+    const conflict = accountConflict(marker, system);
+    if (conflict) {
+      throw new HelperError('foreign-account', `${conflict}; the pending ${L.accountMarker} does not adopt it`);
+    }
+    if (marker.comment === undefined) {
+      guard('record the account comment');
+      marker = { ...marker, comment: newAccountComment() };
+      writeAtomic(L.accountMarker, `${JSON.stringify(marker)}\n`, 0o600);
+    }
+  } else if (system.user || system.group) {
+    throw new HelperError('foreign-account',
+      `${system.user ? 'user' : 'group'} ${name} exists without the ownership marker ${L.accountMarker}`);
+  } else {
+    guard('record the account marker');
+    marker = { ...accountFields(op), uid: null, gid: null, comment: newAccountComment() };
+    writeAtomic(L.accountMarker, `${JSON.stringify(marker)}\n`, 0o600);
+  }
+  if (!system.user) {
+    guard('create the account');
+    await run('useradd', [
+      '--system', '--user-group', '--comment', marker.comment, '--home-dir', L.home,
+      '--no-create-home', '--shell', '/usr/sbin/nologin', name,
+    ], { timeoutMs: 30000 });
+  }
+  const created = await lookupAccount(name);
+  if (!created.user || !created.group || created.user.gid !== created.group.gid ||
+      created.user.comment !== marker.comment) {
+    throw new HelperError('command-failed', `account ${name} is incomplete after useradd`);
+  }
+  denySchedulers(name);
+  const ids = { uid: created.user.uid, gid: created.group.gid };
+  guard('complete the account marker');
+  writeAtomic(L.accountMarker, `${JSON.stringify({ ...accountFields(op), ...ids, comment: marker.comment })}\n`, 0o600);
+  progress('account', `created system account ${name} (uid ${ids.uid}, gid ${ids.gid})`);
+  return { ...ids, changed: true };
+}
+
+async function verifyAccount(op, L, agent) {
+  expectDir(L.accounts);
+  const marker = readMarker(L.accountMarker, 'foreign-account');
+  if (!marker) throw new HelperError('foreign-account', `${L.accountMarker} is missing for Agent ${op.agent.id}`);
+  checkFields(marker, { ...accountFields(op), uid: agent.uid, gid: agent.gid }, L.accountMarker, 'foreign-account');
+  const system = await lookupAccount(op.agent.account);
+  const why = accountMismatch(marker, system, op.agent.account);
+  if (why) throw new HelperError('foreign-account', `account ${op.agent.account} does not match ${L.accountMarker}: ${why}`);
+}
+
+// Refuses before any change when the account a marker names is not the one the driver
+// made; returns the system account.
+async function checkAccountForRemoval(markerPath, marker) {
+  const system = await lookupAccount(marker.account);
+  const conflict = accountConflict(marker, system);
+  if (conflict) throw new HelperError('foreign-account', `${conflict}, ${markerPath} records otherwise`);
+  return system;
+}
+
+// The account's user as the driver made it, to act as, or null when it is gone. A
+// removed user's uid may already belong to another account: nothing is done as it.
+function liveIdentity(marker, system) {
+  if (!system.user) return null;
+  return { name: marker.account, uid: system.user.uid, gid: system.user.gid };
+}
+
+// Ends everything the account runs or has scheduled; safe to repeat.
+async function quiesceAccount(markerPath, marker) {
+  const system = await checkAccountForRemoval(markerPath, marker);
+  const account = liveIdentity(marker, system);
+  if (!account) return false;
+  const unscheduled = removeSchedules(account);
+  return (await endProcesses(account)) || unscheduled;
+}
+
+// Removes an account the driver made, once nothing of it is left: its schedules, its
+// processes, its files in shared places and its IPC objects go first, and the user
+// goes only after a check finds none of them. The deny-list entries go after the
+// user, and the marker last, so that an interrupted removal is found and finished.
+async function removeAccount(markerPath, pending) {
+  let marker = pending;
+  const name = marker.account;
+  let system = await checkAccountForRemoval(markerPath, marker);
+  const account = liveIdentity(marker, system);
+  if (account) {
+    if (marker.uid === null) {
+      // A pending marker whose account was made: record its ids before the user goes,
+      // so that a retry can still tell its group from anyone else's.
+      guard(`complete ${markerPath}`);
+      marker = { ...marker, uid: account.uid, gid: account.gid };
+      writeAtomic(markerPath, `${JSON.stringify(marker)}\n`, 0o600);
+    }
+    removeSchedules(account);
+    await endProcesses(account);
+    await removeSharedFiles(account);
+    await removeIpc(account);
+    await checkNothingLeft(account);
+    guard(`remove user ${name}`);
+    await run('userdel', [name], { timeoutMs: 30000 });
+    system = await lookupAccount(name);
+  }
+  // userdel drops the same-named group itself when USERGROUPS_ENAB is set; look again.
+  if (system.group) {
+    if (system.group.gid !== marker.gid) throw new HelperError('foreign-account', `group ${name} changed during removal`);
+    guard(`remove group ${name}`);
+    await run('groupdel', [name], { timeoutMs: 30000 });
+  }
+  undenySchedulers(name);
+  guard(`remove ${markerPath}`);
+  removeFile(markerPath);
+  progress('account', `removed system account ${name}`);
+}
+
+// Reads and verifies everything activate, stop and retire rely on.
+async function loadAgent(op, L, { required }) {
+  if (!verifyNamespace(op, L, required)) return null;
+  const agent = readAgent(op, L);
+  if (!agent) {
+    if (required) throw new HelperError('missing-revision', `${L.agentDir} does not exist; prepare the revision first`);
+    return null;
+  }
+  await verifyAccount(op, L, agent);
+  return agent;
+}
+
+module.exports = {
+  accountFields, accountIdentity, isAgentAccount, ensureAccount, checkAccountForRemoval,
+  quiesceAccount, removeAccount, loadAgent,
+};
+},
+'workspace-setup': function (module, exports, require) {
+'use strict';
 // Workspace setup: OCC's `context.workspaceSetup`, the four documents its Console
 // pre-fills (AGENTS.md, SOUL.md, IDENTITY.md, USER.md), delivered into the Agent's
 // OpenClaw workspace as OCC's own SSH driver delivers them, with names and formats
@@ -1065,11 +1663,31 @@ function renderUnit({ namespaceId, agentId, account, agentDir, nodePath, opencla
 // may write anyway. No document content is ever in an argument, the environment, an
 // error or a progress line: it travels on the program's stdin.
 
+const fs = require('node:fs');
+const path = require('node:path');
+const crypto = require('node:crypto');
+
+const { HelperError, ROOT_UID } = require('./constants');
+const { guard, progress } = require('./session');
+const { run } = require('./children');
+const { acquireLock, releaseLock } = require('./lock');
+const {
+  NEARLY_FULL_BYTES, expectDir, expectFile, freeBytes, readMarker, writeAtomic
+} = require('./files');
+const { SAFE_PATH, closedKeys, invalid, isPlainObject, requireObject } = require('./values');
+const { verifyRevision } = require('./layout');
+const { loadAgent } = require('./accounts');
+
 const WORKSPACE_FILE_NAMES = Object.freeze(['AGENTS.md', 'SOUL.md', 'IDENTITY.md', 'USER.md']);
+
 const WORKSPACE_FILE_MAX_BYTES = 16 * 1024;
+
 const WORKSPACE_SETUP_FIELDS = ['id', 'namespaceId', 'agentId', 'defaultsId', 'files', 'completed'];
+
 const WORKSPACE_SETUP_ID_MAX = 256;
+
 const WORKSPACE_SETUP_FAILED = 'WORKSPACE_SETUP_FAILED';
+
 // Two runs of OpenClaw's own setup, each a few seconds on a loaded host.
 const WORKSPACE_SETUP_TIMEOUT_MS = 150000;
 
@@ -1442,666 +2060,277 @@ async function applyWorkspaceSetup(op, L, account, plan) {
   return changed;
 }
 
-// ---------------------------------------------------------------------------------
-// Layout and ownership.
+module.exports = {
+  WORKSPACE_FILE_NAMES, WORKSPACE_SETUP_FAILED, checkWorkspaceSetup, WORKSPACE_SETUP_SOURCE,
+  planWorkspaceSetup, applyWorkspaceSetup,
+};
+},
+'operation': function (module, exports, require) {
+'use strict';
+// The operation and its envelope: the driver's operation (its policy alone) and the
+// host's envelope (the trusted settings and the call's subjects), parsed and checked
+// closed; the table of operations and the fields each may carry.
 
-function layout(op) {
-  const namespaces = path.join(op.root, 'namespaces');
-  const nsDir = path.join(namespaces, op.namespace.hash);
-  const L = {
-    root: op.root,
-    accounts: path.join(op.root, 'accounts'),
-    namespaces,
-    nsDir,
-    nsMarker: path.join(nsDir, 'namespace.json'),
-    agentsDir: path.join(nsDir, 'agents'),
-  };
-  if (op.agent) {
-    const agentDir = path.join(L.agentsDir, op.agent.hash);
-    Object.assign(L, {
-      agentDir,
-      agentMarker: path.join(agentDir, 'agent.json'),
-      home: path.join(agentDir, 'home'),
-      state: path.join(agentDir, 'state'),
-      passwordFile: path.join(agentDir, 'gateway-password.env'),
-      revisions: path.join(agentDir, 'revisions'),
-      current: path.join(agentDir, 'current'),
-      served: path.join(agentDir, 'served.json'),
-      accountMarker: path.join(op.root, 'accounts', `${op.agent.account}.json`),
-      unitPath: path.join(op.unitDirectory, op.agent.unitName),
-    });
+const path = require('node:path');
+
+const { MAX_DEADLINE_MS, PROTOCOL_VERSION, UNIT_PREFIX } = require('./constants');
+const { run } = require('./children');
+const { SAFE_PATH, closedKeys, invalid, requireObject, sha12, sha256Hex } = require('./values');
+const { renderSnapshot } = require('./render');
+const { checkWorkspaceSetup } = require('./workspace-setup');
+
+const CONTROL = /[\x00-\x1f\x7f]/;
+
+function requireId(value, name) {
+  // Ids go into the unit header lines: a newline would forge another header line.
+  if (typeof value !== 'string' || value.length === 0 || value.length > 512 || CONTROL.test(value)) {
+    throw invalid(`${name} must be a non-empty string without control characters`);
   }
-  if (op.agent && op.revision) {
-    L.revDir = path.join(L.revisions, op.revision.hash);
-    L.revMarker = path.join(L.revDir, 'revision.json');
-    L.revConfig = path.join(L.revDir, 'openclaw.json');
+  return value;
+}
+
+function requirePath(value, name) {
+  if (typeof value !== 'string' || !SAFE_PATH.test(value) || path.posix.normalize(value) !== value ||
+      value === '/' || value.endsWith('/')) {
+    throw invalid(`${name} must be a normalized absolute path without special characters`);
   }
-  return L;
+  return value;
 }
 
-// The exact Driver and Namespace a marker belongs to: two Driver selections sharing a
-// root never adopt each other's objects.
-const namespaceOwner = (op) => ({
-  driverId: op.driver.id, implementation: op.driver.implementation,
-  namespaceId: op.namespace.id, namespaceName: op.namespace.name,
-});
-const agentOwner = (op) => ({
-  ...namespaceOwner(op), agentId: op.agent.id, servicePrincipalId: op.agent.servicePrincipalId,
-});
-
-// true when the Namespace tree exists and is ours; false when absent.
-function verifyNamespace(op, L, required) {
-  if (!operatorDirExists(L.root) || !expectDir(L.namespaces) || !expectDir(L.nsDir)) {
-    if (required) throw new HelperError('missing-namespace', `${L.nsDir} does not exist; ensure the Namespace first`);
-    return false;
-  }
-  const marker = readMarker(L.nsMarker);
-  if (!marker) throw new HelperError('foreign-marker', `${L.nsDir} has no namespace.json`);
-  checkFields(marker, namespaceOwner(op), L.nsMarker, 'foreign-marker');
-  expectDir(L.agentsDir);
-  return true;
+function requireInt(value, name, min, max) {
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw invalid(`${name} must be an integer in ${min}..${max}`);
+  return value;
 }
 
-// namespaces/, <nsHash>/ and agents/ are 0711 root:root: an Agent's account can pass
-// through to its own directory (whose path it is given) but cannot list them, so it
-// learns neither which other Namespaces and Agents exist nor their hashes. Trees made
-// before this rule (0755) are tightened; another owner is foreign.
-function tightenTree(L) {
-  let changed = false;
-  for (const dir of [L.namespaces, L.nsDir, L.agentsDir]) {
-    const st = expectDir(dir);
-    if (!st) continue;
-    if (st.uid !== ROOT_UID) throw new HelperError('foreign-marker', `${dir} is owned by uid ${st.uid}, not by the SSH account`);
-    if ((st.mode & 0o7777) === TRAVERSE_ONLY) continue;
-    guard(`chmod ${TRAVERSE_ONLY.toString(8)} ${dir}`);
-    fs.chmodSync(dir, TRAVERSE_ONLY);
-    changed = true;
-  }
-  return changed;
+function requireHash(value, expected, name) {
+  if (value !== expected) throw invalid(`${name} is ${JSON.stringify(value)}, expected ${expected}`);
 }
 
-// The Agent marker, verified, or null when the Agent directory is absent.
-function readAgent(op, L) {
-  if (!expectDir(L.agentDir)) return null;
-  const marker = readMarker(L.agentMarker);
-  if (!marker) throw new HelperError('foreign-marker', `${L.agentDir} has no agent.json`);
-  checkFields(marker, { ...agentOwner(op), account: op.agent.account }, L.agentMarker, 'foreign-marker');
-  for (const key of ['uid', 'gid']) {
-    if (!Number.isSafeInteger(marker[key]) || marker[key] <= 0) {
-      throw new HelperError('foreign-marker', `${L.agentMarker}: ${key} is not a valid id`);
-    }
-  }
-  if (!Number.isSafeInteger(marker.port) || marker.port < 1 || marker.port > 65535) {
-    throw new HelperError('foreign-marker', `${L.agentMarker}: port is not a valid port`);
-  }
-  for (const dir of [L.home, L.state, L.revisions]) expectDir(dir);
-  expectFile(L.passwordFile);
-  return marker;
-}
+// Each operation: whether it acts for an Agent (the envelope must name one) and for
+// a revision, and the fields the operation itself may carry besides version, op and
+// deadlineMs. Those are the component's policy; everything the helper acts on beyond
+// them comes from the envelope the host wrote.
+const OPERATIONS = {
+  'probe': { namespace: false, agent: false, revision: false, fields: [] },
+  'ensure-namespace': { namespace: true, agent: false, revision: false, fields: [] },
+  'prepare': { namespace: true, agent: true, revision: true, fields: ['configuration'] },
+  'activate': { namespace: true, agent: true, revision: true, fields: [] },
+  'deactivate': { namespace: true, agent: true, revision: true, fields: [] },
+  'stop': { namespace: true, agent: true, revision: true, fields: [] },
+  'retire': { namespace: true, agent: true, revision: true, fields: [] },
+  'delete-namespace': { namespace: true, agent: false, revision: false, fields: [] },
+  'inspect-agent': { namespace: true, agent: true, revision: false, fields: [] },
+  'delete-agent': { namespace: true, agent: true, revision: false, fields: [] },
+};
 
-// current must be a symlink to exactly revisions/<12 hex>; returns that hash or null.
-function readCurrent(L) {
-  const st = lstatOrNull(L.current);
-  if (!st) return null;
-  if (!st.isSymbolicLink()) throw new HelperError('unexpected-symlink', `${L.current} is not a symlink`);
-  const target = fs.readlinkSync(L.current);
-  const match = /^revisions\/([0-9a-f]{12})$/.exec(target);
-  if (!match) throw new HelperError('unexpected-symlink', `${L.current} points at ${JSON.stringify(target)}`);
-  return match[1];
-}
+const COMMON_FIELDS = ['version', 'op', 'deadlineMs'];
 
-function readServed(op, L) {
-  const marker = readMarker(L.served);
-  if (!marker) return null;
-  checkFields(marker, agentOwner(op), L.served, 'foreign-marker');
-  return marker;
-}
-
-function revisionMarker(op, snapshotSha256) {
-  return {
-    ...agentOwner(op),
-    revisionId: op.revision.id,
-    revisionNumber: op.revision.number,
-    configurationSha256: op.revision.configurationSha256,
-    snapshotSha256,
-    harness: op.revision.harness,
-  };
-}
-
-// Verifies an existing revision snapshot: ownership, identity (the revision and the
-// controller's document it was prepared from), and the exact bytes, which must still
-// hash to what prepare wrote. Returns null when the revision directory is absent,
-// else { needsPassword } of the snapshot.
-function verifyRevision(op, L, agentGid) {
-  if (!expectDir(L.revDir)) return null;
-  const marker = readMarker(L.revMarker);
-  if (!marker) throw new HelperError('foreign-marker', `${L.revDir} has no revision.json`);
-  checkFields(marker, agentOwner(op), L.revMarker, 'foreign-marker');
-  checkFields(marker, {
-    revisionId: op.revision.id, revisionNumber: op.revision.number,
-    configurationSha256: op.revision.configurationSha256, harness: op.revision.harness,
-  }, L.revMarker, 'changed-snapshot');
-  const st = expectFile(L.revConfig);
-  if (!st) throw new HelperError('changed-snapshot', `${L.revConfig} is missing`);
-  if (st.uid !== ROOT_UID || st.gid !== agentGid || (st.mode & 0o7777) !== 0o640) {
-    throw new HelperError('changed-snapshot',
-      `${L.revConfig} is ${st.uid}:${st.gid} ${(st.mode & 0o7777).toString(8)}, expected ${ROOT_UID}:${agentGid} 640`);
-  }
-  const bytes = fs.readFileSync(L.revConfig);
-  // Owner, group and mode can survive an in-place edit by root; the bytes cannot. A
-  // gateway is never started, kept or stopped on a document that is not the admitted
-  // one, so every operation that relies on the snapshot re-hashes it.
-  if (sha256Hex(bytes) !== marker.snapshotSha256) {
-    throw new HelperError('changed-snapshot',
-      `${L.revConfig} no longer has the snapshotSha256 recorded in ${L.revMarker}: it was changed after prepare`);
-  }
-  if (op.snapshot !== undefined && !bytes.equals(Buffer.from(op.snapshot.text, 'utf8'))) {
-    throw new HelperError('changed-snapshot', `${L.revConfig} differs from the snapshot of the controller's document`);
-  }
-  return { needsPassword: snapshotNeedsPassword(bytes), text: bytes.toString('utf8') };
-}
-
-// The revision the pointer names, verified: { number, id }, or null.
-function currentRevision(op, L, currentHash) {
-  if (currentHash === null) return null;
-  // A symlinked revision directory must not lead the marker read elsewhere.
-  if (!expectDir(path.join(L.revisions, currentHash))) return null;
-  const marker = readMarker(path.join(L.revisions, currentHash, 'revision.json'));
-  if (!marker) return null;
-  checkFields(marker, agentOwner(op), path.join(L.revisions, currentHash, 'revision.json'), 'foreign-marker');
-  return Number.isSafeInteger(marker.revisionNumber) ? { number: marker.revisionNumber, id: marker.revisionId } : null;
-}
-
-// A revision number names one revision of an Agent: another id under the number of
-// the current or served revision is refused (OCC's "Revision number belongs to
-// another immutable revision"), in prepare and in activate.
-function refuseNumberConflict(op, ...claims) {
-  for (const claim of claims) {
-    if (claim && claim.number === op.revision.number && claim.id !== op.revision.id) {
-      throw new HelperError('revision-conflict',
-        `revision number ${op.revision.number} belongs to another revision (${JSON.stringify(claim.id)}) ` +
-        `of Agent ${op.agent.id}, not to ${JSON.stringify(op.revision.id)}`);
-    }
-  }
-}
-
-// The unit file's text when present and ours; refuses any other unit at that path.
-function readUnit(unitPath, namespaceId, agentId) {
-  const st = lstatOrNull(unitPath);
-  if (!st) return null;
-  if (st.isSymbolicLink()) throw new HelperError('unexpected-symlink', `${unitPath} is a symlink`);
-  if (!st.isFile()) throw new HelperError('foreign-unit', `${unitPath} is not a regular file`);
-  const text = fs.readFileSync(unitPath, 'utf8');
-  if (!text.startsWith(unitHeader(namespaceId, agentId))) {
-    throw new HelperError('foreign-unit',
-      `${unitPath} does not begin with the ownership header of Namespace ${namespaceId}, Agent ${agentId}`);
-  }
-  return text;
-}
-
-// ---------------------------------------------------------------------------------
-// Accounts.
-//
-// Each Agent's account is made by one `useradd --system --user-group`, so its user and
-// private group appear together, with a GECOS comment that carries a nonce also kept
-// in the account marker. A same-named user or group made by anyone else cannot carry
-// that nonce: the driver adopts, verifies and removes only accounts it made.
-
-async function lookupAccount(name) {
-  const [passwd, group] = await Promise.all([
-    run('getent', ['passwd', name], { allowFailure: true, timeoutMs: 15000 }),
-    run('getent', ['group', name], { allowFailure: true, timeoutMs: 15000 }),
-  ]);
-  const parse = (result, what) => {
-    if (result.code === 2) return null; // getent: key not found
-    if (result.code !== 0) throw new HelperError('command-failed', `getent ${what} ${name}: exit ${result.code}`);
-    return result.stdout.trim().split('\n')[0].split(':');
-  };
-  const pw = parse(passwd, 'passwd');
-  const gr = parse(group, 'group');
-  return {
-    user: pw ? { uid: Number(pw[2]), gid: Number(pw[3]), comment: pw[4] } : null,
-    group: gr ? { gid: Number(gr[2]) } : null,
-  };
-}
-
-function accountFields(op) {
-  return { ...agentOwner(op), account: op.agent.account };
-}
-
-function newAccountComment() {
-  return `occ-ssh ${crypto.randomBytes(12).toString('hex')}`;
-}
-
-// The account a marker describes, to act as: { name, uid, gid }.
-function accountIdentity(marker) {
-  return { name: marker.account, uid: marker.uid, gid: marker.gid };
-}
-
-// Describes how an existing system account departs from its marker, or null. Absent
-// parts of a completed account are no conflict: an interrupted removal leaves the user
-// or group already gone. A marker written before the comment was recorded (no
-// `comment`) is checked by its ids alone.
-function accountConflict(marker, system) {
-  const { user, group } = system;
-  const name = marker.account;
-  if (marker.uid === null || marker.gid === null) {
-    // Pending: the driver ran, or was about to run, one useradd that makes both.
-    if (!user) return group ? `group ${name} exists without its user, so useradd --user-group did not make it` : null;
-    if (marker.comment === undefined) return `user ${name} exists and the pending marker records no comment to prove it the driver's`;
-    if (!group || user.gid !== group.gid) return `user ${name} does not have the private group ${name}`;
-  } else {
-    if (user && user.uid !== marker.uid) return `user ${name} has uid ${user.uid}`;
-    if (user && user.gid !== marker.gid) return `user ${name} has primary gid ${user.gid}`;
-    if (group && group.gid !== marker.gid) return `group ${name} has gid ${group.gid}`;
-  }
-  if (user && marker.comment !== undefined && user.comment !== marker.comment) {
-    return `user ${name} has comment ${JSON.stringify(user.comment)}, not the one the driver recorded`;
-  }
-  return null;
-}
-
-// Whether `account` is the name the driver gives the Agent's account: a runtime user
-// prefix, then the first 12 hex digits of SHA-256 of "<namespaceId>:<agentId>".
-function isAgentAccount(account, namespaceId, agentId) {
-  return typeof account === 'string' && /^[a-z_][a-z0-9_-]{0,18}-[0-9a-f]{12}$/.test(account) &&
-    account.endsWith(`-${sha12(`${namespaceId}:${agentId}`)}`);
-}
-
-// Why the marked account and the system's differ, or null when they are the same.
-function accountMismatch(marker, system, name) {
-  if (sameAccount(marker, system)) return null;
-  return accountConflict(marker, system) || `user or group ${name} is missing`;
-}
-
-function sameAccount(marker, system) {
-  return Boolean(system.user && system.group && marker.uid !== null && accountConflict(marker, system) === null);
-}
-
-// Creates or verifies the Agent's private user and group. The marker is written
-// before useradd with null ids and the comment it will give the account, and completed
-// after: a helper killed in between leaves a marker that lets the retry finish its own
-// account, and only its own, rather than find an unmarked (hence foreign) one.
-async function ensureAccount(op, L) {
-  if (!expectDir(L.accounts)) {
-    guard('create the accounts directory');
-    makeDir(L.accounts, 0o700);
-  }
-  const name = op.agent.account;
-  let marker = readMarker(L.accountMarker, 'foreign-account');
-  const system = await lookupAccount(name);
-  if (marker) {
-    checkFields(marker, accountFields(op), L.accountMarker, 'foreign-account');
-    if (marker.uid !== null || marker.gid !== null) {
-      const why = accountMismatch(marker, system, name);
-      if (why) throw new HelperError('foreign-account', `account ${name} does not match ${L.accountMarker}: ${why}`);
-      // An operator may have edited the lists since: the account stays denied.
-      const denied = denySchedulers(name);
-      return { uid: marker.uid, gid: marker.gid, changed: denied };
-    }
-    const conflict = accountConflict(marker, system);
-    if (conflict) {
-      throw new HelperError('foreign-account', `${conflict}; the pending ${L.accountMarker} does not adopt it`);
-    }
-    if (marker.comment === undefined) {
-      guard('record the account comment');
-      marker = { ...marker, comment: newAccountComment() };
-      writeAtomic(L.accountMarker, `${JSON.stringify(marker)}\n`, 0o600);
-    }
-  } else if (system.user || system.group) {
-    throw new HelperError('foreign-account',
-      `${system.user ? 'user' : 'group'} ${name} exists without the ownership marker ${L.accountMarker}`);
-  } else {
-    guard('record the account marker');
-    marker = { ...accountFields(op), uid: null, gid: null, comment: newAccountComment() };
-    writeAtomic(L.accountMarker, `${JSON.stringify(marker)}\n`, 0o600);
-  }
-  if (!system.user) {
-    guard('create the account');
-    await run('useradd', [
-      '--system', '--user-group', '--comment', marker.comment, '--home-dir', L.home,
-      '--no-create-home', '--shell', '/usr/sbin/nologin', name,
-    ], { timeoutMs: 30000 });
-  }
-  const created = await lookupAccount(name);
-  if (!created.user || !created.group || created.user.gid !== created.group.gid ||
-      created.user.comment !== marker.comment) {
-    throw new HelperError('command-failed', `account ${name} is incomplete after useradd`);
-  }
-  denySchedulers(name);
-  const ids = { uid: created.user.uid, gid: created.group.gid };
-  guard('complete the account marker');
-  writeAtomic(L.accountMarker, `${JSON.stringify({ ...accountFields(op), ...ids, comment: marker.comment })}\n`, 0o600);
-  progress('account', `created system account ${name} (uid ${ids.uid}, gid ${ids.gid})`);
-  return { ...ids, changed: true };
-}
-
-async function verifyAccount(op, L, agent) {
-  expectDir(L.accounts);
-  const marker = readMarker(L.accountMarker, 'foreign-account');
-  if (!marker) throw new HelperError('foreign-account', `${L.accountMarker} is missing for Agent ${op.agent.id}`);
-  checkFields(marker, { ...accountFields(op), uid: agent.uid, gid: agent.gid }, L.accountMarker, 'foreign-account');
-  const system = await lookupAccount(op.agent.account);
-  const why = accountMismatch(marker, system, op.agent.account);
-  if (why) throw new HelperError('foreign-account', `account ${op.agent.account} does not match ${L.accountMarker}: ${why}`);
-}
-
-// Refuses before any change when the account a marker names is not the one the driver
-// made; returns the system account.
-async function checkAccountForRemoval(markerPath, marker) {
-  const system = await lookupAccount(marker.account);
-  const conflict = accountConflict(marker, system);
-  if (conflict) throw new HelperError('foreign-account', `${conflict}, ${markerPath} records otherwise`);
-  return system;
-}
-
-// The account's user as the driver made it, to act as, or null when it is gone. A
-// removed user's uid may already belong to another account: nothing is done as it.
-function liveIdentity(marker, system) {
-  if (!system.user) return null;
-  return { name: marker.account, uid: system.user.uid, gid: system.user.gid };
-}
-
-// Ends everything the account runs or has scheduled; safe to repeat.
-async function quiesceAccount(markerPath, marker) {
-  const system = await checkAccountForRemoval(markerPath, marker);
-  const account = liveIdentity(marker, system);
-  if (!account) return false;
-  const unscheduled = removeSchedules(account);
-  return (await endProcesses(account)) || unscheduled;
-}
-
-// Removes an account the driver made, once nothing of it is left: its schedules, its
-// processes, its files in shared places and its IPC objects go first, and the user
-// goes only after a check finds none of them. The deny-list entries go after the
-// user, and the marker last, so that an interrupted removal is found and finished.
-async function removeAccount(markerPath, pending) {
-  let marker = pending;
-  const name = marker.account;
-  let system = await checkAccountForRemoval(markerPath, marker);
-  const account = liveIdentity(marker, system);
-  if (account) {
-    if (marker.uid === null) {
-      // A pending marker whose account was made: record its ids before the user goes,
-      // so that a retry can still tell its group from anyone else's.
-      guard(`complete ${markerPath}`);
-      marker = { ...marker, uid: account.uid, gid: account.gid };
-      writeAtomic(markerPath, `${JSON.stringify(marker)}\n`, 0o600);
-    }
-    removeSchedules(account);
-    await endProcesses(account);
-    await removeSharedFiles(account);
-    await removeIpc(account);
-    await checkNothingLeft(account);
-    guard(`remove user ${name}`);
-    await run('userdel', [name], { timeoutMs: 30000 });
-    system = await lookupAccount(name);
-  }
-  // userdel drops the same-named group itself when USERGROUPS_ENAB is set; look again.
-  if (system.group) {
-    if (system.group.gid !== marker.gid) throw new HelperError('foreign-account', `group ${name} changed during removal`);
-    guard(`remove group ${name}`);
-    await run('groupdel', [name], { timeoutMs: 30000 });
-  }
-  undenySchedulers(name);
-  guard(`remove ${markerPath}`);
-  removeFile(markerPath);
-  progress('account', `removed system account ${name}`);
-}
-
-// ---------------------------------------------------------------------------------
-// What an account can leave behind: schedules, processes, files, IPC objects.
-//
-// An account's uid goes back to the pool when the account is removed, and useradd
-// hands it to the next account it makes: anything left behind (a crontab, a process,
-// a file in /tmp, a shared-memory segment) would then belong to another Agent. So the
-// accounts are denied cron and at from their creation, and removal ends and deletes
-// all of it before the user goes.
-
-// cron with neither list lets every user schedule (Debian, cronie by default), so its
-// deny list is created when absent; at with neither list allows only root, and
-// creating an at.deny would open at to every other account, so it is only edited.
-// An allow list, when present, decides alone and never names our accounts.
-const SCHEDULERS = [
-  { deny: '/etc/cron.deny', allow: '/etc/cron.allow', createDeny: true },
-  { deny: '/etc/at.deny', allow: '/etc/at.allow', createDeny: false },
+const ENVELOPE_FIELDS = [
+  'version', 'method', 'ops', 'host', 'driver', 'runtime', 'gatewayPortRange', 'namespace', 'agent',
+  'revision', 'launchEnvironment', 'workspaceSetup',
 ];
-// Debian: crontabs/<user>, atjobs and atspool under /var/spool/cron; cronie
-// /var/spool/cron/<user> and /var/spool/at; SUSE /var/spool/cron/tabs.
-const SCHEDULE_DIRS = [
-  '/var/spool/cron', '/var/spool/cron/crontabs', '/var/spool/cron/tabs', '/var/spool/cron/atjobs',
-  '/var/spool/cron/atspool', '/var/spool/at', '/var/spool/at/spool',
-];
-// Places any account may write outside its own tree.
-const SHARED_DIRS = ['/tmp', '/var/tmp', '/dev/shm', '/dev/mqueue', '/run/lock', '/var/crash'];
-const PROCESS_ROUNDS = 20;
 
-// The lines of an operator list file (/etc is trusted: a symlink there is followed),
-// or null when it is absent.
-function readList(file) {
-  let text;
+const MIN_GATEWAY_PORT = 1024;
+
+// A runtime user prefix: of a Linux user name's characters, never root; accounts take
+// its first 19 characters (the spec's rule), so it may be longer than a user name.
+const RUNTIME_USER = /^[a-z_][a-z0-9_-]{0,254}$/;
+
+const ACCOUNT_PREFIX_LENGTH = 19;
+
+// OCC's rules for the placeholders beforeWorkloadStart may return
+// (apps/controller/src/drivers/compute/ssh/remote-helper.cjs): the host checks the
+// same before the driver sees them; tests/helper/envelope.test.js holds both to one table.
+const PLACEHOLDER_NAME = /^[A-Z_][A-Z0-9_]{0,127}$/;
+
+const PLACEHOLDER_VALUE = /^opaque-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+const RESERVED_PLACEHOLDER = /^(?:HOME|PATH|TMPDIR|CODEX_HOME|NODE_OPTIONS|NODE_PATH|BASH_ENV|ENV|LOG_FORMAT|RUST_LOG|XDG_.*|OPENCLAW_.*|OTEL_.*|LD_.*|DYLD_.*)$/;
+
+const MAX_PLACEHOLDERS = 64;
+
+function decodeJson(argument, what) {
+  if (typeof argument !== 'string' || argument.length === 0) throw invalid(`missing base64 ${what} argument`);
+  let value;
   try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (error) {
-    if (error.code === 'ENOENT') return null;
-    throw error;
+    value = JSON.parse(Buffer.from(argument, 'base64').toString('utf8'));
+  } catch {
+    throw invalid(`the ${what} argument is not base64 JSON`);
   }
-  return text.split('\n').filter((line, i, all) => line !== '' || i < all.length - 1);
+  return requireObject(value, what);
 }
 
-// Rewrites an operator list atomically with the same owner and mode.
-function writeList(file, lines) {
-  const target = fs.realpathSync(file);
-  const st = fs.statSync(target);
-  writeAtomic(target, lines.length ? `${lines.join('\n')}\n` : '', st.mode & 0o7777, st.uid, st.gid);
+function requireString(value, name) {
+  if (typeof value !== 'string') throw invalid(`${name} must be a string`);
+  return value;
 }
 
-function denySchedulers(name) {
-  let changed = false;
-  for (const { deny, allow, createDeny } of SCHEDULERS) {
-    const lines = readList(deny);
-    if (lines === null) {
-      if (!createDeny || readList(allow) !== null) continue;
-      guard(`create ${deny}`);
-      writeAtomic(deny, `${name}\n`, 0o644);
-    } else if (lines.some((line) => line.trim() === name)) {
-      continue;
-    } else {
-      guard(`add ${name} to ${deny}`);
-      writeList(deny, [...lines, name]);
-    }
-    progress('deny', `${name} is denied by ${deny}`);
-    changed = true;
+function launchEnvironment(value) {
+  const env = requireObject(value, 'envelope.launchEnvironment');
+  if (Object.getPrototypeOf(env) !== Object.prototype) throw invalid('envelope.launchEnvironment must be a plain object');
+  const names = Object.keys(env).sort();
+  if (names.length > MAX_PLACEHOLDERS) {
+    throw invalid(`envelope.launchEnvironment has ${names.length} placeholders, more than ${MAX_PLACEHOLDERS}`);
   }
-  return changed;
-}
-
-function undenySchedulers(name) {
-  for (const { deny } of SCHEDULERS) {
-    const lines = readList(deny);
-    if (lines === null || !lines.some((line) => line.trim() === name)) continue;
-    guard(`remove ${name} from ${deny}`);
-    writeList(deny, lines.filter((line) => line.trim() !== name));
-  }
-}
-
-// Crontabs and at jobs: regular files named after the account or owned by it. These
-// directories are root's, so no account can race the removal.
-function removeSchedules(account) {
-  let changed = false;
-  for (const dir of SCHEDULE_DIRS) {
-    const st = lstatOrNull(dir);
-    if (!st || !st.isDirectory()) continue;
-    for (const entry of fs.readdirSync(dir)) {
-      const file = path.join(dir, entry);
-      const est = lstatOrNull(file);
-      if (!est || !est.isFile() || (entry !== account.name && est.uid !== account.uid)) continue;
-      guard(`remove ${file}`);
-      removeFile(file);
-      progress('schedule', `removed ${file} of ${account.name}`);
-      changed = true;
+  for (const name of names) {
+    if (!PLACEHOLDER_NAME.test(name)) throw invalid(`envelope.launchEnvironment.${name}: the name must match ${PLACEHOLDER_NAME}`);
+    if (RESERVED_PLACEHOLDER.test(name)) throw invalid(`envelope.launchEnvironment.${name}: the name is reserved`);
+    if (typeof env[name] !== 'string' || !PLACEHOLDER_VALUE.test(env[name])) {
+      throw invalid(`envelope.launchEnvironment.${name}: the value must be an opaque reference matching ${PLACEHOLDER_VALUE}`);
     }
   }
-  return changed;
+  return names.map((name) => [name, env[name]]);
 }
 
-// Pids of the processes whose real, effective, saved or filesystem uid is the
-// account's. Zombies are skipped: they hold nothing and only wait to be reaped.
-function processesOf(uid) {
-  const pids = [];
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(name)) continue;
-    let status;
-    try {
-      status = fs.readFileSync(`/proc/${name}/status`, 'utf8');
-    } catch {
-      continue; // exited meanwhile
-    }
-    const state = /^State:\s+(\S)/m.exec(status);
-    if (state && (state[1] === 'Z' || state[1] === 'X')) continue;
-    const ids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(status);
-    if (ids && ids.slice(1).some((id) => Number(id) === uid)) pids.push(Number(name));
+// The envelope: what the host took from the trusted installation and from the call the
+// controller made. Every value here is checked as an operator setting or an ID is, but
+// none of it is the component's to choose.
+function parseEnvelope(argument) {
+  const env = decodeJson(argument, 'envelope');
+  closedKeys(env, ENVELOPE_FIELDS, 'envelope');
+  if (env.version !== PROTOCOL_VERSION) throw invalid(`unsupported envelope version ${JSON.stringify(env.version)}`);
+  requireId(env.method, 'envelope.method');
+  if (!Array.isArray(env.ops) || env.ops.some((op) => !Object.hasOwn(OPERATIONS, op))) {
+    throw invalid('envelope.ops must list helper operations');
   }
-  return pids;
-}
-
-// Ends every process of the account, repeating until none remains. kill(-1) made as
-// the account reaches all of its processes in one pass the kernel makes under the
-// task-list lock, so a process forking meanwhile cannot slip through; SIGKILL from
-// root then reaches what the account may no longer signal (a setuid program it ran).
-async function endProcesses(account) {
-  let changed = false;
-  for (let round = 1; ; round++) {
-    const pids = processesOf(account.uid);
-    if (pids.length === 0) return changed;
-    if (round > PROCESS_ROUNDS) {
-      throw new HelperError('command-failed',
-        `processes of account ${account.name} (uid ${account.uid}) remain: ${pids.slice(0, 10).join(' ')}`);
-    }
-    guard(`end the processes of ${account.name}`);
-    await run(process.execPath, ['-e', 'process.kill(-1, "SIGKILL")'], { as: account, allowFailure: true, timeoutMs: 15000 });
-    for (const pid of pids) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
-    progress('processes', `ended ${pids.length} process(es) of ${account.name}`);
-    changed = true;
-    // SIGKILL is delivered at once but a process takes a moment to exit.
-    await sleep(Math.min(50 * round, 500));
+  requireId(env.host, 'envelope.host');
+  const driver = requireObject(env.driver, 'envelope.driver');
+  closedKeys(driver, ['id', 'implementation'], 'envelope.driver');
+  requireId(driver.id, 'envelope.driver.id');
+  requireId(driver.implementation, 'envelope.driver.implementation');
+  const runtime = requireObject(env.runtime, 'envelope.runtime');
+  closedKeys(runtime, ['root', 'unitDirectory', 'nodePath', 'openclawPath', 'user'], 'envelope.runtime');
+  for (const key of ['root', 'unitDirectory', 'nodePath', 'openclawPath']) requirePath(runtime[key], `envelope.runtime.${key}`);
+  if (typeof runtime.user !== 'string' || !RUNTIME_USER.test(runtime.user) || runtime.user === 'root') {
+    throw invalid('envelope.runtime.user must be a Linux user name prefix other than root');
   }
-}
-
-// Runs find over the given trees as root, read-only: the first path owned by uid.
-async function firstOwned(dirs, uid) {
-  if (dirs.length === 0) return null;
-  const result = await run('find', [...dirs, '-xdev', '-user', String(uid), '-print', '-quit'],
-    { allowFailure: true, timeoutMs: 60000 });
-  return result.stdout.split('\n')[0] || null;
-}
-
-function existingDirs(dirs) {
-  return dirs.filter((dir) => {
-    const st = lstatOrNull(dir);
-    return st !== null && st.isDirectory();
-  });
-}
-
-// Deletes, as the account itself, what it owns in the given trees: the account can
-// delete only its own entries, so no symlink it planted (or swaps in meanwhile) can
-// lead the deletion to anything it could not have deleted anyway. Directories it made
-// untraversable are opened up first (`-exec ... ;` runs before find descends).
-async function deleteAsAccount(account, dirs, select) {
-  if (dirs.length === 0) return;
-  const as = { as: account, allowFailure: true, timeoutMs: 90000 };
-  await run('find', [...dirs, '-xdev', ...select, '-user', String(account.uid), '-type', 'd',
-    '!', '-perm', '-u=rwx', '-exec', 'chmod', 'u+rwx', '{}', ';'], as);
-  await run('find', [...dirs, '-xdev', ...select, '-delete'], as);
-}
-
-async function removeSharedFiles(account) {
-  const dirs = existingDirs(SHARED_DIRS);
-  if ((await firstOwned(dirs, account.uid)) === null) return;
-  guard(`remove the files of ${account.name} in ${dirs.join(' ')}`);
-  await deleteAsAccount(account, dirs, ['-user', String(account.uid)]);
-  progress('files', `removed files of ${account.name} in shared directories`);
-}
-
-// System V IPC objects it owns or created; the gateway's own live in its private IPC
-// namespace (PrivateIPC=yes), these could only come from elsewhere.
-function ipcObjectsOf(uid) {
-  const found = [];
-  for (const [kind, flag] of [['shm', '-m'], ['msg', '-q'], ['sem', '-s']]) {
-    let text;
-    try {
-      text = fs.readFileSync(`/proc/sysvipc/${kind}`, 'utf8');
-    } catch {
-      continue;
-    }
-    const [header, ...rows] = text.trim().split('\n');
-    const columns = header.trim().split(/\s+/);
-    const at = (row, column) => Number(row.trim().split(/\s+/)[columns.indexOf(column)]);
-    for (const row of rows) {
-      if (at(row, 'uid') === uid || at(row, 'cuid') === uid) {
-        found.push({ flag, id: String(at(row, kind === 'shm' ? 'shmid' : kind === 'msg' ? 'msqid' : 'semid')) });
-      }
+  const range = requireObject(env.gatewayPortRange, 'envelope.gatewayPortRange');
+  closedKeys(range, ['start', 'end'], 'envelope.gatewayPortRange');
+  requireInt(range.start, 'envelope.gatewayPortRange.start', MIN_GATEWAY_PORT, 65535);
+  requireInt(range.end, 'envelope.gatewayPortRange.end', range.start, 65535);
+  if (env.namespace !== undefined) {
+    const ns = requireObject(env.namespace, 'envelope.namespace');
+    closedKeys(ns, ['id', 'name'], 'envelope.namespace');
+    requireId(ns.id, 'envelope.namespace.id');
+    requireId(ns.name, 'envelope.namespace.name');
+  }
+  if (env.agent !== undefined) {
+    const agent = requireObject(env.agent, 'envelope.agent');
+    closedKeys(agent, ['id', 'servicePrincipalId'], 'envelope.agent');
+    requireId(agent.id, 'envelope.agent.id');
+    requireId(agent.servicePrincipalId, 'envelope.agent.servicePrincipalId');
+  }
+  if (env.revision !== undefined) {
+    const revision = requireObject(env.revision, 'envelope.revision');
+    closedKeys(revision, ['id', 'number', 'harness', 'configurationSha256'], 'envelope.revision');
+    requireId(revision.id, 'envelope.revision.id');
+    requireInt(revision.number, 'envelope.revision.number', 1, Number.MAX_SAFE_INTEGER);
+    requireId(revision.harness, 'envelope.revision.harness');
+    if (typeof revision.configurationSha256 !== 'string' || !/^[0-9a-f]{64}$/.test(revision.configurationSha256)) {
+      throw invalid('envelope.revision.configurationSha256 must be 64 lowercase hex characters');
     }
   }
-  return found;
+  const placeholders = env.launchEnvironment === undefined ? undefined : launchEnvironment(env.launchEnvironment);
+  const workspaceSetup = env.workspaceSetup === undefined ? undefined : checkWorkspaceSetup(env.workspaceSetup, 'envelope.workspaceSetup');
+  return { env, placeholders, workspaceSetup };
 }
 
-async function removeIpc(account) {
-  for (const { flag, id } of ipcObjectsOf(account.uid)) {
-    guard(`remove IPC object ${id} of ${account.name}`);
-    await run('ipcrm', [flag, id], { allowFailure: true, timeoutMs: 15000 });
-    progress('ipc', `removed IPC object ${flag} ${id} of ${account.name}`);
+// The operation the component sent, checked against the envelope, merged with it into
+// the one object every operation below reads. The component chooses only which
+// operation runs (among those the envelope lists), deadlineMs and the fields of
+// OPERATIONS[op].fields.
+function parseOperation(argument, envelopeArgument) {
+  const { env, placeholders, workspaceSetup } = parseEnvelope(envelopeArgument);
+  const sent = decodeJson(argument, 'operation');
+  if (sent.version !== PROTOCOL_VERSION) throw invalid(`unsupported protocol version ${JSON.stringify(sent.version)}`);
+  const shape = Object.hasOwn(OPERATIONS, sent.op) ? OPERATIONS[sent.op] : null;
+  if (!shape) throw invalid(`unknown op ${JSON.stringify(sent.op)}`);
+  if (!env.ops.includes(sent.op)) {
+    throw invalid(`op ${sent.op} is not one ${env.method} may run (it may run: ${env.ops.join(', ') || 'nothing'})`);
   }
-}
-
-// The user goes only when nothing of it runs and nothing it owns is left where the
-// helper looked; otherwise a retryable error names what is left, and the marker stays.
-async function checkNothingLeft(account) {
-  const pids = processesOf(account.uid);
-  if (pids.length > 0) {
-    throw new HelperError('command-failed', `account ${account.name} still runs processes ${pids.slice(0, 10).join(' ')}`);
+  closedKeys(sent, [...COMMON_FIELDS, ...shape.fields], 'operation');
+  if (sent.deadlineMs !== undefined) requireInt(sent.deadlineMs, 'operation.deadlineMs', 1000, MAX_DEADLINE_MS);
+  for (const part of ['namespace', 'agent', 'revision']) {
+    if (shape[part] && env[part] === undefined) throw invalid(`${sent.op} needs envelope.${part}`);
   }
-  let file = await firstOwned(existingDirs([...SHARED_DIRS, ...SCHEDULE_DIRS]), account.uid);
-  // systemd removes a stopped unit's private /tmp in the background: give it a moment.
-  for (let round = 1; file && file.includes('/systemd-private-') && round <= 10; round++) {
-    await sleep(100 * round);
-    file = await firstOwned(existingDirs([...SHARED_DIRS, ...SCHEDULE_DIRS]), account.uid);
+  const op = {
+    op: sent.op,
+    method: env.method,
+    host: env.host,
+    deadlineMs: sent.deadlineMs,
+    driver: { ...env.driver },
+    root: env.runtime.root,
+    unitDirectory: env.runtime.unitDirectory,
+    nodePath: env.runtime.nodePath,
+    openclawPath: env.runtime.openclawPath,
+    runtimeUser: env.runtime.user,
+    portRange: { ...env.gatewayPortRange },
+  };
+  if (shape.namespace) op.namespace = { id: env.namespace.id, name: env.namespace.name, hash: sha12(env.namespace.id) };
+  if (shape.agent) {
+    const hash = sha12(env.agent.id);
+    op.agent = {
+      id: env.agent.id,
+      hash,
+      servicePrincipalId: env.agent.servicePrincipalId,
+      account: agentAccountName(env.runtime.user, env.namespace.id, env.agent.id),
+      unitName: `${UNIT_PREFIX}${hash}.service`,
+    };
   }
-  if (file) {
-    throw new HelperError('command-failed',
-      `${file} is owned by account ${account.name} (uid ${account.uid}) and could not be removed as that account; remove it and retry`);
+  if (shape.revision) {
+    op.revision = {
+      id: env.revision.id,
+      hash: sha12(env.revision.id),
+      number: env.revision.number,
+      harness: env.revision.harness,
+      configurationSha256: env.revision.configurationSha256,
+    };
   }
-  const ipc = ipcObjectsOf(account.uid);
-  if (ipc.length > 0) {
-    throw new HelperError('command-failed', `IPC object ${ipc[0].flag} ${ipc[0].id} of account ${account.name} could not be removed`);
-  }
-}
-
-// Empties the Agent's home and state as the Agent's account, whose processes have
-// ended; the root-owned rest of the tree then goes with removeTree. What the account
-// could not delete stays, and is named rather than removed by root.
-async function clearAgentTree(L, identity) {
-  const dirs = [L.home, L.state].filter((dir) => expectDir(dir));
-  if (dirs.length === 0) return;
-  guard(`empty ${dirs.join(' and ')} as ${identity.name}`);
-  await deleteAsAccount(identity, dirs, ['-mindepth', '1']);
-  for (const dir of dirs) {
-    const left = fs.readdirSync(dir);
-    if (left.length > 0) {
-      throw new HelperError('command-failed',
-        `${path.join(dir, left[0])} could not be removed as account ${identity.name}; remove it and retry`);
+  if (sent.op === 'prepare') {
+    // The controller's document, by the hash the host took of it: a component cannot
+    // have the helper write another.
+    const configuration = requireString(sent.configuration, 'configuration');
+    if (sha256Hex(configuration) !== op.revision.configurationSha256) {
+      throw invalid('configuration is not the controller\'s revision.configuration (its SHA-256 differs from envelope.revision.configurationSha256)');
     }
+    if (op.revision.harness !== 'openclaw/embedded') {
+      throw invalid(`envelope.revision.harness is ${op.revision.harness}; SSH Compute prepares only openclaw/embedded`);
+    }
+    op.snapshot = renderSnapshot(configuration);
   }
+  if (sent.op === 'activate') {
+    if (placeholders === undefined) throw invalid('activate needs envelope.launchEnvironment (what beforeWorkloadStart returned)');
+    op.placeholders = placeholders;
+  }
+  if (workspaceSetup !== undefined) {
+    // The controller's setup of this call's Agent, delivered by prepare and activate.
+    if (sent.op !== 'prepare' && sent.op !== 'activate') throw invalid(`envelope.workspaceSetup: ${sent.op} delivers no workspace setup`);
+    if (workspaceSetup.namespaceId !== op.namespace.id || workspaceSetup.agentId !== op.agent.id) {
+      throw invalid(`envelope.workspaceSetup belongs to another Agent, not to Agent ${op.agent.id} of Namespace ${op.namespace.id}`);
+    }
+    op.workspaceSetup = workspaceSetup;
+  }
+  return op;
 }
 
-// ---------------------------------------------------------------------------------
-// Ports.
+function agentAccountName(runtimeUser, namespaceId, agentId) {
+  return `${runtimeUser.slice(0, ACCOUNT_PREFIX_LENGTH)}-${sha12(`${namespaceId}:${agentId}`)}`;
+}
+
+module.exports = {
+  OPERATIONS, PLACEHOLDER_NAME, PLACEHOLDER_VALUE, RESERVED_PLACEHOLDER, MAX_PLACEHOLDERS,
+  parseEnvelope, parseOperation, agentAccountName,
+};
+},
+'ports': function (module, exports, require) {
+'use strict';
+// Ports: which ports of the host's range Agents hold, and a free one for a new Agent.
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { HelperError } = require('./constants');
+const { expectDir, lstatOrNull, readMarker } = require('./files');
 
 // Every port named by an Agent marker under <root>/namespaces/*/agents/*/agent.json,
 // whatever its Namespace or Driver: they all share this host's range.
@@ -2141,7 +2370,10 @@ function allocatePort(L, range) {
   throw new HelperError('no-free-port', `every port of ${range.start}..${range.end} is held by an Agent marker`);
 }
 
-// ---------------------------------------------------------------------------------
+module.exports = { allocatePort };
+},
+'readiness': function (module, exports, require) {
+'use strict';
 // Readiness.
 //
 // A 200 from 127.0.0.1:<port>/readyz counts only when the answer came from the
@@ -2149,6 +2381,16 @@ function allocatePort(L, range) {
 // to the Agent's account, and the same ones before and after the request. Any other
 // account listening there is a squatter that could answer for the gateway (and keeps
 // it from binding); activation then fails, retryably, naming the port and the account.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const http = require('node:http');
+
+const {
+  HelperError, READY_POLL_MS, READY_REQUEST_MS, RESTART_JOB_MS, RESTART_POLL_MS
+} = require('./constants');
+const { remainingMs, session, sleep } = require('./session');
+const { run, unitState } = require('./children');
 
 // LISTEN sockets on `port` in this network namespace: [{ uid, inode }].
 function portListeners(port) {
@@ -2282,8 +2524,38 @@ async function waitReady(port, timeoutMs, account, unitName) {
   }
 }
 
-// ---------------------------------------------------------------------------------
-// Operations: one function each; each returns the result fields beyond event/ok.
+module.exports = { servingReady, waitRestarted, waitReady };
+},
+'operations': function (module, exports, require) {
+'use strict';
+// The operations: one function each (probe, ensure-namespace, inspect-agent, prepare,
+// activate, deactivate, stop, retire); each returns the result fields beyond event/ok.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const crypto = require('node:crypto');
+const http = require('node:http');
+
+const {
+  DEFAULT_READINESS_MS, HelperError, NODE_MAJOR, ROOT_GID, ROOT_UID, TEMP_PREFIX, TRAVERSE_ONLY,
+  UNIT_PREFIX
+} = require('./constants');
+const { guard, progress } = require('./session');
+const { oneLine, run, systemctl, unitState } = require('./children');
+const { acquireLock, releaseLock } = require('./lock');
+const {
+  createDirAtomic, expectDir, expectFile, fsyncDir, makeDir, operatorDirExists, removeFile,
+  removeTree, sweep, tempName, writeAtomic, writeNewFile
+} = require('./files');
+const { renderUnit } = require('./render');
+const { applyWorkspaceSetup, planWorkspaceSetup } = require('./workspace-setup');
+const {
+  agentOwner, currentRevision, layout, namespaceOwner, readAgent, readCurrent, readServed,
+  readUnit, refuseNumberConflict, revisionMarker, tightenTree, verifyNamespace, verifyRevision
+} = require('./layout');
+const { accountFields, accountIdentity, ensureAccount, loadAgent } = require('./accounts');
+const { allocatePort } = require('./ports');
+const { servingReady, waitReady, waitRestarted } = require('./readiness');
 
 async function opProbe(op) {
   const checks = [];
@@ -2467,18 +2739,6 @@ async function opPrepare(op) {
       changed;
   }
   return { changed, ready: true, port: agent.port, uid: account.uid, gid: account.gid };
-}
-
-// Reads and verifies everything activate, stop and retire rely on.
-async function loadAgent(op, L, { required }) {
-  if (!verifyNamespace(op, L, required)) return null;
-  const agent = readAgent(op, L);
-  if (!agent) {
-    if (required) throw new HelperError('missing-revision', `${L.agentDir} does not exist; prepare the revision first`);
-    return null;
-  }
-  await verifyAccount(op, L, agent);
-  return agent;
 }
 
 function servedMatches(served, op) {
@@ -2738,11 +2998,47 @@ async function opRetire(op) {
   return { changed };
 }
 
-// ---------------------------------------------------------------------------------
+// Read-only: no lock, since every file it reads is replaced atomically.
+async function opInspectAgent(op) {
+  const L = layout(op);
+  const agent = operatorDirExists(L.root) ? await loadAgent(op, L, { required: false }) : null;
+  if (!agent) return { changed: false, exists: false };
+  return { changed: false, exists: true, port: agent.port, account: agent.account, uid: agent.uid, gid: agent.gid };
+}
+
+module.exports = {
+  opProbe, opEnsureNamespace, opPrepare, opActivate, opDeactivate, stopUnit, opStop, opRetire,
+  opInspectAgent,
+};
+},
+'removal': function (module, exports, require) {
+'use strict';
 // Removal, shared by delete-namespace and delete-agent. Everything to be removed is
 // verified first; then units go, the accounts' processes and schedules end, each
 // Agent's home and state are emptied as its own account, the root-owned rest of the
 // tree goes, and last the accounts themselves.
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { HelperError, TEMP_PREFIX, UNIT_PREFIX } = require('./constants');
+const { guard, progress } = require('./session');
+const { run, systemctl } = require('./children');
+const { acquireLock } = require('./lock');
+const {
+  checkFields, expectDir, lstatOrNull, operatorDirExists, readMarker, removeFile, removeTree,
+  sweep
+} = require('./files');
+const { sha12 } = require('./values');
+const {
+  agentOwner, layout, namespaceOwner, readAgent, readCurrent, readServed, readUnit,
+  verifyNamespace
+} = require('./layout');
+const {
+  accountIdentity, checkAccountForRemoval, isAgentAccount, quiesceAccount, removeAccount
+} = require('./accounts');
+const { clearAgentTree } = require('./leftovers');
+const { stopUnit } = require('./operations');
 
 // One Agent directory to remove, verified whole: agent.json names this Driver and
 // Namespace and the Agent whose hash names the directory, with that Agent's account;
@@ -2923,13 +3219,37 @@ async function opDeleteAgent(op) {
   return { changed };
 }
 
-// Read-only: no lock, since every file it reads is replaced atomically.
-async function opInspectAgent(op) {
-  const L = layout(op);
-  const agent = operatorDirExists(L.root) ? await loadAgent(op, L, { required: false }) : null;
-  if (!agent) return { changed: false, exists: false };
-  return { changed: false, exists: true, port: agent.port, account: agent.account, uid: agent.uid, gid: agent.gid };
-}
+module.exports = { opDeleteNamespace, opDeleteAgent };
+},
+'main': function (module, exports, require) {
+'use strict';
+// Main: the helper's input read and checked, the operation run by its handler within
+// the deadline, and one result line; `api` is what tests and the host read of it.
+
+const fs = require('node:fs');
+
+const {
+  DEFAULT_DEADLINE_MS, DEFAULT_READINESS_MS, HEADER_FIRST_LINE, HEARTBEAT_MS, HelperError,
+  MAX_DEADLINE_MS, PERMANENT_CODES, PROTOCOL_VERSION, STARTED_AT, UNIT_PREFIX
+} = require('./constants');
+const { emit, remainingMs, session, stopWith, watchSession } = require('./session');
+const { oneLine } = require('./children');
+const { releaseLock, releaseLockOnExit } = require('./lock');
+const { DISK_FULL, diskFullMessage } = require('./files');
+const { SAFE_PATH, closedKeys, invalid, requireObject, sha256Hex } = require('./values');
+const {
+  MAX_PLACEHOLDERS, OPERATIONS, PLACEHOLDER_NAME, PLACEHOLDER_VALUE, RESERVED_PLACEHOLDER,
+  agentAccountName, parseEnvelope, parseOperation
+} = require('./operation');
+const { canonicalJson, renderSnapshot, renderUnit, unitHeader } = require('./render');
+const {
+  WORKSPACE_FILE_NAMES, WORKSPACE_SETUP_FAILED, WORKSPACE_SETUP_SOURCE, checkWorkspaceSetup
+} = require('./workspace-setup');
+const {
+  opActivate, opDeactivate, opEnsureNamespace, opInspectAgent, opPrepare, opProbe, opRetire,
+  opStop
+} = require('./operations');
+const { opDeleteAgent, opDeleteNamespace } = require('./removal');
 
 const HANDLERS = {
   'probe': opProbe,
@@ -2943,9 +3263,6 @@ const HANDLERS = {
   'inspect-agent': opInspectAgent,
   'delete-agent': opDeleteAgent,
 };
-
-// ---------------------------------------------------------------------------------
-// Main.
 
 function errorResult(error) {
   // Anything that is not a HelperError is an unexpected host failure (EACCES, EIO,
@@ -2969,7 +3286,9 @@ function errorResult(error) {
 }
 
 let heartbeat = null;
+
 let deadlineTimer = null;
+
 let backstop = null;
 
 async function finish(result) {
@@ -3063,16 +3382,42 @@ async function main() {
   }
 }
 
-if (RUN_AS_HELPER) {
+// Run the helper: what the loader does with the shipped program.
+function run() {
+  watchSession();
+  releaseLockOnExit();
   process.on('uncaughtException', (error) => finish(errorResult(error)));
   process.on('unhandledRejection', (error) => finish(errorResult(error)));
   main();
+}
+
+// What the tests and the host read of the helper: its tables and pure functions.
+const api = {
+  PROTOCOL_VERSION, OPERATIONS, PERMANENT_CODES, HEADER_FIRST_LINE, UNIT_PREFIX, SAFE_PATH,
+  DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, DEFAULT_READINESS_MS, PLACEHOLDER_NAME, PLACEHOLDER_VALUE,
+  RESERVED_PLACEHOLDER, MAX_PLACEHOLDERS, HelperError, parseEnvelope, parseOperation,
+  renderSnapshot, renderUnit, canonicalJson, agentAccountName, unitHeader, WORKSPACE_FILE_NAMES,
+  WORKSPACE_SETUP_SOURCE, WORKSPACE_SETUP_FAILED, checkWorkspaceSetup,
+};
+
+module.exports = { run, api };
+},
+};
+
+const loaded = {};
+function load(name) {
+  if (!loaded[name]) {
+    const mod = { exports: {} };
+    loaded[name] = mod;
+    const local = (spec) => (spec.startsWith('./') ? load(spec.slice(2)) : require(spec));
+    SOURCES[name](mod, mod.exports, local);
+  }
+  return loaded[name].exports;
+}
+
+const main = load('main');
+if (RUN_AS_HELPER) {
+  main.run();
 } else {
-  module.exports = {
-    PROTOCOL_VERSION, OPERATIONS, PERMANENT_CODES, HEADER_FIRST_LINE, UNIT_PREFIX, SAFE_PATH,
-    DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, DEFAULT_READINESS_MS, PLACEHOLDER_NAME, PLACEHOLDER_VALUE,
-    RESERVED_PLACEHOLDER, MAX_PLACEHOLDERS, HelperError,
-    parseEnvelope, parseOperation, renderSnapshot, renderUnit, canonicalJson, agentAccountName, unitHeader,
-    WORKSPACE_FILE_NAMES, WORKSPACE_SETUP_SOURCE, WORKSPACE_SETUP_FAILED, checkWorkspaceSetup,
-  };
+  module.exports = main.api;
 }

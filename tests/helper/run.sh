@@ -8,9 +8,9 @@
 # up (both steps are idempotent and quick when already done). The rig is left running
 # for the next run or for other suites: tear it down with `tests/rig/down.sh`.
 # OCC_HELPER_PATH=<file> runs the suite against another copy of the helper.
-# render.test.js and envelope.test.js are pure (the helper required as a module): they
-# also run alone, with no rig and on any Node from 20, as
-#   node --test tests/helper/render.test.js tests/helper/envelope.test.js
+# build.test.js, render.test.js and envelope.test.js are pure (the helper and its
+# modules required, no host): they also run alone, with no rig and on any Node from 20, as
+#   node --test tests/helper/build.test.js tests/helper/render.test.js tests/helper/envelope.test.js
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
