@@ -632,7 +632,13 @@ fn preflight_refusals_are_permanent_and_name_what_to_fix() {
             inst.to_str().unwrap(),
             "--json",
         ]);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "preflight ({name}) printed no JSON ({e}); exit {:?}, stderr: {}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
         (out.status.code().unwrap_or(-1), v)
     };
     let (code, v) = preflight("good", &base);
