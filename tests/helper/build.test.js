@@ -57,9 +57,8 @@ test('the modules required directly give what the shipped helper exports', () =>
   for (const key of Object.keys(api)) {
     assert.deepEqual(shown(api[key]), shown(shipped[key]), key);
   }
-  const envelope = {
-    version: api.PROTOCOL_VERSION,
-  };
+  // An envelope with nothing but its version: both refuse it, each with its own HelperError.
+  const envelope = { version: api.PROTOCOL_VERSION };
   assert.throws(() => shipped.parseEnvelope(envelope), shipped.HelperError);
   assert.throws(() => api.parseEnvelope(envelope), api.HelperError);
 });

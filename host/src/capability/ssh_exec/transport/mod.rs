@@ -16,7 +16,7 @@ pub mod client;
 pub mod config;
 pub mod live;
 pub(super) mod master;
-pub(super) mod worker;
+mod worker;
 
 /// Append `bytes` to `tail`, keeping its last `max` bytes.
 fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8], max: usize) {
