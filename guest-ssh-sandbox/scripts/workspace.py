@@ -38,14 +38,18 @@
 # Output: a JSON object on stdout (raw bytes for `read`), exit 0. A refusal or
 # failure: one JSON line {"error", "message", "path"} on stderr, exit 1.
 # Python 3.6 or later; standard library only.
+#
+# This text is assembled from the modules in guest-ssh-sandbox/scripts/workspace/
+# (this head is its __init__.py), each under a rule that names it, by
+# guest-ssh-sandbox/scripts/build.py; `python3 build.py --check` holds it to them.
+
+
+# --- workspace/base.py --------------------------------------------------------
+# The refusal every module raises, the codes errno values map to, and the
+# constants the walking and the operations share.
 
 import errno
-import json
 import os
-import re
-import stat
-import sys
-import time
 
 NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 MOUNTS = ("workspace", "agent")
@@ -75,7 +79,15 @@ def token():
     return os.urandom(8).hex()
 
 
-# --- names and walking ----------------------------------------------------------
+# --- workspace/walk.py --------------------------------------------------------
+# Names and walking: a scope's path checked name by name, each directory
+# opened relative to its parent without following a link, links met on the
+# way resolved here (inside the mount, or refused), and the protected skills
+# directories a changing operation may not touch.
+
+import errno
+import os
+import stat
 
 
 def check_name(name, path):
@@ -190,8 +202,14 @@ class Guard(object):
         self.descendants = descendants
 
 
-# Set by main() for an operation that changes a mount, None otherwise.
+# Set by main() for an operation that changes a mount, None otherwise: set
+# only through set_guard(), so that this module's global is the one changed.
 GUARD = None
+
+
+def set_guard(guard):
+    global GUARD
+    GUARD = guard
 
 
 def refuse_protected(rel, names):
@@ -341,6 +359,30 @@ def lstat_at(dirfd, name):
         if e.errno == errno.ENOENT:
             return None
         raise
+
+
+def stage_name_ok(runtime, stage):
+    prefix = runtime + ".bootstrap-"
+    tail = stage[len(prefix):]
+    return stage.startswith(prefix) and len(tail) == 32 and all(c in "0123456789abcdef" for c in tail)
+
+
+def check_stage(runtime, stage):
+    check_name(runtime, runtime)
+    if not stage_name_ok(runtime, stage):
+        raise Refusal("invalid-path", "%r is not a stage of %s" % (stage, runtime))
+
+
+# --- workspace/files.py -------------------------------------------------------
+# Entries below an open directory: their kind, a regular file's single link,
+# copies, temporary files beside their final name, the removal of a tree, and
+# the atomic renames (no-replace, exchange) Linux and macOS each spell their
+# own way.
+
+import errno
+import os
+import stat
+import sys
 
 
 def kind_of(mode):
@@ -527,9 +569,6 @@ def remove_tree(dirfd, name):
                 os.close(lv[2])
 
 
-# --- the atomic no-replace rename ------------------------------------------------
-
-
 class MissingRename(Exception):
     pass
 
@@ -574,101 +613,14 @@ def rename_with(src_dir, src, dst_dir, dst, linux_flag, darwin_flag, linux_name,
     raise OSError(err, os.strerror(err), dst)
 
 
-# --- runtime operations --------------------------------------------------------------
+# --- workspace/archive.py -----------------------------------------------------
+# The seed: a tar stream from the host unpacked into a stage, member by
+# member (ustar and pax; regular files, directories and links that stay
+# inside), each file written through a descriptor below the stage.
 
-
-def stage_name_ok(runtime, stage):
-    prefix = runtime + ".bootstrap-"
-    tail = stage[len(prefix):]
-    return stage.startswith(prefix) and len(tail) == 32 and all(c in "0123456789abcdef" for c in tail)
-
-
-def check_stage(runtime, stage):
-    check_name(runtime, runtime)
-    if not stage_name_ok(runtime, stage):
-        raise Refusal("invalid-path", "%r is not a stage of %s" % (stage, runtime))
-
-
-def op_describe(root, runtime):
-    check_name(runtime, runtime)
-    rootfd = open_root(root)
-    if rootfd is None:
-        return {"exists": False}
-    try:
-        st = lstat_at(rootfd, runtime)
-    finally:
-        os.close(rootfd)
-    if st is None:
-        return {"exists": False}
-    return {"exists": True, "kind": "symlink" if stat.S_ISLNK(st.st_mode) else kind_of(st.st_mode)}
-
-
-def op_stage(root, runtime, stage):
-    check_stage(runtime, stage)
-    rootfd = open_root(root, create=True)
-    try:
-        os.mkdir(stage, 0o700, dir_fd=rootfd)
-    finally:
-        os.close(rootfd)
-    return {"stage": stage}
-
-
-def op_publish(root, runtime, stage):
-    """Publish a stage as the runtime root, never replacing what is there: when
-    another first use published first, adopt its workspace and drop ours."""
-    check_stage(runtime, stage)
-    rootfd = open_root(root)
-    if rootfd is None:
-        raise Refusal("not-found", "workspace root %s is gone" % root)
-    try:
-        try:
-            rename_no_replace(rootfd, stage, rootfd, runtime)
-            return {"result": "published"}
-        except MissingRename as e:
-            remove_tree(rootfd, stage)
-            raise Refusal("missing-capability",
-                          "cannot publish a new workspace at %s/%s: the target lacks an atomic no-replace directory rename "
-                          "(renameat2 with RENAME_NOREPLACE on Linux, renameatx_np with RENAME_EXCL on macOS) on this "
-                          "libc and filesystem: %s; nothing was replaced, and existing workspaces are still adopted"
-                          % (root, runtime, e))
-        except OSError as e:
-            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                remove_tree(rootfd, stage)
-                raise
-            st = lstat_at(rootfd, runtime)
-            if st is None or not stat.S_ISDIR(st.st_mode):
-                remove_tree(rootfd, stage)
-                raise Refusal("exists", "%s/%s exists and is not a directory; it was left as it is" % (root, runtime))
-            remove_tree(rootfd, stage)
-            return {"result": "adopted"}
-    finally:
-        os.close(rootfd)
-
-
-def op_discard(root, runtime, stage):
-    check_stage(runtime, stage)
-    rootfd = open_root(root)
-    if rootfd is None:
-        return {"removed": False}
-    try:
-        found = lstat_at(rootfd, stage) is not None
-        remove_tree(rootfd, stage)
-        return {"removed": found}
-    finally:
-        os.close(rootfd)
-
-
-def op_remove_runtime(root, runtime):
-    check_name(runtime, runtime)
-    rootfd = open_root(root)
-    if rootfd is None:
-        return {"removed": False}
-    try:
-        found = lstat_at(rootfd, runtime) is not None
-        remove_tree(rootfd, runtime)
-        return {"removed": found}
-    finally:
-        os.close(rootfd)
+import os
+import stat
+import sys
 
 
 def member_parts(name):
@@ -914,6 +866,100 @@ def extract(top):
     return counts
 
 
+# --- workspace/runtime.py -----------------------------------------------------
+# The scope's runtime operations: describe, the bootstrap stage and its
+# publication, removal of a runtime, the skills OpenClaw materializes, and the
+# staged inputs of a command.
+
+import errno
+import os
+import re
+import stat
+import sys
+
+
+def op_describe(root, runtime):
+    check_name(runtime, runtime)
+    rootfd = open_root(root)
+    if rootfd is None:
+        return {"exists": False}
+    try:
+        st = lstat_at(rootfd, runtime)
+    finally:
+        os.close(rootfd)
+    if st is None:
+        return {"exists": False}
+    return {"exists": True, "kind": "symlink" if stat.S_ISLNK(st.st_mode) else kind_of(st.st_mode)}
+
+
+def op_stage(root, runtime, stage):
+    check_stage(runtime, stage)
+    rootfd = open_root(root, create=True)
+    try:
+        os.mkdir(stage, 0o700, dir_fd=rootfd)
+    finally:
+        os.close(rootfd)
+    return {"stage": stage}
+
+
+def op_publish(root, runtime, stage):
+    """Publish a stage as the runtime root, never replacing what is there: when
+    another first use published first, adopt its workspace and drop ours."""
+    check_stage(runtime, stage)
+    rootfd = open_root(root)
+    if rootfd is None:
+        raise Refusal("not-found", "workspace root %s is gone" % root)
+    try:
+        try:
+            rename_no_replace(rootfd, stage, rootfd, runtime)
+            return {"result": "published"}
+        except MissingRename as e:
+            remove_tree(rootfd, stage)
+            raise Refusal("missing-capability",
+                          "cannot publish a new workspace at %s/%s: the target lacks an atomic no-replace directory rename "
+                          "(renameat2 with RENAME_NOREPLACE on Linux, renameatx_np with RENAME_EXCL on macOS) on this "
+                          "libc and filesystem: %s; nothing was replaced, and existing workspaces are still adopted"
+                          % (root, runtime, e))
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                remove_tree(rootfd, stage)
+                raise
+            st = lstat_at(rootfd, runtime)
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                remove_tree(rootfd, stage)
+                raise Refusal("exists", "%s/%s exists and is not a directory; it was left as it is" % (root, runtime))
+            remove_tree(rootfd, stage)
+            return {"result": "adopted"}
+    finally:
+        os.close(rootfd)
+
+
+def op_discard(root, runtime, stage):
+    check_stage(runtime, stage)
+    rootfd = open_root(root)
+    if rootfd is None:
+        return {"removed": False}
+    try:
+        found = lstat_at(rootfd, stage) is not None
+        remove_tree(rootfd, stage)
+        return {"removed": found}
+    finally:
+        os.close(rootfd)
+
+
+def op_remove_runtime(root, runtime):
+    check_name(runtime, runtime)
+    rootfd = open_root(root)
+    if rootfd is None:
+        return {"removed": False}
+    try:
+        found = lstat_at(rootfd, runtime) is not None
+        remove_tree(rootfd, runtime)
+        return {"removed": found}
+    finally:
+        os.close(rootfd)
+
+
 def op_skills(root, runtime):
     """OpenClaw's refresh of the skills it materialized for the scope (with
     workspaceAccess "rw"): <workspace>/.openclaw/sandbox-skills becomes the
@@ -1070,7 +1116,15 @@ def op_inputs(root, runtime):
     return {"placed": placed, "kept": kept}
 
 
-# --- bridge operations -----------------------------------------------------------------
+# --- workspace/bridge.py ------------------------------------------------------
+# The bridge's operations, one per OpenClaw filesystem call: read, write,
+# create, mkdir -p, remove, rename, stat, readdir and the command's working
+# directory, each on a path the walk resolved inside its mount.
+
+import errno
+import os
+import stat
+import sys
 
 
 def op_read(root, runtime, mount, rel, limit):
@@ -1297,6 +1351,21 @@ def op_workdir(root, runtime, mount, rel):
 # runtime, F 0 or 1, N decimal digits) and whether it changes a mount (then
 # each of its mounts must be writable). The host checks the same table
 # (ssh-target/src/envelope.rs) before anything runs; a test reads both.
+
+
+# --- workspace/operations.py --------------------------------------------------
+# The operation table (each operation's argument kinds and whether it changes
+# a mount), the envelope the host writes, the checks of every argument
+# against both, and main(): one operation, its answer on stdout, a refusal on
+# stderr.
+
+import errno
+import json
+import os
+import re
+import sys
+
+
 OPS = {
     "describe": (op_describe, "", False),
     "stage": (op_stage, "S", False),
@@ -1384,7 +1453,6 @@ def check_args(envelope, op, kinds, mutating, args):
 
 
 def main(argv):
-    global GUARD
     if len(argv) < 2:
         raise Refusal("invalid-operation", "usage: workspace <envelope> <op> [args...]")
     envelope = Envelope(argv[0])
@@ -1401,7 +1469,7 @@ def main(argv):
     if op == "skills" and not envelope.mounts.get("workspace"):
         raise Refusal("read-only", "skills: the workspace mount is not writable in this sandbox", "workspace")
     if mutating:
-        GUARD = Guard(descendants=(op == "rename" or (op == "remove" and args[2] == "1")))
+        set_guard(Guard(descendants=(op == "rename" or (op == "remove" and args[2] == "1"))))
     try:
         result = fn(envelope.root, envelope.runtime, *args)
     except OSError as e:
@@ -1441,7 +1509,84 @@ def failure_line(e):
     return json.dumps({"error": code, "message": "%s: %s" % (where or "operation", e.strerror), "path": where}) + "\n"
 
 
-# --- serving: one process per target, every scope's requests ---------------------
+# --- workspace/frames.py ------------------------------------------------------
+# Frames on a descriptor: a 4-byte big-endian length, that many bytes of
+# JSON, then the bytes the JSON announces; read unbuffered, bounded by
+# HEADER_MAX.
+
+import json
+import os
+
+
+HEADER_MAX = 1 << 20
+
+
+def read_exact(fd, n):
+    """n bytes from fd, or None at end of file before the first one."""
+    parts, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            if got == 0:
+                return None
+            raise EOFError("a frame ended early")
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def frame_bytes(header, *data):
+    import struct
+    body = json.dumps(header).encode("utf-8")
+    return b"".join((struct.pack(">I", len(body)), body) + data)
+
+
+def write_all_fd(fd, data):
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            import select
+            select.select([], [fd], [])
+
+
+def read_json_frame(fd, what):
+    """One frame of JSON from `fd`, read unbuffered (what follows is the
+    operation's data, or the requests); `what` names it in a refusal."""
+    import struct
+    size = read_exact(fd, 4)
+    if size is None:
+        raise Refusal("invalid-operation", "stdin ended before %s" % what)
+    (n,) = struct.unpack(">I", size)
+    if n > HEADER_MAX:
+        raise Refusal("invalid-operation", "%s of %d bytes" % (what, n))
+    try:
+        return json.loads((read_exact(fd, n) or b"").decode("utf-8"))
+    except ValueError:
+        raise Refusal("invalid-operation", "%s is not JSON" % what)
+
+
+def read_start(fd):
+    """The serving start's second frame: {"exec": <text or null>}."""
+    start = read_json_frame(fd, "the start frame")
+    text = start.get("exec") if isinstance(start, dict) else None
+    if not isinstance(start, dict) or set(start) != {"exec"} or not (text is None or isinstance(text, str)):
+        raise Refusal("invalid-operation", "--serve: the start frame is {\"exec\": <text or null>}")
+    return text
+
+
+def read_args(fd):
+    """The arguments the host sent in the first frame on stdin."""
+    request = read_json_frame(fd, "the arguments' frame")
+    args = request.get("args") if isinstance(request, dict) else None
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or len(request) != 1:
+        raise Refusal("invalid-operation", "the arguments' frame is {\"args\": [strings]}")
+    return args
+
+
+# --- workspace/serve.py -------------------------------------------------------
+# Serving: one process per target, every scope's requests.
 #
 # The host may keep this script running for a target and workspace root instead
 # of starting it for every operation:
@@ -1485,7 +1630,11 @@ def failure_line(e):
 # after IDLE_SECONDS with nothing to do. A watcher (the parent) kills it when
 # the host's end of its stdout goes away, even while it is stopped.
 
-HEADER_MAX = 1 << 20
+import json
+import os
+import sys
+import time
+
 DATA_MAX = 64 << 20
 IDLE_SECONDS = 900
 # A cancelled command's own process gets this long to end its run (the exec
@@ -1507,41 +1656,10 @@ class Captured(object):
         pass
 
 
-def read_exact(fd, n):
-    """n bytes from fd, or None at end of file before the first one."""
-    parts, got = [], 0
-    while got < n:
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
-            if got == 0:
-                return None
-            raise EOFError("a frame ended early")
-        parts.append(chunk)
-        got += len(chunk)
-    return b"".join(parts)
-
-
-def frame_bytes(header, *data):
-    import struct
-    body = json.dumps(header).encode("utf-8")
-    return b"".join((struct.pack(">I", len(body)), body) + data)
-
-
-def write_all_fd(fd, data):
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view):]
-        except BlockingIOError:
-            import select
-            select.select([], [fd], [])
-
-
 def answer(root, args, data):
     """One workspace request, as a one-shot run would answer it: status,
     stdout, stderr. Runs in a process of its own."""
-    global GUARD
-    GUARD = None
+    set_guard(None)
     sys.stdin, sys.stdout = Captured(data), Captured()
     status, err = 0, ""
     try:
@@ -1928,38 +2046,11 @@ def serve(root, exec_text):
     Server(root, exec_text).run()
 
 
-def read_json_frame(fd, what):
-    """One frame of JSON from `fd`, read unbuffered (what follows is the
-    operation's data, or the requests); `what` names it in a refusal."""
-    import struct
-    size = read_exact(fd, 4)
-    if size is None:
-        raise Refusal("invalid-operation", "stdin ended before %s" % what)
-    (n,) = struct.unpack(">I", size)
-    if n > HEADER_MAX:
-        raise Refusal("invalid-operation", "%s of %d bytes" % (what, n))
-    try:
-        return json.loads((read_exact(fd, n) or b"").decode("utf-8"))
-    except ValueError:
-        raise Refusal("invalid-operation", "%s is not JSON" % what)
+# --- workspace/__main__.py ----------------------------------------------------
+# The entry: the arguments' frame on stdin, then one operation, or (for
+# ["--serve", <root>]) the serving process.
 
-
-def read_start(fd):
-    """The serving start's second frame: {"exec": <text or null>}."""
-    start = read_json_frame(fd, "the start frame")
-    text = start.get("exec") if isinstance(start, dict) else None
-    if not isinstance(start, dict) or set(start) != {"exec"} or not (text is None or isinstance(text, str)):
-        raise Refusal("invalid-operation", "--serve: the start frame is {\"exec\": <text or null>}")
-    return text
-
-
-def read_args(fd):
-    """The arguments the host sent in the first frame on stdin."""
-    request = read_json_frame(fd, "the arguments' frame")
-    args = request.get("args") if isinstance(request, dict) else None
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or len(request) != 1:
-        raise Refusal("invalid-operation", "the arguments' frame is {\"args\": [strings]}")
-    return args
+import sys
 
 
 if __name__ == "__main__":

@@ -1543,3 +1543,250 @@ fn unpack_reads_what_tar_writes_and_refuses_a_broken_archive() {
         );
     }
 }
+
+/// Run the workspace program on `args` (envelope first) with `data` after the
+/// arguments' frame: as it ships (`python3 -c <workspace.py> workspace`), or
+/// from its modules (`python3 -m workspace` with `scripts/` on the path).
+/// Status, stdout and stderr, with `t`'s directory written as `<dir>`.
+fn run_program(
+    t: &Target,
+    modules: bool,
+    args: &[&str],
+    data: &[u8],
+) -> (Option<i32>, String, String) {
+    let mut command = Command::new("python3");
+    if modules {
+        command
+            .args(["-m", "workspace"])
+            .env("PYTHONPATH", scripts());
+    } else {
+        let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
+        command.arg("-c").arg(text).arg("workspace");
+    }
+    let mut child = command
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .current_dir(t.dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        let mut input = args_frame(args);
+        input.extend_from_slice(data);
+        let _ = stdin.write_all(&input);
+    }
+    let out = child.wait_with_output().unwrap();
+    let dir = t.dir.path().to_string_lossy().into_owned();
+    // Times differ between two runs; every other byte must not.
+    let clean = |b: &[u8]| {
+        let text = String::from_utf8_lossy(b).replace(&dir, "<dir>");
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("\"mtimeMs\": ") {
+            let (before, after) = rest.split_at(at + "\"mtimeMs\": ".len());
+            out.push_str(before);
+            out.push_str("<ms>");
+            rest = after.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+        }
+        out + rest
+    };
+    (out.status.code(), clean(&out.stdout), clean(&out.stderr))
+}
+
+/// The modules in `scripts/workspace/` are the program that ships: the same
+/// operations, run from them and from the assembled `workspace.py` on two
+/// identical targets, answer byte for byte alike and leave the same trees.
+#[test]
+fn the_workspace_modules_run_as_the_shipped_text_does() {
+    let shipped = Target::new();
+    let modules = Target::new();
+    let steps: &[(&str, bool, &[&str], &[u8])] = &[
+        ("mkdirp", true, &["mkdirp", "workspace", "a/b"], b""),
+        (
+            "writeFile",
+            true,
+            &["write", "workspace", "a/b/f.txt", "0"],
+            b"one\ntwo\n",
+        ),
+        (
+            "writeFile",
+            true,
+            &["write", "workspace", "new/dir/g", "1"],
+            b"g",
+        ),
+        (
+            "readFile",
+            true,
+            &["read", "workspace", "a/b/f.txt", "100"],
+            b"",
+        ),
+        ("stat", true, &["stat", "workspace", "a/b/f.txt"], b""),
+        ("stat", true, &["stat", "workspace", "missing"], b""),
+        ("readDirectory", true, &["readdir", "workspace", "a/b"], b""),
+        (
+            "rename",
+            true,
+            &["rename", "workspace", "a/b/f.txt", "workspace", "moved.txt"],
+            b"",
+        ),
+        (
+            "remove",
+            true,
+            &["remove", "workspace", "new", "1", "0"],
+            b"",
+        ),
+        // Refused: a path that climbs out, a read-only mount, an operation
+        // the method may not run.
+        (
+            "writeFile",
+            true,
+            &["write", "workspace", "../../victim/keep", "0"],
+            b"x",
+        ),
+        (
+            "writeFile",
+            false,
+            &["write", "workspace", "README.md", "0"],
+            b"x",
+        ),
+        (
+            "readFile",
+            true,
+            &["remove", "workspace", "README.md", "0", "0"],
+            b"",
+        ),
+    ];
+    for (i, (method, writable, args, data)) in steps.iter().enumerate() {
+        let answer = |t: &Target, from_modules: bool| {
+            let envelope = t.envelope(method, *writable).to_json();
+            let mut all = vec![envelope.as_str()];
+            all.extend_from_slice(args);
+            run_program(t, from_modules, &all, data)
+        };
+        let (want, got) = (answer(&shipped, false), answer(&modules, true));
+        assert_eq!(
+            got, want,
+            "{method} {args:?}: the modules answered otherwise than the shipped text"
+        );
+        // The last three steps are the refusals.
+        let status = if i + 3 >= steps.len() { 1 } else { 0 };
+        assert_eq!(want.0, Some(status), "{method} {args:?}: {want:?}");
+    }
+    let tree = |t: &Target| t.tree().replace(&*t.dir.path().to_string_lossy(), "<dir>");
+    assert_eq!(tree(&modules), tree(&shipped));
+    assert!(
+        tree(&shipped).contains("workspace/moved.txt f 8"),
+        "{}",
+        tree(&shipped)
+    );
+}
+
+/// A copy of `scripts/` (the build step, the modules, the shipped text) to
+/// break on purpose.
+fn scripts_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("workspace")).unwrap();
+    for name in ["build.py", "workspace.py"] {
+        std::fs::copy(scripts().join(name), dir.path().join(name)).unwrap();
+    }
+    for entry in std::fs::read_dir(scripts().join("workspace")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "py") {
+            std::fs::copy(
+                &path,
+                dir.path().join("workspace").join(path.file_name().unwrap()),
+            )
+            .unwrap();
+        }
+    }
+    dir
+}
+
+fn build_check(dir: &Path) -> (bool, String) {
+    let out = Command::new("python3")
+        .arg(dir.join("build.py"))
+        .arg("--check")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `workspace.py` is exactly what `build.py` assembles from the modules, and
+/// the build refuses, naming the module, what would make the flat text mean
+/// something other than the modules.
+#[test]
+fn the_shipped_workspace_script_is_what_its_modules_make() {
+    let (ok, err) = build_check(&scripts());
+    assert!(ok, "{err}");
+
+    let edit = |file: &str, f: &dyn Fn(String) -> String| {
+        let dir = scripts_copy();
+        let path = dir.path().join(file);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        std::fs::write(&path, f(text)).unwrap();
+        let (ok, err) = build_check(dir.path());
+        assert!(!ok, "{file}: the check passed a broken copy");
+        err
+    };
+    let append = |more: &'static str| move |t: String| t + more;
+    let cases: &[(&str, &dyn Fn(String) -> String, &str)] = &[
+        (
+            "workspace.py",
+            &append("# edited by hand\n"),
+            "workspace.py is not what workspace/*.py make",
+        ),
+        (
+            "workspace/bridge.py",
+            &append("\n\ndef token():\n    return 0\n"),
+            "workspace/bridge.py: defines token, which workspace/base.py defines",
+        ),
+        (
+            "workspace/bridge.py",
+            &append("\n\ndef later():\n    return Server\n"),
+            "workspace/bridge.py: reads Server, workspace/serve.py defines it",
+        ),
+        (
+            "workspace/serve.py",
+            &append("\n\ndef clear():\n    global GUARD\n    GUARD = None\n"),
+            "`global GUARD` names another module's name",
+        ),
+        (
+            "workspace/walk.py",
+            &|t: String| {
+                t.replacen(
+                    "from .base import",
+                    "from .serve import Server\nfrom .base import",
+                    1,
+                )
+            },
+            "workspace/walk.py:",
+        ),
+        (
+            "workspace/extra.py",
+            &append("# a module no one listed\n"),
+            "workspace/extra.py: not in build.py's MODULES",
+        ),
+        (
+            "workspace/files.py",
+            &append("\nprint('side effect')\n"),
+            "only definitions at the top level",
+        ),
+        (
+            "workspace/__init__.py",
+            &append("import os\n"),
+            "comments only",
+        ),
+    ];
+    for (file, change, want) in cases {
+        let err = edit(file, change);
+        assert!(err.contains(want), "{file}: wanted {want:?} in: {err}");
+    }
+}

@@ -9,10 +9,14 @@ use std::path::{Path, PathBuf};
 use occ_e2e::repo_root;
 
 /// The pages a newcomer reads: the README, every page of `docs/` and the
-/// helper's protocol.
+/// helper's protocol and the sandbox scripts' page.
 fn pages() -> Vec<PathBuf> {
     let root = repo_root();
-    let mut pages = vec![root.join("README.md"), root.join("helper/README.md")];
+    let mut pages = vec![
+        root.join("README.md"),
+        root.join("helper/README.md"),
+        root.join("guest-ssh-sandbox/scripts/README.md"),
+    ];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
         .expect("docs/ exists")
         .map(|e| e.unwrap().path())

@@ -1,0 +1,32 @@
+# The refusal every module raises, the codes errno values map to, and the
+# constants the walking and the operations share.
+
+import errno
+import os
+
+NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+MOUNTS = ("workspace", "agent")
+CHUNK = 1 << 16
+
+
+class Refusal(Exception):
+    def __init__(self, code, message, path=None):
+        Exception.__init__(self, message)
+        self.code = code
+        self.message = message
+        self.path = path
+
+
+ERRNO_CODES = {
+    errno.ENOENT: "not-found",
+    errno.EEXIST: "exists",
+    errno.ENOTDIR: "not-a-directory",
+    errno.EISDIR: "is-a-directory",
+    errno.ENOTEMPTY: "not-empty",
+    errno.ELOOP: "symlink",
+    errno.EFBIG: "too-large",
+}
+
+
+def token():
+    return os.urandom(8).hex()

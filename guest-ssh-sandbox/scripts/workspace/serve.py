@@ -1,0 +1,462 @@
+# Serving: one process per target, every scope's requests.
+#
+# The host may keep this script running for a target and workspace root instead
+# of starting it for every operation:
+#   python3 -c <this text> workspace
+# with ["--serve", <workspace root>] as its arguments' frame, and then one
+# frame {"exec": <the approved exec script's text>} (or {"exec": null}): the
+# program the host runs for a command, which it would otherwise send as
+# `python3 -c <text> exec`. No operation is named "--serve", so the component
+# cannot ask for it: the host builds this start itself.
+#
+# Every request carries its own id and is checked exactly as a one-shot run
+# is: a workspace request is the argument vector a one-shot run gets, its
+# envelope first (the call's scope, written by the host), and main() checks it
+# in a process of its own (forked from this one), so requests of different
+# scopes run side by side and none shares state with another; an envelope for
+# another workspace root is refused. A command runs as a one-shot exec run
+# would, in a forked process that runs the exec script with its stdin, stdout
+# and stderr piped through this one. The host keeps one scope's workspace
+# requests in order; commands run beside them.
+#
+# Frames, each a 4-byte big-endian length, that many bytes of JSON, then the
+# bytes the JSON announces:
+#   hello     {"serving": 2, "pid": <the serving process>, "exec": true|false}
+#   request   {"id": n, "args": [<envelope>, <op>, <args...>], "stdin": k}, k bytes
+#   answer    {"id": n, "status": 0|1, "stdout": a, "stderr": b}, a + b bytes
+#   command   {"id": n, "exec": [<envelope>, <mode>, ...], "stdin": k}, k bytes
+#   input     {"id": n, "input": k}, k bytes    (more of the command's stdin)
+#             {"id": n, "close": true}           (its end)
+#   ping      {"id": n, "ping": true}, answered {"id": n, "pong": true} at
+#             once: whether this process still serves
+#   cancel    {"id": n, "cancel": true}          (the caller is gone: a command
+#                                                 ends as a closed channel ends
+#                                                 it; a request's process is
+#                                                 killed, its answer dropped)
+#   output    {"id": n, "out": k} or {"id": n, "err": k}, k bytes
+#   exit      {"id": n, "exit": <status or null>, "signal": <number or null>}
+#             after all of the command's output
+# A frame over its bound, or not of these shapes, ends the process: the host
+# replaces it. The process ends when its stdin closes (the host closed the
+# session or died; every command it runs then sees its channel close) and
+# after IDLE_SECONDS with nothing to do. A watcher (the parent) kills it when
+# the host's end of its stdout goes away, even while it is stopped.
+
+import json
+import os
+import sys
+import time
+from .base import CHUNK, Refusal
+from .walk import set_guard
+from .operations import Envelope, failure_line, main
+from .frames import HEADER_MAX, frame_bytes, write_all_fd
+
+DATA_MAX = 64 << 20
+IDLE_SECONDS = 900
+# A cancelled command's own process gets this long to end its run (the exec
+# script kills the command's process group when its channel closes).
+CANCEL_GRACE = 5.0
+
+
+class Captured(object):
+    """sys.stdin or sys.stdout of one request: bytes in memory."""
+
+    def __init__(self, data=b""):
+        import io
+        self.buffer = io.BufferedReader(io.BytesIO(data)) if data else io.BytesIO()
+
+    def write(self, text):
+        self.buffer.write(text.encode("utf-8"))
+
+    def flush(self):
+        pass
+
+
+def answer(root, args, data):
+    """One workspace request, as a one-shot run would answer it: status,
+    stdout, stderr. Runs in a process of its own."""
+    set_guard(None)
+    sys.stdin, sys.stdout = Captured(data), Captured()
+    status, err = 0, ""
+    try:
+        if args:
+            envelope = Envelope(args[0])
+            if envelope.root != root:
+                raise Refusal("invalid-operation", "envelope: this process serves %s, not %s"
+                              % (root, envelope.root))
+        main(args)
+    except (Refusal, OSError) as e:
+        status, err = 1, failure_line(e)
+    except Exception:
+        import traceback
+        status, err = 1, traceback.format_exc()
+    return status, sys.stdout.buffer.getvalue(), err.encode("utf-8", "replace")
+
+
+def closed_all_but(keep):
+    """Close every descriptor above 2 but those in `keep` (a forked child's
+    start: nothing of the other requests stays open in it)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        names = [str(n) for n in range(3, 1024)]
+    for name in names:
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class Server(object):
+    """The serving loop: frames from the host on fd 0, answers on fd 1, and
+    one forked process per request whose pipes it watches."""
+
+    def __init__(self, root, exec_text):
+        import select
+        self.root = root
+        self.exec_code = compile(exec_text, "exec", "exec") if exec_text else None
+        if self.exec_code is not None:
+            # What every command's process would import on its own (the
+            # exec script's prctl, a terminal's ioctls): loaded once here,
+            # each forked command finds it loaded.
+            for name in ("ctypes", "fcntl", "termios"):
+                try:
+                    __import__(name)
+                except ImportError:
+                    pass
+        self.inbuf = bytearray()
+        self.poller = select.poll()
+        # fd -> (request id, role, serial): role "answer", "out", "err",
+        # "in"; the serial tells a descriptor from a later one of the same
+        # number (see run).
+        self.fds = {}
+        self.serial = 0
+        # request id -> state
+        self.runs = {}
+        self.last_active = time.time()
+
+    # -- the host's frames ------------------------------------------------------
+
+    def take_frame(self):
+        """The next whole frame in the input buffer, or None."""
+        import struct
+        if len(self.inbuf) < 4:
+            return None
+        (n,) = struct.unpack(">I", bytes(self.inbuf[:4]))
+        if n > HEADER_MAX:
+            raise ValueError("a request header of %d bytes" % n)
+        if len(self.inbuf) < 4 + n:
+            return None
+        header = json.loads(bytes(self.inbuf[4:4 + n]).decode("utf-8"))
+        if not isinstance(header, dict) or not isinstance(header.get("id"), int) \
+                or isinstance(header.get("id"), bool):
+            raise ValueError("a request is an object with an integer id")
+        length = 0
+        for key in ("stdin", "input"):
+            if key in header:
+                length = header[key]
+                if not isinstance(length, int) or isinstance(length, bool) or not 0 <= length <= DATA_MAX:
+                    raise ValueError("%s: a length from 0 to %d" % (key, DATA_MAX))
+        if len(self.inbuf) < 4 + n + length:
+            return None
+        data = bytes(self.inbuf[4 + n:4 + n + length])
+        del self.inbuf[:4 + n + length]
+        return header, data
+
+    def dispatch(self, header, data):
+        rid = header["id"]
+        args = header.get("args", header.get("exec"))
+        if "args" in header or "exec" in header:
+            if rid in self.runs:
+                raise ValueError("request %d is already running" % rid)
+            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                raise ValueError("a request's arguments are strings")
+            if "args" in header:
+                self.start_request(rid, args, data)
+            else:
+                self.start_command(rid, args, data)
+            return
+        if header.get("ping") is True:
+            # The host asks whether this process still serves.
+            self.send({"id": rid, "pong": True})
+            return
+        run = self.runs.get(rid)
+        if run is None:
+            # A request that ended, or one the host gave up on: nothing to do.
+            return
+        if run["kind"] == "request":
+            if header.get("cancel") is True:
+                # Past its bound or its caller gone: its answer is not wanted.
+                import signal
+                os.kill(run["pid"], signal.SIGKILL)
+                self.close_fd(run["fd"])
+                run["cancelled"] = time.time()
+            return
+        if "input" in header:
+            if run["in"] is not None:
+                run["pending"].append(data)
+                self.watch(run["in"], "in")
+        elif header.get("close") is True:
+            run["closing"] = True
+            if run["in"] is not None and not run["pending"]:
+                self.close_fd(run["in"])
+                run["in"] = None
+        elif header.get("cancel") is True:
+            self.cancel(rid, run)
+        else:
+            raise ValueError("a frame of no known shape")
+
+    # -- requests and commands ----------------------------------------------------
+
+    def own(self, fd, rid, role):
+        # Read ends are non-blocking: a read finds what is there or nothing,
+        # never waits for a process to write.
+        if role != "in":
+            os.set_blocking(fd, False)
+        self.serial += 1
+        self.fds[fd] = (rid, role, self.serial)
+
+    def watch(self, fd, role):
+        import select
+        self.poller.register(fd, select.POLLOUT if role == "in" else select.POLLIN)
+
+    def close_fd(self, fd):
+        try:
+            self.poller.unregister(fd)
+        except (KeyError, ValueError):
+            pass
+        self.fds.pop(fd, None)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+    def start_request(self, rid, args, data):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                closed_all_but((w,))
+                # Nothing of the host's channel: its answer goes through the pipe.
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                status, out, err = answer(self.root, args, data)
+                write_all_fd(w, frame_bytes({"id": rid, "status": status, "stdout": len(out),
+                                             "stderr": len(err)}, out, err))
+            finally:
+                os._exit(0)
+        os.close(w)
+        self.runs[rid] = {"kind": "request", "pid": pid, "answer": bytearray(), "fd": r, "cancelled": None}
+        self.own(r, rid, "answer")
+        self.watch(r, "answer")
+
+    def start_command(self, rid, args, data):
+        if self.exec_code is None:
+            # The host was told (hello) and routes commands elsewhere.
+            message = b"this worker runs no commands: it was started without the exec script\n"
+            self.send({"id": rid, "err": len(message)}, message)
+            self.send({"id": rid, "exit": 125, "signal": None})
+            return
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.dup2(in_r, 0)
+                os.dup2(out_w, 1)
+                os.dup2(err_w, 2)
+                closed_all_but(())
+                import signal
+                for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+                    signal.signal(sig, signal.SIG_DFL)
+                # The exec script, as a one-shot run: its arguments' frame
+                # first on stdin, then its header and the command's input.
+                exec(self.exec_code, {"__name__": "__main__"})
+            finally:
+                os._exit(125)
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+        os.set_blocking(in_w, False)
+        run = {"kind": "exec", "pid": pid, "in": in_w, "out": out_r, "err": err_r,
+               "pending": [self.args_frame(args) + data],
+               "closing": False, "cancelled": None}
+        self.runs[rid] = run
+        self.own(in_w, rid, "in")
+        self.own(out_r, rid, "out")
+        self.own(err_r, rid, "err")
+        self.watch(in_w, "in")
+        self.watch(out_r, "out")
+        self.watch(err_r, "err")
+
+    @staticmethod
+    def args_frame(args):
+        import struct
+        body = json.dumps({"args": args}).encode("utf-8")
+        return struct.pack(">I", len(body)) + body
+
+    def cancel(self, rid, run):
+        # As a closed SSH channel: the exec script sees its streams go and
+        # ends its command's process group.
+        for key in ("in", "out", "err"):
+            if run[key] is not None:
+                self.close_fd(run[key])
+                run[key] = None
+        run["cancelled"] = time.time()
+
+    def send(self, header, *data):
+        write_all_fd(1, frame_bytes(header, *data))
+
+    # -- the loop -------------------------------------------------------------------
+
+    def readable(self, fd, events):
+        import select
+        rid, role, _ = self.fds[fd]
+        run = self.runs[rid]
+        if role == "in":
+            if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+                self.close_fd(fd)
+                run["in"] = None
+                run["pending"] = []
+                return
+            while run["pending"]:
+                chunk = run["pending"][0]
+                try:
+                    n = os.write(fd, chunk)
+                except BlockingIOError:
+                    return
+                except OSError:
+                    self.close_fd(fd)
+                    run["in"] = None
+                    run["pending"] = []
+                    return
+                if n < len(chunk):
+                    run["pending"][0] = chunk[n:]
+                    return
+                run["pending"].pop(0)
+            # Nothing to write now: watched again when more input comes.
+            self.poller.unregister(fd)
+            if run["closing"]:
+                self.close_fd(fd)
+                run["in"] = None
+            return
+        try:
+            data = os.read(fd, CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if role == "answer":
+            if data:
+                run["answer"] += data
+                return
+            self.close_fd(fd)
+            os.waitpid(run["pid"], 0)
+            del self.runs[rid]
+            if run["answer"]:
+                write_all_fd(1, bytes(run["answer"]))
+            else:
+                self.send({"id": rid, "status": 1, "stdout": 0, "stderr": 0})
+            return
+        if data:
+            self.send({"id": rid, role: len(data)}, data)
+            return
+        self.close_fd(fd)
+        run[role] = None
+        self.finish_command(rid, run)
+
+    def finish_command(self, rid, run):
+        if run["out"] is not None or run["err"] is not None:
+            return
+        if run["in"] is not None:
+            self.close_fd(run["in"])
+            run["in"] = None
+        _, status = os.waitpid(run["pid"], 0)
+        del self.runs[rid]
+        if run["cancelled"] is None:
+            if os.WIFSIGNALED(status):
+                self.send({"id": rid, "exit": None, "signal": os.WTERMSIG(status)})
+            else:
+                self.send({"id": rid, "exit": os.WEXITSTATUS(status), "signal": None})
+
+    def reap_cancelled(self):
+        import signal
+        for rid, run in list(self.runs.items()):
+            if run["cancelled"] is None:
+                continue
+            done, _ = os.waitpid(run["pid"], os.WNOHANG)
+            if done:
+                del self.runs[rid]
+            elif time.time() - run["cancelled"] > CANCEL_GRACE:
+                os.kill(run["pid"], signal.SIGKILL)
+
+    def run(self):
+        import select
+        os.set_blocking(0, False)
+        self.poller.register(0, select.POLLIN)
+        while True:
+            busy = bool(self.runs)
+            events = self.poller.poll(1000 if busy else 5000)
+            if events:
+                self.last_active = time.time()
+            # Whose each descriptor was when poll looked: a frame handled
+            # before a later event of the same batch may close a request's
+            # descriptors and start another whose pipes get the same
+            # numbers. That event is the old one's, and not acted on.
+            owners = dict((fd, self.fds.get(fd)) for fd, _ in events)
+            for fd, ev in events:
+                if fd == 0:
+                    try:
+                        chunk = os.read(0, 1 << 20)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        # The host is gone: every command sees its channel
+                        # close; a request in progress finishes on its own.
+                        for rid, run in list(self.runs.items()):
+                            if run.get("kind") == "exec":
+                                self.cancel(rid, run)
+                        return
+                    self.inbuf += chunk
+                    while True:
+                        taken = self.take_frame()
+                        if taken is None:
+                            break
+                        self.dispatch(*taken)
+                elif owners[fd] is not None and self.fds.get(fd) == owners[fd]:
+                    self.readable(fd, ev)
+            self.reap_cancelled()
+            if not self.runs and time.time() - self.last_active > IDLE_SECONDS:
+                return
+
+
+def serve(root, exec_text):
+    if not root.startswith("/") or "\0" in root:
+        raise Refusal("invalid-operation", "--serve: the workspace root must be an absolute path")
+    import signal
+    down, up = os.pipe()
+    pid = os.fork()
+    if pid:
+        # The watcher: the server's end (the pipe) and the host's (stdout).
+        import select
+        os.close(up)
+        os.close(0)
+        poller = select.poll()
+        poller.register(down, select.POLLIN)
+        poller.register(1, select.POLLERR)
+        while True:
+            events = dict(poller.poll())
+            if down in events:
+                break
+            if 1 in events:
+                os.kill(pid, signal.SIGKILL)
+                break
+        _, status = os.waitpid(pid, 0)
+        os._exit(0)
+    os.close(down)
+    write_all_fd(1, frame_bytes({"serving": 2, "pid": os.getpid(), "exec": bool(exec_text)}))
+    Server(root, exec_text).run()
