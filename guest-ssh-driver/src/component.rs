@@ -10,24 +10,22 @@ use crate::error::{Error, ExecError, FailureKind};
 use crate::lifecycle::{self, Driver, Effects};
 use crate::model;
 
-/// The helper ships inside the component, so that a driver version and its helper
-/// version are one artifact. The host runs the text of [`HELPER_SECTION`]; the
-/// policy layer describes each run with this one (the exec `node -` with it on
-/// stdin), and the component layer checks that it is this one.
-const HELPER: &str = include_str!("../../helper/helper.js");
-
 /// The name the host runs the helper by.
 const SHIPPED_HELPER: &str = occ_ssh_target::programs::HELPER;
 
-/// The same bytes in a custom section of the core module, where the host reads
-/// them without running anything: `inspect` shows their SHA-256 and an operator
-/// pins it in the installation. Placing a static in a named section is `unsafe`
+/// The helper ships inside the component, so that a driver version and its
+/// helper version are one artifact: its bytes in a custom section of the core
+/// module, where the host reads them without running anything. `inspect`
+/// shows their SHA-256, an operator pins it in the installation, and the host
+/// runs that text (approved once, at load) for every [`Effects::run_helper`];
+/// the driver never sends it. Placing a static in a named section is `unsafe`
 /// in general (it could land in executable or writable memory); a wasm custom
 /// section is neither, and nothing in the guest reads this static.
 #[allow(unsafe_code)]
 #[unsafe(link_section = "occ:helper")]
 #[used]
-static HELPER_SECTION: [u8; HELPER.len()] = *include_bytes!("../../helper/helper.js");
+static HELPER_SECTION: [u8; include_bytes!("../../helper/helper.js").len()] =
+    *include_bytes!("../../helper/helper.js");
 
 struct Component;
 
@@ -53,30 +51,17 @@ fn hook_error(e: HookError) -> model::HookError {
 }
 
 impl Effects for Host {
-    fn exec(
+    fn run_helper(
         &mut self,
         host: &str,
-        argv: &[String],
-        stdin: &[u8],
+        operation: &str,
         timeout_ms: u32,
     ) -> Result<model::ExecOutput, ExecError> {
-        // The helper runs by name: the host supplies the text it approved
-        // at load, so that only the operation crosses (WIT 0.3.0).
-        let [_node, dash, operation] = argv else {
-            return Err(ExecError::Refused(format!(
-                "the driver runs the helper with one operation, not {} arguments",
-                argv.len()
-            )));
-        };
-        if dash != "-" || stdin != HELPER.as_bytes() {
-            return Err(ExecError::Refused(
-                "the driver runs nothing but the helper it ships".to_string(),
-            ));
-        }
+        // The helper runs by name (WIT 0.3.0): only the operation crosses.
         ssh_exec::run(
             host,
             SHIPPED_HELPER,
-            std::slice::from_ref(operation),
+            &[operation.to_owned()],
             &[],
             timeout_ms,
         )
@@ -148,7 +133,7 @@ fn with_driver<T>(
     f: impl FnOnce(&mut Driver<'_, Host>) -> Result<T, Error>,
 ) -> Result<T, wit::DriverError> {
     let mut host = Host;
-    Driver::new(&selection_from_wit(selection), HELPER.as_bytes(), &mut host)
+    Driver::new(&selection_from_wit(selection), &mut host)
         .and_then(|mut driver| f(&mut driver))
         .map_err(error_to_wit)
 }

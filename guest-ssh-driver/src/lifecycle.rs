@@ -19,12 +19,15 @@ use serde_json::{Map, Value};
 
 /// Everything the driver can do outside its own memory.
 pub trait Effects {
-    /// Runs `argv` on the host granted under `host`, with `stdin` as its input.
-    fn exec(
+    /// Runs the helper this component ships on the host granted under `host`
+    /// with one operation (the base64 of its JSON, [`Operation::encode`]). The
+    /// host builds the exec, `[<the alias's nodePath>, "-", operation]` with the
+    /// helper it approved at load on stdin, and appends its envelope; the
+    /// driver neither builds an argument vector nor carries the helper's text.
+    fn run_helper(
         &mut self,
         host: &str,
-        argv: &[String],
-        stdin: &[u8],
+        operation: &str,
         timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError>;
     /// The `afterNamespacePrepared` hook.
@@ -77,17 +80,18 @@ fn hook_error(hook: &'static str, error: HookError) -> Error {
 /// driver say why first.
 pub const MAX_EXEC_ARGV: usize = 256 * 1024;
 
-/// The bytes of `argv`, as the host counts them against [`MAX_EXEC_ARGV`].
-pub fn argv_bytes(argv: &[String]) -> usize {
-    argv.iter().map(String::len).sum()
+/// The bytes of the exec the host builds for `encoded` on a host whose node is
+/// `node_path` (`[node_path, "-", encoded]`), as it counts them against
+/// [`MAX_EXEC_ARGV`].
+pub fn exec_bytes(node_path: &str, encoded: &str) -> usize {
+    node_path.len() + "-".len() + encoded.len()
 }
 
-/// One contract call: the parsed configuration, the helper source and the effects.
+/// One contract call: the parsed configuration and the effects.
 pub struct Driver<'a, E: Effects> {
     config: Config,
     /// `drivers.compute.id` and the implementation: revisions must name them.
     compute: ComputeRef,
-    helper: &'a [u8],
     fx: &'a mut E,
 }
 
@@ -99,15 +103,14 @@ struct Target<'c> {
 }
 
 impl<'a, E: Effects> Driver<'a, E> {
-    /// Parses the configuration; `helper` is the helper source sent on every exec.
-    pub fn new(selection: &Selection, helper: &'a [u8], fx: &'a mut E) -> Result<Self, Error> {
+    /// Parses the configuration.
+    pub fn new(selection: &Selection, fx: &'a mut E) -> Result<Self, Error> {
         Ok(Self {
             config: Config::parse(&selection.configuration)?,
             compute: ComputeRef {
                 id: selection.id.clone(),
                 implementation: selection.implementation.clone(),
             },
-            helper,
             fx,
         })
     }
@@ -119,7 +122,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         let mut first_failure = None;
         let placements: Vec<Placement<'_>> = self.config.placements().collect();
         for placement in placements {
-            match run(self.fx, self.helper, &placement, &Operation::new(Op::Probe)) {
+            match run(self.fx, &placement, &Operation::new(Op::Probe)) {
                 Ok(_) => self.fx.log(
                     Level::Info,
                     &format!("host {}: preflight probe passed", placement.alias),
@@ -140,7 +143,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         admission::check_namespace(namespace)?;
         let placement = self.config.placement(&namespace.name)?;
         let operation = Operation::new(Op::EnsureNamespace);
-        run(self.fx, self.helper, &placement, &operation)?;
+        run(self.fx, &placement, &operation)?;
         self.fx
             .after_namespace_prepared(namespace)
             .map_err(|e| hook_error("afterNamespacePrepared", e))
@@ -166,8 +169,8 @@ impl<'a, E: Effects> Driver<'a, E> {
         let Admission { warnings } = admission::admit(revision, context)?;
         log_warnings(self.fx, revision, &warnings);
         let operation = Operation::prepare(&revision.configuration);
-        let argv = operation.argv(target.placement.node_path);
-        let bytes = argv_bytes(&argv);
+        let encoded = operation.encode();
+        let bytes = exec_bytes(target.placement.node_path, &encoded);
         if bytes > MAX_EXEC_ARGV {
             return Err(Error::refused(
                 "configuration-too-large",
@@ -180,7 +183,7 @@ impl<'a, E: Effects> Driver<'a, E> {
                 ),
             ));
         }
-        let result = run_argv(self.fx, self.helper, &target.placement, &operation, argv)?;
+        let result = run_encoded(self.fx, &target.placement, &operation, &encoded)?;
         let ready = match result.get("ready") {
             Some(Value::Bool(ready)) => *ready,
             _ => {
@@ -217,7 +220,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         // Read (and verify ownership of) the Agent before the hook, so that an
         // unprepared Agent fails without hooks to undo.
         let inspect = Operation::new(Op::InspectAgent);
-        let agent_state = run(self.fx, self.helper, &target.placement, &inspect)?;
+        let agent_state = run(self.fx, &target.placement, &inspect)?;
         if agent_state.get("exists") == Some(&Value::Bool(false)) {
             return Err(Error::Helper {
                 host: target.placement.alias.to_owned(),
@@ -241,7 +244,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         let result = match self.fx.before_workload_start(revision) {
             // The placeholders reach the unit through the host, which saw them on
             // their way here: the helper renders them from its envelope.
-            Ok(_) => launch(self.fx, self.helper, &target, port),
+            Ok(_) => launch(self.fx, &target, port),
             // The controller never agreed: nothing to compensate.
             Err(e @ (HookError::Refused { .. } | HookError::NotAllowed(_))) => {
                 return Err(hook_error("beforeWorkloadStart", e));
@@ -276,7 +279,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         revision: &Revision,
     ) -> Result<(), Error> {
         let target = target(&self.config, &self.compute, binding, revision)?;
-        teardown(self.fx, self.helper, Op::Deactivate, &target)
+        teardown(self.fx, Op::Deactivate, &target)
     }
 
     /// Runs `beforeWorkloadStop`, then stops the gateway keeping its files.
@@ -308,7 +311,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         self.fx
             .before_workload_stop(revision, false)
             .map_err(|e| hook_error("beforeWorkloadStop", e))?;
-        teardown(self.fx, self.helper, op, &target)
+        teardown(self.fx, op, &target)
     }
 
     /// OCC's `deleteAgentRuntimeCredentials`: removes the Agent's unit, tree and
@@ -320,13 +323,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         admission::check_binding(binding)?;
         AgentIds::new(binding, &self.config.runtime.user)?;
         let placement = self.config.placement(&binding.namespace.name)?;
-        run(
-            self.fx,
-            self.helper,
-            &placement,
-            &Operation::new(Op::DeleteAgent),
-        )
-        .map(drop)
+        run(self.fx, &placement, &Operation::new(Op::DeleteAgent)).map(drop)
     }
 
     /// Runs `beforeNamespaceDelete`, then removes every owned unit, file and account.
@@ -337,13 +334,7 @@ impl<'a, E: Effects> Driver<'a, E> {
         self.fx
             .before_namespace_delete(namespace)
             .map_err(|e| hook_error("beforeNamespaceDelete", e))?;
-        run(
-            self.fx,
-            self.helper,
-            &placement,
-            &Operation::new(Op::DeleteNamespace),
-        )
-        .map(drop)
+        run(self.fx, &placement, &Operation::new(Op::DeleteNamespace)).map(drop)
     }
 }
 
@@ -379,13 +370,8 @@ fn log_warnings<E: Effects>(fx: &mut E, revision: &Revision, warnings: &[Warning
 
 /// Runs `activate`: the helper renders the unit from the host's envelope (the
 /// placeholders the controller returned included) and the Agent's own markers.
-fn launch<E: Effects>(
-    fx: &mut E,
-    helper: &[u8],
-    target: &Target<'_>,
-    port: u16,
-) -> Result<(), Error> {
-    let result = run(fx, helper, &target.placement, &Operation::new(Op::Activate))?;
+fn launch<E: Effects>(fx: &mut E, target: &Target<'_>, port: u16) -> Result<(), Error> {
+    let result = run(fx, &target.placement, &Operation::new(Op::Activate))?;
     fx.log(
         Level::Info,
         &format!(
@@ -406,13 +392,8 @@ fn launch<E: Effects>(
 /// compares the revision marker with the call's revision (the host's envelope
 /// names its document's hash), so a snapshot prepared from another document is
 /// refused and an absent one is nothing to do.
-fn teardown<E: Effects>(
-    fx: &mut E,
-    helper: &[u8],
-    op: Op,
-    target: &Target<'_>,
-) -> Result<(), Error> {
-    run(fx, helper, &target.placement, &Operation::new(op)).map(drop)
+fn teardown<E: Effects>(fx: &mut E, op: Op, target: &Target<'_>) -> Result<(), Error> {
+    run(fx, &target.placement, &Operation::new(op)).map(drop)
 }
 
 /// The account the helper reports must be the one this driver derives: the unit's
@@ -432,31 +413,28 @@ fn check_account(target: &Target<'_>, state: &Map<String, Value>) -> Result<(), 
     Ok(())
 }
 
-/// One helper run: one exec, helper source on stdin, result read from stdout.
-/// A free function so that it can borrow the effects while `Driver` lends its
-/// configuration.
+/// One helper run: the operation to the host's `run_helper`, the result read
+/// from stdout. A free function so that it can borrow the effects while
+/// `Driver` lends its configuration.
 fn run<E: Effects>(
     fx: &mut E,
-    helper: &[u8],
     placement: &Placement<'_>,
     operation: &Operation,
 ) -> Result<Map<String, Value>, Error> {
-    let argv = operation.argv(placement.node_path);
-    run_argv(fx, helper, placement, operation, argv)
+    run_encoded(fx, placement, operation, &operation.encode())
 }
 
-/// [`run`] with the operation's argv already built (prepare measures it first:
-/// the document makes it up to [`MAX_EXEC_ARGV`], encoded once).
-fn run_argv<E: Effects>(
+/// [`run`] with the operation already encoded (prepare measures it first: the
+/// document makes it up to [`MAX_EXEC_ARGV`], encoded once).
+fn run_encoded<E: Effects>(
     fx: &mut E,
-    helper: &[u8],
     placement: &Placement<'_>,
     operation: &Operation,
-    argv: Vec<String>,
+    encoded: &str,
 ) -> Result<Map<String, Value>, Error> {
     let host = placement.alias;
     let output = fx
-        .exec(host, &argv, helper, OPERATION_TIMEOUT_MS)
+        .run_helper(host, encoded, OPERATION_TIMEOUT_MS)
         .map_err(|error| Error::Transport {
             host: host.to_owned(),
             op: operation.op.name(),

@@ -16,18 +16,14 @@ use crate::model::{
 };
 use crate::testing;
 
-const HELPER: &[u8] = b"'use strict'; /* helper */";
-
 /// Scripted effects: queued helper outputs per operation (a default success
 /// otherwise), hook answers, and a record of every call.
 #[derive(Default)]
 struct Script {
     /// `exec <host> <op>` and `<hook> <subject>` in call order.
     calls: Vec<String>,
-    /// Decoded operation JSON of every exec.
+    /// Decoded operation JSON of every helper run.
     operations: Vec<Value>,
-    /// The program of every exec (argv[0]): the host's Node.js.
-    programs: Vec<String>,
     logs: Vec<(Level, String)>,
     outputs: HashMap<String, VecDeque<Result<ExecOutput, ExecError>>>,
     after_namespace_prepared: Option<HookError>,
@@ -90,24 +86,23 @@ impl Script {
 }
 
 impl Effects for Script {
-    fn exec(
+    fn run_helper(
         &mut self,
         host: &str,
-        argv: &[String],
-        stdin: &[u8],
+        encoded: &str,
         timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError> {
-        assert_eq!(stdin, HELPER, "the helper source goes on stdin");
         assert_eq!(timeout_ms, 180_000);
-        assert_eq!(argv.len(), 3);
-        assert_eq!(argv[1], "-");
-        // What the host takes in one exec's arguments.
-        assert!(crate::lifecycle::argv_bytes(argv) <= crate::lifecycle::MAX_EXEC_ARGV);
-        let operation: Value = serde_json::from_slice(&BASE64.decode(&argv[2]).unwrap()).unwrap();
+        // What the host takes in one exec's arguments, on a host with the
+        // example's nodePath.
+        assert!(
+            crate::lifecycle::exec_bytes("/usr/bin/node", encoded)
+                <= crate::lifecycle::MAX_EXEC_ARGV
+        );
+        let operation: Value = serde_json::from_slice(&BASE64.decode(encoded).unwrap()).unwrap();
         assert_eq!(operation["deadlineMs"], 170_000);
         assert_eq!(operation["version"], 2);
         let op = operation["op"].as_str().unwrap().to_owned();
-        self.programs.push(argv[0].clone());
         self.calls.push(format!("exec {host} {op}"));
         self.operations.push(operation);
         self.outputs
@@ -170,7 +165,7 @@ fn selection(configuration: String) -> Selection {
 }
 
 fn with_driver<T>(script: &mut Script, f: impl FnOnce(&mut Driver<'_, Script>) -> T) -> T {
-    let mut driver = Driver::new(&selection(config_json()), HELPER, script).unwrap();
+    let mut driver = Driver::new(&selection(config_json()), script).unwrap();
     f(&mut driver)
 }
 
@@ -198,7 +193,7 @@ fn preflight_probes_every_host_in_order_and_returns_the_first_failure() {
 
     // All pass.
     let mut script = Script::default();
-    let warnings = Driver::new(&selection(config.clone()), HELPER, &mut script)
+    let warnings = Driver::new(&selection(config.clone()), &mut script)
         .unwrap()
         .preflight()
         .unwrap();
@@ -206,12 +201,6 @@ fn preflight_probes_every_host_in_order_and_returns_the_first_failure() {
     assert_eq!(
         script.calls,
         ["exec alpha probe", "exec canary probe", "exec stable probe"]
-    );
-    // Each probe runs with the Node.js of its own host (the host checks the
-    // same, and tells the helper that host's paths).
-    assert_eq!(
-        script.programs,
-        ["/usr/bin/node", "/opt/node24/bin/node", "/usr/bin/node"]
     );
     assert_eq!(
         script.operations[0],
@@ -236,7 +225,7 @@ fn preflight_probes_every_host_in_order_and_returns_the_first_failure() {
             "probe",
             Err(ExecError::Connect("connection refused".into())),
         );
-    let err = Driver::new(&selection(config.clone()), HELPER, &mut script)
+    let err = Driver::new(&selection(config.clone()), &mut script)
         .unwrap()
         .preflight()
         .unwrap_err();

@@ -81,11 +81,11 @@ impl Operation {
         self
     }
 
-    /// The exec's argv: `<nodePath> - <base64 of the operation JSON>`; the helper
-    /// source goes on stdin and the host appends its envelope.
-    pub fn argv(&self, node_path: &str) -> Vec<String> {
-        let json = Value::Object(self.body.clone()).to_string();
-        vec![node_path.to_owned(), "-".to_owned(), BASE64.encode(json)]
+    /// What crosses to the host: the base64 of the operation's JSON, the one
+    /// argument of the helper run (`[<nodePath>, "-", this]`, which the host
+    /// builds, the helper on stdin and the host's envelope after).
+    pub fn encode(&self) -> String {
+        BASE64.encode(Value::Object(self.body.clone()).to_string())
     }
 }
 
@@ -225,10 +225,8 @@ mod tests {
     use super::*;
     use crate::error::FailureKind;
 
-    fn decode(argv: &[String]) -> Value {
-        assert_eq!(argv.len(), 3);
-        assert_eq!(argv[1], "-");
-        serde_json::from_slice(&BASE64.decode(&argv[2]).unwrap()).unwrap()
+    fn decode(encoded: &str) -> Value {
+        serde_json::from_slice(&BASE64.decode(encoded).unwrap()).unwrap()
     }
 
     fn output(status: Option<i32>, stdout: &str) -> ExecOutput {
@@ -241,19 +239,17 @@ mod tests {
 
     #[test]
     fn operations_carry_only_policy() {
-        let argv = Operation::new(Op::Probe).argv("/usr/bin/node");
-        assert_eq!(argv[0], "/usr/bin/node");
         assert_eq!(
-            decode(&argv),
+            decode(&Operation::new(Op::Probe).encode()),
             json!({"version": 2, "op": "probe", "deadlineMs": 170000})
         );
         let document = r#"{"gateway":{"mode":"local"}}"#;
         assert_eq!(
-            decode(&Operation::prepare(document).argv("/usr/bin/node")),
+            decode(&Operation::prepare(document).encode()),
             json!({"version": 2, "op": "prepare", "deadlineMs": 170000, "configuration": document})
         );
         for op in Op::ALL.into_iter().filter(|op| *op != Op::Prepare) {
-            let body = decode(&Operation::new(op).argv("/n"));
+            let body = decode(&Operation::new(op).encode());
             assert_eq!(
                 body.as_object().unwrap().keys().collect::<Vec<_>>(),
                 ["deadlineMs", "op", "version"],
