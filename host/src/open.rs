@@ -6,8 +6,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use crate::capability::ssh_exec::SshMode;
 use crate::error::LoadError;
 use crate::installation::{Installation, read_document};
@@ -48,9 +46,17 @@ enum Kind {
     Sandbox,
 }
 
+/// The document's selection, parsed.
+enum Selected {
+    Compute(Installation),
+    Sandbox(SandboxInstallation),
+}
+
 /// Open the installation at `path`: the component the caller names, or the
 /// one the document's only selection (`drivers.compute` or `drivers.sandbox`)
-/// names, for the world its exports name.
+/// names, for the world its exports name. The selection is parsed once: for
+/// the component it names, and then opened with it; a component named by the
+/// caller is opened with the selection of its world.
 pub fn open(
     runtime: Arc<Runtime>,
     path: &Path,
@@ -62,23 +68,32 @@ pub fn open(
         path: path.to_path_buf(),
         message,
     };
-    let component = match &options.component {
-        Some(c) => c.clone(),
+    let (component, parsed) = match &options.component {
+        Some(c) => (c.clone(), None),
         // The only selection names it, in its own words when it does not.
-        None => match (selected("compute"), selected("sandbox")) {
-            (true, false) => Installation::from_document(path, &doc, None)?.component,
-            (false, true) => SandboxInstallation::from_document(path, &doc, None)?.component,
-            (true, true) => {
-                return Err(err(
-                    "selects both drivers.compute and drivers.sandbox; name the component to load with --component".into(),
-                ));
-            }
-            (false, false) => {
-                return Err(err(
-                    "drivers.compute or drivers.sandbox: missing; select a compute driver or a sandbox backend".into(),
-                ));
-            }
-        },
+        None => {
+            let parsed = match (selected("compute"), selected("sandbox")) {
+                (true, false) => Selected::Compute(Installation::from_document(path, &doc, None)?),
+                (false, true) => {
+                    Selected::Sandbox(SandboxInstallation::from_document(path, &doc, None)?)
+                }
+                (true, true) => {
+                    return Err(err(
+                        "selects both drivers.compute and drivers.sandbox; name the component to load with --component".into(),
+                    ));
+                }
+                (false, false) => {
+                    return Err(err(
+                        "drivers.compute or drivers.sandbox: missing; select a compute driver or a sandbox backend".into(),
+                    ));
+                }
+            };
+            let component = match &parsed {
+                Selected::Compute(i) => i.component.clone(),
+                Selected::Sandbox(i) => i.component.clone(),
+            };
+            (component, Some(parsed))
+        }
     };
     let bytes = component::read(&component)?;
     let kind = world_of(&component, &bytes)?;
@@ -89,7 +104,19 @@ pub fn open(
             ssh_sandbox_backend::WORLD.name
         )));
     }
-    open_kind(runtime, path, &doc, kind, &component, &bytes, options)
+    let selection = match (kind, parsed) {
+        (Kind::Compute, Some(Selected::Compute(i))) => Selected::Compute(i),
+        (Kind::Sandbox, Some(Selected::Sandbox(i))) => Selected::Sandbox(i),
+        (Kind::Compute, _) => {
+            Selected::Compute(Installation::from_document(path, &doc, Some(&component))?)
+        }
+        (Kind::Sandbox, _) => Selected::Sandbox(SandboxInstallation::from_document(
+            path,
+            &doc,
+            Some(&component),
+        )?),
+    };
+    open_selected(runtime, selection, &bytes, options)
 }
 
 /// The world a component's exports name, after its WIT version is checked.
@@ -115,44 +142,35 @@ fn world_of(component: &Path, bytes: &[u8]) -> Result<Kind, LoadError> {
     }
 }
 
-fn open_kind(
+fn open_selected(
     runtime: Arc<Runtime>,
-    path: &Path,
-    doc: &Value,
-    kind: Kind,
-    component: &Path,
+    selection: Selected,
     bytes: &[u8],
     options: &OpenOptions,
 ) -> Result<Opened, LoadError> {
-    match kind {
-        Kind::Compute => {
-            let installation = Installation::from_document(path, doc, Some(component))?;
-            Driver::open_read(
-                runtime,
-                installation,
-                bytes,
-                &DriverOptions {
-                    cache: options.cache.clone(),
-                    audit_log: options.audit_log.clone(),
-                    ssh: options.ssh.clone(),
-                    require_bind: options.require_bind,
-                },
-            )
-            .map(Opened::Compute)
-        }
-        Kind::Sandbox => {
-            let installation = SandboxInstallation::from_document(path, doc, Some(component))?;
-            SandboxBackend::open_read(
-                runtime,
-                installation,
-                bytes,
-                &BackendOptions {
-                    cache: options.cache.clone(),
-                    audit_log: options.audit_log.clone(),
-                    ssh: options.ssh.clone(),
-                },
-            )
-            .map(Opened::Sandbox)
-        }
+    match selection {
+        Selected::Compute(installation) => Driver::open_read(
+            runtime,
+            installation,
+            bytes,
+            &DriverOptions {
+                cache: options.cache.clone(),
+                audit_log: options.audit_log.clone(),
+                ssh: options.ssh.clone(),
+                require_bind: options.require_bind,
+            },
+        )
+        .map(Opened::Compute),
+        Selected::Sandbox(installation) => SandboxBackend::open_read(
+            runtime,
+            installation,
+            bytes,
+            &BackendOptions {
+                cache: options.cache.clone(),
+                audit_log: options.audit_log.clone(),
+                ssh: options.ssh.clone(),
+            },
+        )
+        .map(Opened::Sandbox),
     }
 }
