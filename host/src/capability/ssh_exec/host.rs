@@ -19,12 +19,22 @@ use super::bindings::occ::compute::ssh_exec as wit;
 use super::bindings::v0_3::occ::compute0_3_0::ssh_exec as wit_0_3;
 use super::grant::{ExecPolicy, HostGrant};
 use super::seal::seal;
-use super::{ExecAsk, SshExecState};
+use super::{Admitted, ExecAsk, SshExecState};
 
 pub use occ_ssh_target::programs::interpreter_of;
 
 /// Arguments longer than this are recorded as their length and SHA-256 only.
 const AUDIT_ARG_BYTES: usize = 256;
+
+/// The SHA-256 of an exec's stdin for its audit record: the one taken at load
+/// when the stdin is the shipped program itself (the helper, which `run`
+/// hands over as it is, not a copy), else taken now.
+pub(super) fn stdin_sha256(exec: &super::SshExec, program: Option<&str>, stdin: &[u8]) -> String {
+    match program.and_then(|name| exec.shipped(name)) {
+        Some((text, sha256)) if std::ptr::eq(text, stdin) => sha256.as_str().to_string(),
+        _ => sha256_hex(stdin),
+    }
+}
 
 fn audited_argv(argv: &[String]) -> Value {
     Value::Array(
@@ -72,14 +82,19 @@ impl SshExecState {
         Ok(())
     }
 
-    /// What may run on `host`, per the grant's [`ExecPolicy`].
+    /// What may run on `host`, per the grant's [`ExecPolicy`]. `program`
+    /// names the shipped program the host built `argv` and `stdin` from (WIT
+    /// 0.3.0's `run`): its approval was decided at load and is not decided
+    /// again from its text; the arguments the component added still are.
     fn check_policy(
         &self,
         alias: &str,
         host: &HostGrant,
         argv: &[String],
         stdin: &[u8],
+        program: Option<&str>,
     ) -> Result<(), ExecError> {
+        let approved_at_load = program.is_some_and(|name| self.exec.ships_approved(name));
         match &self.exec.grant.policy {
             ExecPolicy::NodeHelper { approved } => {
                 let operation = match argv {
@@ -103,9 +118,10 @@ impl SshExecState {
                         "the operation argument must be one base64 string".into(),
                     ));
                 }
-                if self
-                    .exec
-                    .is_shipped_approved(occ_ssh_target::programs::HELPER, stdin)
+                if approved_at_load
+                    || self
+                        .exec
+                        .is_shipped_approved(occ_ssh_target::programs::HELPER, stdin)
                 {
                     return Ok(());
                 }
@@ -147,7 +163,7 @@ impl SshExecState {
                     crate::runtime::escape_control(&name.chars().take(64).collect::<String>());
                 // The approved script the component ships, byte for byte, was
                 // approved at load; any other text is hashed and judged here.
-                if !self.exec.is_shipped_approved(name, script.as_bytes()) {
+                if !(approved_at_load || self.exec.is_shipped_approved(name, script.as_bytes())) {
                     let sha = Sha256::of(script.as_bytes());
                     match approved.get(name.as_str()) {
                         None if approved.is_empty() => {
@@ -199,16 +215,20 @@ impl SshExecState {
         stream: InputStream<'_>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
-        self.run(alias, argv, &[], Some((source, stream)), timeout)
+        self.run(alias, argv, &[], Some((source, stream)), None, timeout)
             .await
     }
 
+    /// One exec: the request's bounds, the grant, the world's admission, then
+    /// the effect between its audit records. `program` names the shipped
+    /// program the host built `argv` and `stdin` from, if it did.
     async fn run(
         &mut self,
         alias: &str,
         argv: &[String],
         stdin: &[u8],
         stream: Option<(&str, InputStream<'_>)>,
+        program: Option<&str>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
         let (streamed, stream) = match stream {
@@ -222,8 +242,8 @@ impl SshExecState {
                 .hosts
                 .get(alias)
                 .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
-            self.check_policy(alias, host, argv, stdin)?;
-            let argv = match &self.admission {
+            self.check_policy(alias, host, argv, stdin, program)?;
+            let admitted = match &self.admission {
                 Some(admit) => admit(ExecAsk {
                     alias,
                     argv,
@@ -231,13 +251,16 @@ impl SshExecState {
                     streamed,
                 })
                 .map_err(ExecError::Refused)?,
-                None => argv.to_vec(),
+                None => Admitted {
+                    argv: argv.to_vec(),
+                    audit: serde_json::Map::new(),
+                },
             };
             // What travels on the remote command line is the sealed vector.
-            check_command_line(&seal(&exec.grant.policy, &argv, &[]).argv)?;
-            Ok((host, argv))
+            check_command_line(&seal(&exec.grant.policy, &admitted.argv, &[]).argv)?;
+            Ok((host, admitted))
         });
-        let (host, argv) = match checked {
+        let (host, Admitted { argv, audit }) = match checked {
             Ok(checked) => checked,
             Err(refusal) => return Err(self.refuse(alias, argv, stdin, refusal)),
         };
@@ -273,7 +296,7 @@ impl SshExecState {
             "backend": self.exec.backend_kind(),
             "argv": audited_argv(argv),
             "stdinLength": stdin.len(),
-            "stdinSha256": sha256_hex(stdin),
+            "stdinSha256": stdin_sha256(&exec, program, stdin),
             "stdinStreamed": stream.is_some(),
             "outputStreamed": sink.is_some(),
         });
@@ -281,8 +304,8 @@ impl SshExecState {
             // Answered by the scope's long-lived worker, not a run of its own.
             f.insert("worker".into(), Value::Bool(true));
         }
-        if let (Some(describe), Value::Object(f)) = (&self.describe, &mut fields) {
-            f.extend(describe(argv));
+        if let Value::Object(f) = &mut fields {
+            f.extend(audit);
         }
         let span = self
             .scope
@@ -345,7 +368,10 @@ impl SshExecState {
     ) -> Result<ExecOutput, ExecError> {
         let exec = self.exec.clone();
         match exec.program_exec(alias, program, args, &stdin) {
-            Ok((argv, input)) => self.run(alias, &argv, input, None, timeout).await,
+            Ok((argv, input)) => {
+                self.run(alias, &argv, input, None, Some(program), timeout)
+                    .await
+            }
             Err(refusal) => Err(self.refuse(alias, &[program.to_string()], &stdin, refusal)),
         }
     }
@@ -506,7 +532,7 @@ impl wit::Host for SshExecState {
         timeout_ms: u32,
     ) -> Result<wit::ExecOutput, wit::ExecError> {
         let timeout = Duration::from_millis(timeout_ms.into());
-        self.run(&host, &argv, &stdin, None, timeout)
+        self.run(&host, &argv, &stdin, None, None, timeout)
             .await
             .map(Into::into)
             .map_err(Into::into)

@@ -85,9 +85,9 @@ pub struct SshExec {
     grant: SshGrant,
     backend: Box<dyn ExecBackend>,
     /// The programs the component ships, by name ([`SHIPPED_HELPER`] for a
-    /// driver's helper): their exact text, which `run` (WIT 0.3.0) runs, and
-    /// whether the policy approves it, decided once, at load, so that an exec
-    /// carrying one of them byte for byte is not hashed again.
+    /// driver's helper): their exact text, which `run` (WIT 0.3.0) runs, its
+    /// SHA-256 and whether the policy approves it, decided once, at load, so
+    /// that a run of one of them is neither hashed nor compared again.
     shipped: BTreeMap<String, Shipped>,
 }
 
@@ -95,6 +95,7 @@ pub struct SshExec {
 #[derive(Debug, Clone)]
 struct Shipped {
     text: Vec<u8>,
+    sha256: Sha256,
     approved: bool,
 }
 
@@ -156,20 +157,23 @@ impl SshExec {
     }
 
     /// Keep the programs the component ships (`(name, text)`), the texts
-    /// `run` runs, and decide, once, which of them the policy approves; those
-    /// are then recognized by their text. A program the policy does not
-    /// approve is still refused at each exec with the reason, as any other
-    /// text is.
+    /// `run` runs, hash each once and decide, once, which of them the policy
+    /// approves. A run of a shipped program is then known by its name; an
+    /// exec carrying one of them byte for byte (WIT 0.2.0) by its text. A
+    /// program the policy does not approve is still refused at each exec with
+    /// the reason, as any other text is.
     pub fn with_shipped<'a>(
         mut self,
         programs: impl IntoIterator<Item = (&'a str, &'a [u8])>,
     ) -> SshExec {
         for (name, text) in programs {
-            let approved = self.grant.policy.approves(name, &Sha256::of(text));
+            let sha256 = Sha256::of(text);
+            let approved = self.grant.policy.approves(name, &sha256);
             self.shipped.insert(
                 name.to_string(),
                 Shipped {
                     text: text.to_vec(),
+                    sha256,
                     approved,
                 },
             );
@@ -191,7 +195,16 @@ impl SshExec {
             .map(|s| s.text.as_slice())
     }
 
-    /// Whether `text` is the approved program the component ships as `name`.
+    /// The program the component ships as `name` and its SHA-256, taken at
+    /// load.
+    pub fn shipped(&self, name: &str) -> Option<(&[u8], &Sha256)> {
+        self.shipped
+            .get(name)
+            .map(|s| (s.text.as_slice(), &s.sha256))
+    }
+
+    /// Whether `text` is the approved program the component ships as `name`
+    /// (a WIT 0.2.0 exec carries the text; a 0.3.0 run names it).
     fn is_shipped_approved(&self, name: &str, text: &[u8]) -> bool {
         self.shipped
             .get(name)
@@ -317,19 +330,24 @@ pub struct ExecAsk<'a> {
 }
 
 /// A world's say over each exec of one call, after the grant allowed it: it
-/// refuses the exec (the returned reason names what was refused), or returns
-/// the argument vector that runs. That vector is the component's with what
-/// the host writes for the call: an envelope of the trusted installation's
-/// settings and the call's own subjects, which the approved programs act on
-/// instead of anything the component chose.
-pub type Admission = Arc<dyn Fn(ExecAsk<'_>) -> Result<Vec<String>, String> + Send + Sync>;
+/// refuses the exec (the returned reason names what was refused), or says
+/// what runs ([`Admitted`]).
+pub type Admission = Arc<dyn Fn(ExecAsk<'_>) -> Result<Admitted, String> + Send + Sync>;
 
-/// What a world says an admitted argument vector runs, for its audit records
-/// (`operation`, and `script` for a pinned script): an auditor reads which
-/// operation ran without the arguments, which the log keeps only as a length
-/// and SHA-256 once they are long.
-pub type Describe =
-    Arc<dyn Fn(&[String]) -> serde_json::Map<String, serde_json::Value> + Send + Sync>;
+/// What a world's admission lets run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admitted {
+    /// The argument vector that runs: the component's with what the host
+    /// writes for the call, an envelope of the trusted installation's
+    /// settings and the call's own subjects, which the approved programs act
+    /// on instead of anything the component chose.
+    pub argv: Vec<String>,
+    /// What the exec's audit records name it by (`operation`, and `script`
+    /// for a pinned script), read where the admission read the request, so
+    /// that an auditor sees which operation ran without the arguments, which
+    /// the log keeps only as a length and SHA-256 once they are long.
+    pub audit: serde_json::Map<String, serde_json::Value>,
+}
 
 /// Chooses, per admitted argument vector, whether a long-lived worker may
 /// answer it instead of a run of its own ([`Serve`]); only asked for an exec
@@ -342,7 +360,6 @@ pub struct SshExecState {
     scope: Scope,
     lines: LineSink,
     admission: Option<Admission>,
-    describe: Option<Describe>,
     output: Option<OutputSelector>,
     input: Option<InputSelector>,
     serve: Option<ServeSelector>,
@@ -356,22 +373,14 @@ impl SshExecState {
             scope,
             lines,
             admission: None,
-            describe: None,
             output: None,
             input: None,
             serve: None,
         }
     }
 
-    /// Name in each exec's audit records what it runs, as `describe` reads
-    /// the admitted argument vector.
-    pub fn with_describe(mut self, describe: Describe) -> SshExecState {
-        self.describe = Some(describe);
-        self
-    }
-
     /// Let each exec of this call through `admission` (after the grant): it
-    /// refuses, or returns the argument vector that runs.
+    /// refuses, or says what runs and what the audit names it by.
     pub fn with_admission(mut self, admission: Admission) -> SshExecState {
         self.admission = Some(admission);
         self
@@ -523,6 +532,19 @@ mod tests {
         })
         .with_shipped([(SHIPPED_HELPER, helper)]);
         assert!(!unapproved.ships_approved(SHIPPED_HELPER));
+
+        // Hashed once, at load: a run of the shipped helper is audited with
+        // that hash; any other stdin is hashed for its own record.
+        let (text, sha256) = helpers.shipped(SHIPPED_HELPER).unwrap();
+        assert_eq!(sha256, &approved);
+        let audited = |stdin: &[u8]| host::stdin_sha256(&helpers, Some(SHIPPED_HELPER), stdin);
+        assert_eq!(audited(text), approved.as_str());
+        assert_eq!(audited(b"x"), occ_ssh_target::digest::sha256_hex(b"x"));
+        assert_eq!(
+            host::stdin_sha256(&helpers, None, text),
+            approved.as_str(),
+            "a 0.2.0 exec carrying the text is hashed, with the same result"
+        );
 
         let script: &[u8] = b"#!/bin/sh\nexit 0\n";
         let scripts = exec(ExecPolicy::PinnedScripts {

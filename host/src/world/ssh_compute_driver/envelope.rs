@@ -33,7 +33,7 @@ use serde_json::{Map, Value, json};
 use super::method::{HelperOp, Method, required_hook};
 use crate::capability::hooks::AcceptedHooks;
 use crate::capability::ssh_exec::grant::{self, GrantError};
-use crate::capability::ssh_exec::{Admission, Describe, ExecAsk};
+use crate::capability::ssh_exec::{Admission, Admitted, ExecAsk};
 
 /// The helper protocol this host speaks: the operation's and the envelope's
 /// `version`.
@@ -245,31 +245,17 @@ pub fn admission(
     Arc::new(move |ask: ExecAsk<'_>| admit(method, &trusted, &subjects, &accepted, ask))
 }
 
-/// What an admitted helper run runs, for its audit records: the helper
-/// operation, read from the driver's argument (the envelope after it is the
-/// host's, and the log keeps both only as length and SHA-256 when long).
-pub fn describe() -> Describe {
-    Arc::new(|argv: &[String]| {
-        let mut fields = Map::new();
-        if let Some(op) = argv
-            .get(2)
-            .and_then(|a| decode(a).ok())
-            .and_then(|sent| sent.get("op").and_then(Value::as_str).map(str::to_string))
-        {
-            fields.insert("operation".into(), Value::String(op));
-        }
-        fields
-    })
-}
-
-/// Checks one helper run and returns its argv with the envelope appended.
+/// Checks one helper run and returns its argv with the envelope appended,
+/// and the helper operation for its audit records (decoded here once: the
+/// envelope after it is the host's, and the log keeps both arguments only as
+/// length and SHA-256 when long).
 fn admit(
     method: Method,
     trusted: &TrustedRuntime,
     subjects: &Subjects,
     accepted: &AcceptedHooks,
     ask: ExecAsk<'_>,
-) -> Result<Vec<String>, String> {
+) -> Result<Admitted, String> {
     // The grant let through `[<nodePath>, "-", <base64>]` with the approved helper.
     let [program, dash, operation] = ask.argv else {
         return Err("a helper run is [<nodePath>, \"-\", <operation>]".into());
@@ -426,12 +412,17 @@ fn admit(
         envelope.insert("workspaceSetup".into(), setup.clone());
     }
     let envelope = Value::Object(envelope).to_string();
-    Ok(vec![
-        program.clone(),
-        dash.clone(),
-        operation.clone(),
-        BASE64.encode(envelope),
-    ])
+    let mut audit = Map::new();
+    audit.insert("operation".into(), Value::String(op.name().to_string()));
+    Ok(Admitted {
+        argv: vec![
+            program.clone(),
+            dash.clone(),
+            operation.clone(),
+            BASE64.encode(envelope),
+        ],
+        audit,
+    })
 }
 
 fn decode(operation: &str) -> Result<Map<String, Value>, String> {
@@ -513,12 +504,19 @@ mod tests {
             subjects,
             Arc::new(std::sync::Mutex::new(accepted)),
         );
-        let out = admit(ExecAsk {
+        let admitted = admit(ExecAsk {
             alias,
             argv,
             stdin: b"",
             streamed: None,
         })?;
+        let sent: Value = serde_json::from_slice(&BASE64.decode(&argv[2]).unwrap()).unwrap();
+        assert_eq!(
+            admitted.audit.get("operation"),
+            sent.get("op"),
+            "the audit names the operation the driver sent"
+        );
+        let out = admitted.argv;
         assert_eq!(&out[..3], argv, "the component's argv is kept as it is");
         assert_eq!(out.len(), 4);
         Ok(serde_json::from_slice(&BASE64.decode(&out[3]).unwrap()).unwrap())

@@ -61,14 +61,18 @@ pub const WORLD: WorldInfo = WorldInfo {
 /// The custom section a driver ships its host helper in.
 pub const HELPER_SECTION: &str = "occ:helper";
 
-/// The helper a component ships and its SHA-256, if it ships one (exactly one).
-pub fn helper_of(component: &CompiledComponent) -> Option<(&[u8], String)> {
+/// The helper a component ships, if it ships one (exactly one).
+fn helper_section(component: &CompiledComponent) -> Option<&[u8]> {
     let mut sections = component.section(HELPER_SECTION);
     let helper = sections.next()?;
-    if sections.next().is_some() {
-        return None;
-    }
-    Some((helper, occ_ssh_target::digest::sha256_hex(helper)))
+    sections.next().is_none().then_some(helper)
+}
+
+/// The helper a component ships and its SHA-256, if it ships one (exactly
+/// one): what `inspect` shows. A loaded driver hashes it once, at load
+/// ([`Driver::helper`]).
+pub fn helper_of(component: &CompiledComponent) -> Option<(&[u8], String)> {
+    helper_section(component).map(|h| (h, occ_ssh_target::digest::sha256_hex(h)))
 }
 
 /// How a driver is opened.
@@ -290,7 +294,7 @@ impl Driver {
                 path: installation.path.clone(),
                 message: e.to_string(),
             })?
-            .with_shipped(helper_of(&linked.component).map(|(text, _)| (SHIPPED_HELPER, text)));
+            .with_shipped(helper_section(&linked.component).map(|text| (SHIPPED_HELPER, text)));
         let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
         let world = WORLD.named(&linked.component);
         let driver = Driver {
@@ -308,7 +312,7 @@ impl Driver {
         };
         driver.calls.audit_load(json!({
             "component": driver.linked.component.path,
-            "helperSha256": helper_of(&driver.linked.component).map(|(_, sha)| sha),
+            "helperSha256": driver.helper().map(|(_, sha)| sha),
             "world": world,
             "installation": driver.installation.path,
             "sshBackend": driver.ssh.backend_kind(),
@@ -332,9 +336,11 @@ impl Driver {
         &self.ssh
     }
 
-    /// The helper the component ships and its SHA-256.
-    pub fn helper(&self) -> Option<(&[u8], String)> {
-        helper_of(&self.linked.component)
+    /// The helper the component ships and its SHA-256, taken at load.
+    pub fn helper(&self) -> Option<(&[u8], &str)> {
+        self.ssh
+            .shipped(SHIPPED_HELPER)
+            .map(|(text, sha)| (text, sha.as_str()))
     }
 
     /// The driver as the guest sees it.
@@ -377,14 +383,14 @@ impl Driver {
         let accepted = AcceptedHooks::default();
         let data = ComputeCall {
             sandbox: Sandbox::new(&self.runtime.limits()),
-            ssh: SshExecState::new(self.ssh.clone(), scope.clone(), lines)
-                .with_admission(envelope::admission(
+            ssh: SshExecState::new(self.ssh.clone(), scope.clone(), lines).with_admission(
+                envelope::admission(
                     call.method,
                     self.trusted.clone(),
                     call.subjects,
                     accepted.clone(),
-                ))
-                .with_describe(envelope::describe()),
+                ),
+            ),
             hooks: HooksState::new(
                 self.hooks_grant.clone(),
                 options.hooks.clone(),

@@ -370,9 +370,10 @@ impl SandboxBackend {
         let admit = admission.clone();
         let mut ssh = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines.clone())
             .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
-                admit.admit(ask.argv, ask.stdin, None)
-            }))
-            .with_describe(admission::describe());
+                admit
+                    .admit(ask.argv, ask.stdin, None)
+                    .map(admission::admitted)
+            }));
         if let (Some(bound), Some(programs)) = (self.installation.worker, &self.worker_programs) {
             // The worker is started from this call's envelope, already
             // written: nothing is parsed again per operation.
@@ -410,9 +411,10 @@ impl SandboxBackend {
         // inputs into theirs).
         let upload_exec = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines)
             .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
-                admission.admit(ask.argv, ask.stdin, ask.streamed)
-            }))
-            .with_describe(admission::describe());
+                admission
+                    .admit(ask.argv, ask.stdin, ask.streamed)
+                    .map(admission::admitted)
+            }));
         let data = SandboxCallData {
             sandbox: Sandbox::new(&self.runtime.limits()),
             ssh,

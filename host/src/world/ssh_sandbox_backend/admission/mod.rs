@@ -460,19 +460,17 @@ fn shown(value: &str) -> String {
     )
 }
 
-/// What an admitted script run runs, for its audit records: the script's
-/// name and its operation (`[<interpreter>, "-c", <script>, <name>,
+/// An admitted script run, with what its audit records name it by: the
+/// script's name and its operation (`[<interpreter>, "-c", <script>, <name>,
 /// <envelope>, <op>, ...]`; a script without operations, `preflight`, is its
 /// own), so that an auditor reads them without the long arguments the log
 /// keeps only as length and SHA-256.
-pub(super) fn describe() -> crate::capability::ssh_exec::Describe {
-    std::sync::Arc::new(|argv: &[String]| {
-        let mut fields = serde_json::Map::new();
-        if let Some(name) = argv.get(3) {
-            fields.insert("script".into(), Value::String(name.clone()));
-            let op = argv.get(5).unwrap_or(name);
-            fields.insert("operation".into(), Value::String(op.clone()));
-        }
-        fields
-    })
+pub(super) fn admitted(argv: Vec<String>) -> crate::capability::ssh_exec::Admitted {
+    let mut audit = serde_json::Map::new();
+    if let Some(name) = argv.get(3) {
+        audit.insert("script".into(), Value::String(name.clone()));
+        let op = argv.get(5).unwrap_or(name);
+        audit.insert("operation".into(), Value::String(op.clone()));
+    }
+    crate::capability::ssh_exec::Admitted { argv, audit }
 }
