@@ -6,7 +6,7 @@
 mod bindings {
     wit_bindgen::generate!({
         world: "occ:compute/ssh-compute-driver@0.3.0",
-        path: ["../wit", "../wit/0.3.0"],
+        path: ["../wit/0.2.0", "../wit/0.3.0"],
         // The 0.2.0 interfaces whose types the 0.3.0 ones use.
         generate_all,
     });

@@ -14,7 +14,7 @@ use crate::runtime::escape_control;
 /// The generated bindings of the `log` interface, shared with the worlds.
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../wit/0.2.0",
         interfaces: "import occ:compute/log@0.2.0;",
         imports: { default: async },
     });

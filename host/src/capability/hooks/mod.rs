@@ -37,7 +37,7 @@ use super::Scope;
 /// shared with the compute world.
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../wit/0.2.0",
         interfaces: "import occ:compute/lifecycle-hooks@0.2.0;",
         imports: { default: async },
         additional_derives: [PartialEq],

@@ -28,7 +28,7 @@ use super::ssh_exec::SshExecState;
 /// The generated bindings of the `local-workspace` interface.
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../wit/0.2.0",
         interfaces: "import occ:compute/local-workspace@0.2.0;",
         imports: { default: async },
         with: {
@@ -40,7 +40,7 @@ pub(crate) mod bindings {
     /// name. Its types are 0.2.0's, shared with the module above.
     pub(crate) mod v0_3 {
         wasmtime::component::bindgen!({
-            path: ["../wit", "../wit/0.3.0"],
+            path: ["../wit/0.2.0", "../wit/0.3.0"],
             interfaces: "import occ:compute/local-workspace@0.3.0;",
             imports: { default: async },
             with: {

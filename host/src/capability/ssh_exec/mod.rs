@@ -48,7 +48,7 @@ use occ_ssh_target::digest::Sha256;
 /// that import it.
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../wit/0.2.0",
         interfaces: "import occ:compute/ssh-exec@0.2.0;",
         imports: { default: async },
     });
@@ -57,7 +57,7 @@ pub(crate) mod bindings {
     /// types are 0.2.0's, so both versions share one Rust type for each.
     pub(crate) mod v0_3 {
         wasmtime::component::bindgen!({
-            path: ["../wit", "../wit/0.3.0"],
+            path: ["../wit/0.2.0", "../wit/0.3.0"],
             interfaces: "import occ:compute/ssh-exec@0.3.0;",
             imports: { default: async },
             with: {

@@ -3,7 +3,7 @@
 #![allow(missing_docs, unreachable_pub)]
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "../wit/0.2.0",
     world: "ssh-sandbox-backend",
     imports: { default: async },
     exports: { default: async },

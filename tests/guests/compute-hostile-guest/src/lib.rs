@@ -60,7 +60,7 @@ pub mod bindings {
     pub(crate) mod generated {
         wit_bindgen::generate!({
             world: "occ:compute/ssh-compute-driver@0.3.0",
-            path: ["../../../wit", "../../../wit/0.3.0"],
+            path: ["../../../wit/0.2.0", "../../../wit/0.3.0"],
             generate_all,
         });
     }

@@ -5,7 +5,7 @@
 
 wit_bindgen::generate!({
     world: "ssh-compute-driver",
-    path: "../../../wit",
+    path: "../../../wit/0.2.0",
 });
 
 use exports::occ::compute::compute_driver::Guest;

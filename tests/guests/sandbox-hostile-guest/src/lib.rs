@@ -33,7 +33,7 @@
 
 wit_bindgen::generate!({
     world: "ssh-sandbox-backend",
-    path: "../../../wit",
+    path: "../../../wit/0.2.0",
 });
 
 use exports::occ::compute::sandbox_backend::*;
