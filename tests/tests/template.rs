@@ -1,4 +1,4 @@
-//! The template driver (`inventory-driver/`) through the same host and WIT
+//! The template driver (`templates/inventory-driver/`) through the same host and WIT
 //! as the SSH driver: what `inspect` says of it, and its `preflight` against
 //! a recorded session. The session is recorded here, from the host's own
 //! `--ssh-record` (so argv, envelope and helper are exactly what this build

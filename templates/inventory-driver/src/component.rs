@@ -6,7 +6,7 @@
 mod bindings {
     wit_bindgen::generate!({
         world: "occ:compute/ssh-compute-driver@0.3.0",
-        path: ["../wit/0.2.0", "../wit/0.3.0"],
+        path: ["../../wit/0.2.0", "../../wit/0.3.0"],
         // The 0.2.0 interfaces whose types the 0.3.0 ones use.
         generate_all,
     });
@@ -29,8 +29,8 @@ use bindings::occ::compute0_3_0::ssh_exec;
 #[allow(unsafe_code)]
 #[unsafe(link_section = "occ:helper")]
 #[used]
-static HELPER_SECTION: [u8; include_bytes!("../../helper/helper.js").len()] =
-    *include_bytes!("../../helper/helper.js");
+static HELPER_SECTION: [u8; include_bytes!("../../../helper/helper.js").len()] =
+    *include_bytes!("../../../helper/helper.js");
 
 /// The bound of one probe, under the host's own.
 const PROBE_TIMEOUT_MS: u32 = 90_000;
