@@ -10,14 +10,15 @@
 //!   `hooks`, `log`): its grant from the installation, its per-call state, its
 //!   linker wiring and host functions. The SSH grant is
 //!   [`capability::ssh_exec::SshGrant`].
-//! - [`world`]: one module per world; the SSH Compute Driver's is
-//!   [`world::ssh_compute_driver`], whose [`Driver`] a controller calls, and
-//!   OpenClaw's SSH sandbox backend is [`world::ssh_sandbox_backend`], whose
-//!   [`SandboxBackend`] OpenClaw (through the Node client) calls.
+//! - [`world`]: one module per world, each with its selection of the
+//!   installation; the SSH Compute Driver's is [`world::ssh_compute_driver`],
+//!   whose [`Driver`] a controller calls, and OpenClaw's SSH sandbox backend is
+//!   [`world::ssh_sandbox_backend`], whose [`SandboxBackend`] OpenClaw (through
+//!   the Node client) calls.
 //! - [`rpc`]: JSON-RPC 2.0 for controllers in other languages, one
 //!   [`rpc::Service`] per world.
 //! - [`audit`] and [`installation`]: the audit log sink and the Installation
-//!   document; [`open`]: what an installation selects, read once and opened
+//!   document (read and parsed; each world reads its own selection); [`open`]: what an installation selects, read once and opened
 //!   for the world its component's exports name.
 //!
 //! Data flows one way: surface (CLI, JSON-RPC, this API) -> world -> runtime
@@ -53,8 +54,8 @@ pub use capability::hooks::{
     Hook, HookAnswer, HookFuture, HookRefusal, HookRequest, LifecycleHooks, NoHooks,
 };
 pub use error::{CallError, FailureKind, LoadError};
-pub use installation::Installation;
 pub use runtime::{ComponentCache, Limits, Runtime};
+pub use world::ssh_compute_driver::installation::Installation;
 pub use world::ssh_compute_driver::{CallOptions, Driver, DriverOptions, Method, present};
 pub use world::ssh_sandbox_backend::{BackendOptions, SandboxBackend, SandboxCallOptions};
 pub use world::{Progress, ProgressSink};

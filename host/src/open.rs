@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use crate::capability::ssh_exec::SshMode;
 use crate::error::LoadError;
-use crate::installation::{Installation, read_document};
+use crate::installation::read_document;
 use crate::runtime::{ComponentCache, Runtime, component};
+use crate::world::ssh_compute_driver::installation::Installation;
 use crate::world::ssh_sandbox_backend::installation::SandboxInstallation;
 use crate::world::{self, ssh_compute_driver, ssh_sandbox_backend};
 use crate::{BackendOptions, Driver, DriverOptions, SandboxBackend};

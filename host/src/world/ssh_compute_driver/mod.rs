@@ -10,6 +10,7 @@
 mod bindings;
 mod dispatch;
 pub mod envelope;
+pub mod installation;
 mod method;
 mod params;
 pub mod progress;
@@ -36,11 +37,11 @@ use crate::capability::ssh_exec::{
     self, LineSink, SHIPPED_HELPER, SshExec, SshExecState, SshGrant, SshMode,
 };
 use crate::error::{CallError, FailureKind, LoadError};
-use crate::installation::Installation;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, Linked, ProgressSink, World, WorldInfo};
 use bindings::{SshComputeDriver, SshComputeDriverPre};
 use envelope::{Subjects, TrustedRuntime};
+use installation::Installation;
 use params::Binding;
 
 /// The world as the host knows it before loading anything.
@@ -257,7 +258,7 @@ impl Driver {
         let installation = Installation {
             path: PathBuf::from("(no installation)"),
             driver_id: String::new(),
-            implementation: crate::installation::DEFAULT_IMPLEMENTATION.into(),
+            implementation: installation::DEFAULT_IMPLEMENTATION.into(),
             approved_helpers: Vec::new(),
             component: component.to_path_buf(),
             max_sessions: crate::capability::ssh_exec::grant::DEFAULT_MAX_SESSIONS,
