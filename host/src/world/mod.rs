@@ -7,9 +7,9 @@
 //! exports. Adding a kind of driver is a new module here and its WIT.
 //!
 //! What every world does alike lives here: admitting a component by its
-//! imports and exports ([`WorldInfo::admit`]), compiling, linking and
-//! instantiating it for each call ([`World`], [`Linked`]), and numbering,
-//! scoping and auditing its calls ([`Calls`]).
+//! imports and exports (`WorldInfo::admit`), compiling, linking and
+//! instantiating it for each call (`World`, `Linked`), and numbering,
+//! scoping and auditing its calls (`Calls`).
 
 /// [`World::prepare`] and [`World::instantiate`] of a world whose bindings
 /// `wasmtime::component::bindgen!` generated: the same two calls for every

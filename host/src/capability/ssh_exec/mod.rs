@@ -9,7 +9,7 @@
 //!   recorded) or [`record::Replay`] (a recording alone).
 //! - [`config`]: the private `ssh_config` with the fixed options.
 //! - [`client`]: the OpenSSH client the transport runs, and the check of one
-//!   an installation names; [`master`]: a control master run with it, and
+//!   an installation names; `transport::master`: a control master run with it, and
 //!   each exec a mux session over its socket, opened in this process.
 //! - `host.rs`: the WIT `Host` implementation, which checks the grant right
 //!   before every effect and writes the audit records.

@@ -20,7 +20,7 @@
 //! operation that is not one of the method's ([`Method::helper_ops`]), on a
 //! host other than the call's Namespace's, carrying any field that is not
 //! policy, whose document is not the controller's, or that comes before the
-//! hook the spec orders ahead of it ([`HelperOp::requires`]).
+//! hook the spec orders ahead of it (`method::required_hook`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -11,7 +11,7 @@ use crate::capability::ssh_exec::grant::{Credential, SshGrant};
 /// StrictHostKeyChecking, IdentitiesOnly, the explicit files, ConnectTimeout,
 /// LogLevel=ERROR) they close every other door an ssh client has: agents,
 /// forwarding, password prompts, global known-hosts files. Host key checking and
-/// updates are the grant's ([`super::grant::HostKeys`]).
+/// updates are the grant's ([`crate::capability::ssh_exec::grant::HostKeys`]).
 pub const SSH_OPTIONS: &[(&str, &str)] = &[
     ("BatchMode", "yes"),
     ("IdentitiesOnly", "yes"),

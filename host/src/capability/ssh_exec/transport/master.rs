@@ -333,7 +333,7 @@ fn read_log(log: &Path) -> String {
 /// The remote command line of `argv`: ssh hands the remote shell one string,
 /// so each argument is quoted for it. Arguments made only of characters no
 /// shell treats specially go as they are; others in single quotes, a quote
-/// inside one as `'\''`. [`super::command_line_len`] bounds the result.
+/// inside one as `'\''`. `command_line_len` (the capability's) bounds the result.
 pub fn remote_command(argv: &[String]) -> String {
     let mut line = String::new();
     for (i, arg) in argv.iter().enumerate() {

@@ -4,7 +4,7 @@
 //! Connections:
 //! - Every master runs the grant's OpenSSH client ([`super::client`]) with
 //!   the private client configuration of [`super::config`]; execs speak the
-//!   mux protocol to it directly, in this process ([`super::master`] says
+//!   mux protocol to it directly, in this process (`transport::master` says
 //!   how), and never connect on their own, so no ssh with other options ever
 //!   runs, and an exec runs no process.
 //! - A connect runs in a task of its own and always finishes (bounded by the
