@@ -1737,7 +1737,9 @@ fn the_shipped_workspace_script_is_what_its_modules_make() {
         err
     };
     let append = |more: &'static str| move |t: String| t + more;
-    let cases: &[(&str, &dyn Fn(String) -> String, &str)] = &[
+    // (the file changed, how, what the refusal says)
+    type Change<'a> = &'a dyn Fn(String) -> String;
+    let cases: &[(&str, Change, &str)] = &[
         (
             "workspace.py",
             &append("# edited by hand\n"),
