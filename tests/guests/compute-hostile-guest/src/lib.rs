@@ -30,7 +30,7 @@
 #![allow(unsafe_code, unreachable_pub, missing_docs)]
 
 // The driver, word for word.
-#[path = "../../../../guest-ssh-driver/src/admission.rs"]
+#[path = "../../../../guest-ssh-driver/src/admission/mod.rs"]
 pub mod admission;
 #[path = "../../../../guest-ssh-driver/src/component.rs"]
 mod component;
