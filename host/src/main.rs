@@ -14,7 +14,7 @@ fn main() -> ExitCode {
         Ok(args) => args,
         Err(e) => e.exit(),
     };
-    if !args.is_serve() {
+    if args.only_prints() {
         restore_sigpipe();
     }
     cli::init_tracing(args.verbose);
@@ -27,9 +27,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// A one-shot command piped into `head` should end quietly, like any Unix tool,
-/// instead of panicking on the closed pipe. `serve` keeps Rust's default (SIGPIPE
-/// ignored): a controller that goes away must not take the server with it.
+/// A command that only prints, piped into `head`, should end quietly, like any
+/// Unix tool, instead of panicking on the closed pipe. Every other command keeps
+/// Rust's default, SIGPIPE ignored: it writes to the pipes and sockets of its
+/// execs (the helper into an ssh session whose remote command may already have
+/// ended, as when a nodePath is wrong), and a write there must fail with EPIPE,
+/// which is reported, not end the process by a signal with nothing said; and
+/// a controller that goes away must not take `serve` with it.
 #[allow(unsafe_code)]
 fn restore_sigpipe() {
     // SAFETY: called first thing in main, before any thread exists; SIG_DFL is

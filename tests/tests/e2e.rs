@@ -664,6 +664,18 @@ fn preflight_refusals_are_permanent_and_name_what_to_fix() {
             .contains("/opt/missing/bin/node"),
         "{v}"
     );
+    // The helper goes into a session whose remote command may already have
+    // ended (there is no such node): the write fails, and the verdict is
+    // still printed, every time. A SIGPIPE once ended the process there with
+    // nothing said.
+    for i in 0..5 {
+        let (code, v) = preflight(&format!("node-{i}"), &wrong_node);
+        assert_eq!(
+            (code, &v["code"]),
+            (65, &json!("node-not-found")),
+            "run {i}: {v}"
+        );
+    }
 
     // A key the host never authorized: configuration, not transport.
     let key = dir.path().join("stranger");

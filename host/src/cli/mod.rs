@@ -116,9 +116,14 @@ enum Command {
 }
 
 impl Cli {
-    /// Whether the command is `serve`.
-    pub(crate) fn is_serve(&self) -> bool {
-        matches!(self.command, Command::Serve(_))
+    /// Whether the command only reads and prints: it runs nothing on a host
+    /// and holds no pipe or socket but its own stdout (`inspect`, `schema`,
+    /// `audit`).
+    pub(crate) fn only_prints(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Inspect(_) | Command::Schema(_) | Command::Audit(_)
+        )
     }
 }
 
