@@ -211,11 +211,6 @@ impl SshExec {
             .is_some_and(|s| s.approved && s.text == text)
     }
 
-    /// The text of the program the component ships as `name`.
-    fn shipped_text(&self, name: &str) -> Option<&[u8]> {
-        self.shipped.get(name).map(|s| s.text.as_slice())
-    }
-
     /// The names of the programs the component ships, sorted.
     fn shipped_names(&self) -> Vec<&str> {
         self.shipped.keys().map(String::as_str).collect()
@@ -235,7 +230,7 @@ impl SshExec {
         stdin: &'a [u8],
     ) -> Result<(Vec<String>, &'a [u8]), ExecError> {
         let shown = crate::runtime::escape_control(&program.chars().take(64).collect::<String>());
-        let Some(text) = self.shipped_text(program) else {
+        let Some((text, _)) = self.shipped(program) else {
             let ships = self.shipped_names();
             return Err(ExecError::Refused(if ships.is_empty() {
                 format!("the component ships no program {shown:?}: it ships none")
