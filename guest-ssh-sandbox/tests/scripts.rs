@@ -1564,7 +1564,6 @@ fn run_program(
         command.arg("-c").arg(text).arg("workspace");
     }
     let mut child = command
-        .env_remove("PYTHONDONTWRITEBYTECODE")
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .current_dir(t.dir.path())
         .stdin(Stdio::piped())
