@@ -95,7 +95,9 @@ impl LocalWorkspaceState {
     }
 
     /// Stream `dir`, the admitted `root` (only its top-level entries `only`,
-    /// when named), into `argv` on `host`.
+    /// when named), into `argv` on `host`; `program` names the shipped
+    /// script the host built `argv` from (WIT 0.3.0), if it did.
+    #[allow(clippy::too_many_arguments)]
     async fn send(
         &mut self,
         root: wit::WorkspaceRoot,
@@ -103,6 +105,7 @@ impl LocalWorkspaceState {
         only: Option<Vec<String>>,
         host: String,
         argv: Vec<String>,
+        program: Option<&str>,
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
         let (reader, mut writer) =
@@ -121,6 +124,7 @@ impl LocalWorkspaceState {
             .exec_streamed(
                 &host,
                 &argv,
+                program,
                 root_name(root),
                 Box::pin(stream),
                 Duration::from_millis(timeout_ms.into()),
@@ -220,7 +224,8 @@ impl wit::Host for LocalWorkspaceState {
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
         let dir = self.admitted_to_send(root)?;
-        self.send(root, dir, None, host, argv, timeout_ms).await
+        self.send(root, dir, None, host, argv, None, timeout_ms)
+            .await
     }
 
     async fn entries(&mut self, root: wit::WorkspaceRoot) -> Result<Vec<String>, wit::UploadError> {
@@ -236,6 +241,23 @@ impl wit::Host for LocalWorkspaceState {
         names: Vec<String>,
         host: String,
         argv: Vec<String>,
+        timeout_ms: u32,
+    ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
+        self.send_entries(root, names, host, argv, None, timeout_ms)
+            .await
+    }
+}
+
+impl LocalWorkspaceState {
+    /// `upload-entries`: the names checked against the root before anything
+    /// connects, then [`Self::send`].
+    async fn send_entries(
+        &mut self,
+        root: wit::WorkspaceRoot,
+        names: Vec<String>,
+        host: String,
+        argv: Vec<String>,
+        program: Option<&str>,
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
         if let Some(bad) = names
@@ -262,7 +284,7 @@ impl wit::Host for LocalWorkspaceState {
             self.refused(root, &m)?;
             return Err(wit::UploadError::Local(m));
         }
-        self.send(root, dir, Some(names), host, argv, timeout_ms)
+        self.send(root, dir, Some(names), host, argv, program, timeout_ms)
             .await
     }
 }
@@ -289,7 +311,9 @@ impl wit_0_3::Host for LocalWorkspaceState {
             .exec
             .script_argv(&host, &program, args)
             .map_err(|e| wit::UploadError::Exec(e.into()))?;
-        wit::Host::upload(self, root, host, argv, timeout_ms).await
+        let dir = self.admitted_to_send(root)?;
+        self.send(root, dir, None, host, argv, Some(&program), timeout_ms)
+            .await
     }
 
     async fn entries(&mut self, root: wit::WorkspaceRoot) -> Result<Vec<String>, wit::UploadError> {
@@ -309,7 +333,8 @@ impl wit_0_3::Host for LocalWorkspaceState {
             .exec
             .script_argv(&host, &program, args)
             .map_err(|e| wit::UploadError::Exec(e.into()))?;
-        wit::Host::upload_entries(self, root, names, host, argv, timeout_ms).await
+        self.send_entries(root, names, host, argv, Some(&program), timeout_ms)
+            .await
     }
 }
 

@@ -94,7 +94,9 @@ impl SshExecState {
         stdin: &[u8],
         program: Option<&str>,
     ) -> Result<(), ExecError> {
-        let approved_at_load = program.is_some_and(|name| self.exec.ships_approved(name));
+        // Approved at load, and built by the host from that text under that
+        // name: the one program `argv` runs.
+        let approved_at_load = |name: &str| program == Some(name) && self.exec.ships_approved(name);
         match &self.exec.grant.policy {
             ExecPolicy::NodeHelper { approved } => {
                 let operation = match argv {
@@ -118,7 +120,7 @@ impl SshExecState {
                         "the operation argument must be one base64 string".into(),
                     ));
                 }
-                if approved_at_load
+                if approved_at_load(occ_ssh_target::programs::HELPER)
                     || self
                         .exec
                         .is_shipped_approved(occ_ssh_target::programs::HELPER, stdin)
@@ -163,7 +165,9 @@ impl SshExecState {
                     crate::runtime::escape_control(&name.chars().take(64).collect::<String>());
                 // The approved script the component ships, byte for byte, was
                 // approved at load; any other text is hashed and judged here.
-                if !(approved_at_load || self.exec.is_shipped_approved(name, script.as_bytes())) {
+                if !(approved_at_load(name)
+                    || self.exec.is_shipped_approved(name, script.as_bytes()))
+                {
                     let sha = Sha256::of(script.as_bytes());
                     match approved.get(name.as_str()) {
                         None if approved.is_empty() => {
@@ -206,16 +210,18 @@ impl SshExecState {
     /// yields (an archive too large to hold), after the same checks and with the
     /// same records as any exec.
     /// `source` names the local root the stream is read from, for the
-    /// world's admission.
+    /// world's admission; `program` the shipped script the host built `argv`
+    /// from (WIT 0.3.0), whose approval was decided at load.
     pub async fn exec_streamed(
         &mut self,
         alias: &str,
         argv: &[String],
+        program: Option<&str>,
         source: &str,
         stream: InputStream<'_>,
         timeout: Duration,
     ) -> Result<ExecOutput, ExecError> {
-        self.run(alias, argv, &[], Some((source, stream)), None, timeout)
+        self.run(alias, argv, &[], Some((source, stream)), program, timeout)
             .await
     }
 

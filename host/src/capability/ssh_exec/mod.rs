@@ -212,7 +212,7 @@ impl SshExec {
     }
 
     /// The names of the programs the component ships, sorted.
-    fn shipped_names(&self) -> Vec<&str> {
+    pub fn shipped_names(&self) -> Vec<&str> {
         self.shipped.keys().map(String::as_str).collect()
     }
 

@@ -223,12 +223,13 @@ impl SandboxBackend {
             bytes,
             options.cache.as_ref(),
             |component| {
-                let shipped = component
+                let names: Vec<&str> = component
                     .sections
                     .iter()
-                    .filter(|(n, _)| n.starts_with(SCRIPT_SECTION_PREFIX))
-                    .count();
-                if shipped != scripts_of(component).len() {
+                    .filter_map(|(n, _)| n.strip_prefix(SCRIPT_SECTION_PREFIX))
+                    .collect();
+                let distinct: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+                if names.len() != distinct.len() {
                     return Err(LoadError::InvalidComponent {
                         path: path.clone(),
                         message: "it ships a script name twice; the host cannot tell which text an approval means".into(),
@@ -237,7 +238,6 @@ impl SandboxBackend {
                 Ok(())
             },
         )?;
-        let scripts = scripts_of(&linked.component);
         let wall = grant.bounds.operation + CALL_SLACK;
         let ssh = SshExec::open(grant, &options.ssh)
             .map_err(|e| refuse(e.to_string()))?
@@ -276,16 +276,18 @@ impl SandboxBackend {
             calls,
             worker_programs,
         };
-        backend.calls.audit_load(
-            json!({
-                    "component": backend.linked.component.path,
-                    "world": world,
-                    "installation": backend.installation.path,
-                    "scripts": scripts.iter().map(|s| json!({"name": s.name, "sha256": s.sha256})).collect::<Vec<_>>(),
-                    "target": backend.target_label(),
-                    "sshClient": backend.ssh_client(),
-                }),
-        )?;
+        backend.calls.audit_load(json!({
+            "component": backend.linked.component.path,
+            "world": world,
+            "installation": backend.installation.path,
+            // Hashed once, when the capability took them.
+            "scripts": backend.ssh.shipped_names().into_iter().filter_map(|name| {
+                let (_, sha256) = backend.ssh.shipped(name)?;
+                Some(json!({"name": name, "sha256": sha256.as_str()}))
+            }).collect::<Vec<_>>(),
+            "target": backend.target_label(),
+            "sshClient": backend.ssh_client(),
+        }))?;
         Ok(backend)
     }
 
