@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sandbox benchmark (host/node/test-sandbox/bench.mjs): OpenClaw's own SSH
+# The sandbox benchmark (host/node/openclaw-plugin/test/bench.mjs): OpenClaw's own SSH
 # backend against ours (occ-ssh) on one rig host, operation by operation,
 # seeding, the transport's floor and concurrent scopes; prints one Markdown
 # table on stdout. About 8 minutes on a loaded 2-core machine.
@@ -48,4 +48,4 @@ bash tests/rig/up.sh "$OCC_BENCH_HOST" >&2   # stdout is the table alone
 # shellcheck disable=SC1091
 set -a; . "$OCC_RIG/env"; set +a
 
-"$OCC_RIG_NODE" host/node/test-sandbox/bench.mjs
+"$OCC_RIG_NODE" host/node/openclaw-plugin/test/bench.mjs

@@ -30,7 +30,7 @@ cargo build --release -p occ-driver-host
 step "release: the npm packages the install tests use (cargo xtask dist)"
 # The stripped host binary (a build of its own the first time), the OCC driver
 # package and the OpenClaw plugin, as users install them: the install tests
-# (host/node/test/occ-loader.test.mjs, host/node/test-sandbox/install.test.mjs)
+# (host/node/compute/test/occ-loader.test.mjs, host/node/openclaw-plugin/test/install.test.mjs)
 # take nothing else from this checkout.
 export OCC_DIST="$OCC_CACHE/dist"
 rm -rf "$OCC_DIST"
@@ -73,13 +73,13 @@ export OCC_DRIVER_HOST="$CARGO_TARGET_DIR/release/occ-driver-host"
 # Node 24, the one OpenClaw needs (the system's node may be older); the globs are
 # node's own, so quote them. --test-force-exit: a test past its timeout fails
 # and its file ends, instead of whatever it left running holding the run.
-"$OCC_RIG_NODE" --test --test-force-exit 'host/node/test/*.test.mjs'
-"$OCC_RIG_NODE" --test --test-force-exit --test-concurrency=1 'host/node/test-sandbox/*.test.mjs'
+"$OCC_RIG_NODE" --test --test-force-exit 'host/node/compute/test/*.test.mjs'
+"$OCC_RIG_NODE" --test --test-force-exit --test-concurrency=1 'host/node/openclaw-plugin/test/*.test.mjs'
 
 step "the sandbox suites again, a run of its own for every operation (workspaceWorker: false)"
 # The long-lived workspace worker is the default; targets that want no
 # long-lived process get the one-shot path, held to the same tests.
 OCC_TEST_WORKSPACE_WORKER=0 cargo test --release -p occ-e2e --test sandbox -- --ignored --test-threads=1
-OCC_TEST_WORKSPACE_WORKER=0 "$OCC_RIG_NODE" --test --test-force-exit --test-concurrency=1 'host/node/test-sandbox/*.test.mjs'
+OCC_TEST_WORKSPACE_WORKER=0 "$OCC_RIG_NODE" --test --test-force-exit --test-concurrency=1 'host/node/openclaw-plugin/test/*.test.mjs'
 
 step "done in $((SECONDS - started)) s"

@@ -209,7 +209,7 @@ fn version_names_the_release_the_wit_packages_served_and_the_commit() {
     }
     // The npm packages carry the same version (cargo xtask dist refuses others).
     for package in [
-        "host/node/package.json",
+        "host/node/compute/package.json",
         "host/node/openclaw-plugin/package.json",
     ] {
         let p: Value =
@@ -220,7 +220,16 @@ fn version_names_the_release_the_wit_packages_served_and_the_commit() {
             p["optionalDependencies"]["occ-driver-host-linux-x64-gnu"], version,
             "{package}"
         );
+        assert_eq!(
+            p["dependencies"]["occ-driver-host-rpc"], version,
+            "{package}"
+        );
     }
+    let rpc: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("host/node/rpc/package.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rpc["version"], version, "host/node/rpc/package.json");
 }
 
 #[test]
@@ -642,12 +651,12 @@ fn schema_prints_the_components_closed_schema_which_the_node_package_ships() {
     );
     // The Node package ships a copy; it must be this component's.
     let shipped: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_root().join("host/node/schema.json")).unwrap(),
+        &std::fs::read_to_string(repo_root().join("host/node/compute/schema.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(
         shipped, schema,
-        "host/node/schema.json is stale: regenerate it with `occ-driver-host schema`"
+        "host/node/compute/schema.json is stale: regenerate it with `occ-driver-host schema`"
     );
 
     // A file that is no component is refused by name, not printed.

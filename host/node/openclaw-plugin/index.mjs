@@ -22,7 +22,7 @@ import path from "node:path";
 
 import { registerSandboxBackend } from "openclaw/plugin-sdk/sandbox";
 
-import { BACKEND_ID, bundledComponent, resolveWorkdirSync, startSandboxHost } from "../sandbox.mjs";
+import { BACKEND_ID, bundledComponent, resolveWorkdirSync, startSandboxHost } from "./sandbox.mjs";
 
 // The plugin id is the backend id: OpenClaw's CLI (sandbox explain, list,
 // recreate) loads the plugin whose id is a configured backend's, and no other.

@@ -5,13 +5,16 @@
 //!   npm's `os`, `cpu` and `libc` fields and no scripts (esbuild's pattern):
 //!   a package manager installs the one that fits the machine and skips the
 //!   others.
-//! - `occ-driver-host-compute`: OCC's Compute Driver package
-//!   (`host/node/package.json`) with the driver component, the platform
-//!   package as an exact-version optional dependency.
-//! - `@occ/openclaw-sandbox-ssh`: the OpenClaw plugin with the sandbox
-//!   component and the same dependency, bundled inside its tarball: OpenClaw
-//!   installs a plugin tarball with `npm install` in the plugin's directory,
-//!   and our packages are on no registry to fetch it from.
+//! - `occ-driver-host-compute`: OCC's Compute Driver package, its folder
+//!   (`host/node/compute/`) as its `package.json` lists it, with the driver
+//!   component, the platform package as an exact-version optional dependency
+//!   and `occ-driver-host-rpc` (`host/node/rpc/`, what both packages share)
+//!   bundled inside.
+//! - `@occ/openclaw-sandbox-ssh`: the OpenClaw plugin, its folder
+//!   (`host/node/openclaw-plugin/`) with the sandbox component, and both
+//!   `occ-driver-host-rpc` and the platform package bundled inside its
+//!   tarball: OpenClaw installs a plugin tarball with `npm install` in the
+//!   plugin's directory, and our packages are on no registry to fetch from.
 //!
 //! Every tarball holds `package/<path>` entries in byte order of their paths,
 //! with npm's fixed time (1985-10-26T08:15:00Z), owner 0, mode 0644 or 0755
@@ -58,11 +61,9 @@ const NPM_MTIME: u64 = 499_162_500;
 
 const COMPUTE_PACKAGE: &str = "occ-driver-host-compute";
 const PLUGIN_PACKAGE: &str = "@occ/openclaw-sandbox-ssh";
-
-/// The modules the compute package and the plugin share, at `host/node/`.
-const SHARED_MODULES: &[&str] = &["rpc.mjs", "host-binary.mjs"];
-/// The plugin's own modules beside them.
-const PLUGIN_MODULES: &[&str] = &["sandbox.mjs", "exec-command.mjs"];
+/// What both bundle (`host/node/rpc/`): the JSON-RPC peer and where the
+/// binary is.
+const RPC_PACKAGE: &str = "occ-driver-host-rpc";
 
 pub(crate) fn main(build: &Build, args: &[String]) -> ExitCode {
     let mut out = None;
@@ -193,6 +194,7 @@ fn glibc_floor(binary: &[u8]) -> Option<String> {
 }
 
 /// One file of a package: its path inside the package, bytes and mode.
+#[derive(Clone)]
 struct Entry {
     path: String,
     bytes: Vec<u8>,
@@ -244,12 +246,15 @@ fn tarball_name(name: &str, version: &str) -> String {
 }
 
 /// Holds a source package.json to what the release needs of it.
+/// A package's manifest as the release needs it: its name, the host's
+/// version, no install hook; for a package that runs the binary (`platform`),
+/// the platform package and the shared one at exactly that version.
 fn check_manifest(
     path: &Path,
     manifest: &Value,
     name: &str,
     version: &str,
-    platform: &Platform,
+    platform: Option<&Platform>,
 ) -> Result<(), String> {
     let at = path.display();
     let field = |key: &str| manifest.get(key).and_then(Value::as_str);
@@ -262,13 +267,28 @@ fn check_manifest(
             field("version").unwrap_or("none")
         ));
     }
-    let optional = manifest
-        .pointer(&format!("/optionalDependencies/{}", platform.package))
-        .and_then(Value::as_str);
-    if optional != Some(version) {
+    if let Some(platform) = platform {
+        let optional = manifest
+            .pointer(&format!("/optionalDependencies/{}", platform.package))
+            .and_then(Value::as_str);
+        if optional != Some(version) {
+            return Err(format!(
+                "{at}: optionalDependencies.{} must be exactly {version:?}, found {optional:?}",
+                platform.package
+            ));
+        }
+        let shared = manifest
+            .pointer(&format!("/dependencies/{RPC_PACKAGE}"))
+            .and_then(Value::as_str);
+        if shared != Some(version) {
+            return Err(format!(
+                "{at}: dependencies.{RPC_PACKAGE} must be exactly {version:?}, found {shared:?}"
+            ));
+        }
+    }
+    if !manifest.get("files").is_some_and(Value::is_array) {
         return Err(format!(
-            "{at}: optionalDependencies.{} must be exactly {version:?}, found {optional:?}",
-            platform.package
+            "{at}: files must list what the package carries: its folder ships as it stands"
         ));
     }
     if manifest.get("private").is_some() {
@@ -313,26 +333,33 @@ fn dist(build: &Build, out: &Path, cargo_args: &[String]) -> Result<(), String> 
                     .join(", ")
             )
         })?;
+    // One folder per package, each shipped as it stands.
     let node = build.workspace.join("host/node");
-    let compute_json = node.join("package.json");
-    let plugin_json = node.join("openclaw-plugin/package.json");
+    let compute_dir = node.join("compute");
+    let plugin_dir = node.join("openclaw-plugin");
+    let rpc_dir = node.join("rpc");
+    let compute_json = compute_dir.join("package.json");
+    let plugin_json = plugin_dir.join("package.json");
+    let rpc_json = rpc_dir.join("package.json");
     let compute_manifest = read_json(&compute_json)?;
     let plugin_manifest = read_json(&plugin_json)?;
+    let rpc_manifest = read_json(&rpc_json)?;
     // Before a build of minutes: the packages must agree with the host.
     check_manifest(
         &compute_json,
         &compute_manifest,
         COMPUTE_PACKAGE,
         version,
-        platform,
+        Some(platform),
     )?;
     check_manifest(
         &plugin_json,
         &plugin_manifest,
         PLUGIN_PACKAGE,
         version,
-        platform,
+        Some(platform),
     )?;
+    check_manifest(&rpc_json, &rpc_manifest, RPC_PACKAGE, version, None)?;
 
     step(&format!("components (commit {commit})"));
     let status = run(build.components(crate::SHIPPED, cargo_args));
@@ -426,66 +453,74 @@ fn dist(build: &Build, out: &Path, cargo_args: &[String]) -> Result<(), String> 
         ]
     };
 
-    // OCC's package: its own files as package.json lists them, and the component.
-    let mut compute = vec![file("package.json", read(&compute_json)?)];
-    for name in compute_manifest["files"]
-        .as_array()
-        .ok_or_else(|| format!("{}: files must be a list", compute_json.display()))?
-    {
+    // A package's folder as its package.json lists it, with `built` (a
+    // component, by file name) taken from the build instead.
+    let folder = |dir: &Path, manifest: &Value, json: &Path, built: (&str, &[u8])| {
+        let mut entries = vec![file("package.json", read(json)?)];
+        for name in manifest["files"].as_array().into_iter().flatten() {
+            let name = name.as_str().unwrap_or_default();
+            let bytes = if name == built.0 {
+                built.1.to_vec()
+            } else {
+                read(&dir.join(name))?
+            };
+            entries.push(file(name, bytes));
+        }
+        if !entries.iter().any(|e| e.path == built.0) {
+            return Err(format!(
+                "{}: files must list {}, the component the package loads",
+                json.display(),
+                built.0
+            ));
+        }
+        Ok::<_, String>(entries)
+    };
+    // The shared package, bundled into both under node_modules/.
+    let mut rpc = vec![file("package.json", read(&rpc_json)?)];
+    for name in rpc_manifest["files"].as_array().into_iter().flatten() {
         let name = name.as_str().unwrap_or_default();
-        let bytes = if name == "guest_ssh_driver.wasm" {
-            driver.clone()
-        } else {
-            read(&node.join(name))?
-        };
-        compute.push(file(name, bytes));
+        rpc.push(file(name, read(&rpc_dir.join(name))?));
     }
-    if !compute.iter().any(|e| e.path == "guest_ssh_driver.wasm") {
+    fn bundled(package: &str, entries: Vec<Entry>) -> Vec<Entry> {
+        entries
+            .into_iter()
+            .map(|e| Entry {
+                path: format!("node_modules/{package}/{}", e.path),
+                ..e
+            })
+            .collect()
+    }
+
+    // OCC's package: its folder, the component, the shared package bundled
+    // (its manifest says so); OCC installs the platform package beside it.
+    if compute_manifest["bundleDependencies"] != json!([RPC_PACKAGE]) {
         return Err(format!(
-            "{}: files must list guest_ssh_driver.wasm, the component the package loads",
+            "{}: bundleDependencies must be [{RPC_PACKAGE:?}]: the package carries what it imports",
             compute_json.display()
         ));
     }
+    let mut compute = folder(
+        &compute_dir,
+        &compute_manifest,
+        &compute_json,
+        ("guest_ssh_driver.wasm", &driver),
+    )?;
+    compute.extend(bundled(RPC_PACKAGE, rpc.clone()));
 
-    // The plugin: host/node's layout, so that openclaw-plugin/index.mjs finds
-    // ../sandbox.mjs as in the checkout; the platform package inside it.
+    // The plugin: its folder, the component, and both the shared package and
+    // the platform package bundled, so that OpenClaw's offline install of the
+    // one tarball runs.
     let mut plugin_out = plugin_manifest.clone();
-    plugin_out["openclaw"]["extensions"] = json!(["./openclaw-plugin/index.mjs"]);
-    plugin_out["bundleDependencies"] = json!([platform.package]);
-    let mut files = vec![
-        "openclaw-plugin/index.mjs".to_string(),
-        "openclaw.plugin.json".into(),
-        "guest_ssh_sandbox.wasm".into(),
-    ];
-    files.extend(
-        SHARED_MODULES
-            .iter()
-            .chain(PLUGIN_MODULES)
-            .map(|m| m.to_string()),
-    );
-    files.sort();
-    plugin_out["files"] = json!(files);
-    let mut plugin = vec![
-        file("package.json", pretty(&plugin_out)),
-        file(
-            "openclaw-plugin/index.mjs",
-            read(&node.join("openclaw-plugin/index.mjs"))?,
-        ),
-        file(
-            "openclaw.plugin.json",
-            read(&node.join("openclaw-plugin/openclaw.plugin.json"))?,
-        ),
-        file("guest_ssh_sandbox.wasm", sandbox.clone()),
-    ];
-    for m in SHARED_MODULES.iter().chain(PLUGIN_MODULES) {
-        plugin.push(file(m, read(&node.join(m))?));
-    }
-    for e in platform_entries() {
-        plugin.push(Entry {
-            path: format!("node_modules/{}/{}", platform.package, e.path),
-            ..e
-        });
-    }
+    plugin_out["bundleDependencies"] = json!([RPC_PACKAGE, platform.package]);
+    let mut plugin = folder(
+        &plugin_dir,
+        &plugin_manifest,
+        &plugin_json,
+        ("guest_ssh_sandbox.wasm", &sandbox),
+    )?;
+    plugin[0] = file("package.json", pretty(&plugin_out));
+    plugin.extend(bundled(RPC_PACKAGE, rpc));
+    plugin.extend(bundled(platform.package, platform_entries()));
 
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut packages = Vec::new();

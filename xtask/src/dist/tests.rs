@@ -53,21 +53,46 @@ fn a_scoped_package_gets_npms_tarball_name() {
 #[test]
 fn a_package_that_disagrees_with_the_host_is_refused() {
     let p = &PLATFORMS[0];
-    let good =
-        json!({"name": "x", "version": "1.0.0", "optionalDependencies": {(p.package): "1.0.0"}});
+    let p = Some(p);
+    let good = json!({"name": "x", "version": "1.0.0", "files": ["index.mjs"],
+        "dependencies": {(RPC_PACKAGE): "1.0.0"},
+        "optionalDependencies": {(PLATFORMS[0].package): "1.0.0"}});
     assert!(check_manifest(Path::new("p.json"), &good, "x", "1.0.0", p).is_ok());
     let mut other = good.clone();
     other["version"] = json!("0.9.0");
     let e = check_manifest(Path::new("p.json"), &other, "x", "1.0.0", p).unwrap_err();
     assert!(e.contains("p.json: version \"0.9.0\""), "{e}");
     let mut range = good.clone();
-    range["optionalDependencies"][p.package] = json!("^1.0.0");
+    range["optionalDependencies"][PLATFORMS[0].package] = json!("^1.0.0");
     assert!(check_manifest(Path::new("p.json"), &range, "x", "1.0.0", p).is_err());
+    let mut shared = good.clone();
+    shared["dependencies"][RPC_PACKAGE] = json!("0.9.0");
+    let e = check_manifest(Path::new("p.json"), &shared, "x", "1.0.0", p).unwrap_err();
+    assert!(
+        e.contains("dependencies.occ-driver-host-rpc must be exactly"),
+        "{e}"
+    );
+    let mut unlisted = good.clone();
+    unlisted.as_object_mut().unwrap().remove("files");
+    let e = check_manifest(Path::new("p.json"), &unlisted, "x", "1.0.0", p).unwrap_err();
+    assert!(e.contains("files must list"), "{e}");
     let mut hook = good.clone();
     hook["scripts"] = json!({"postinstall": "node fetch.js"});
     assert!(
         check_manifest(Path::new("p.json"), &hook, "x", "1.0.0", p)
             .unwrap_err()
             .contains("--ignore-scripts")
+    );
+    // The shared package runs no binary: no platform package to name.
+    let shared_package = json!({"name": RPC_PACKAGE, "version": "1.0.0", "files": ["rpc.mjs"]});
+    assert!(
+        check_manifest(
+            Path::new("r.json"),
+            &shared_package,
+            RPC_PACKAGE,
+            "1.0.0",
+            None
+        )
+        .is_ok()
     );
 }

@@ -1,6 +1,6 @@
 //! The contract's methods: the one list in Rust. The CLI takes them as a
 //! `clap::ValueEnum`, JSON-RPC by the same camelCase names, and the Node client
-//! reads the same names from `host/node/methods.json` (a test below keeps the
+//! reads the same names from `host/node/compute/methods.json` (a test below keeps the
 //! two lists equal).
 
 use clap::ValueEnum;
@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn the_node_client_lists_the_same_methods() {
         let file = format!(
-            "{}/node/methods.json",
+            "{}/node/compute/methods.json",
             std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")
         );
         let node: serde_json::Value =
@@ -189,6 +189,9 @@ mod tests {
             .map(|m| m["name"].as_str().unwrap())
             .collect();
         let rust: Vec<&str> = Method::all().iter().map(|m| m.name()).collect();
-        assert_eq!(node, rust, "host/node/methods.json and Method disagree");
+        assert_eq!(
+            node, rust,
+            "host/node/compute/methods.json and Method disagree"
+        );
     }
 }

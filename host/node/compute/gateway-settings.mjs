@@ -5,7 +5,7 @@
 // table of cases. A refusal names the setting, never the document's value.
 // Node built-ins only.
 
-import { DriverError } from "./rpc.mjs";
+import { DriverError } from "occ-driver-host-rpc";
 
 /** [path, the refused value, why]. */
 export const REFUSED_GATEWAY_SETTINGS = Object.freeze([

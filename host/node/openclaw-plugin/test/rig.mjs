@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../..");
+export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../../..");
 const target = process.env.CARGO_TARGET_DIR ?? join(repo, "target");
 export const hostBinary = process.env.OCC_DRIVER_HOST ?? join(target, "release/occ-driver-host");
 // A component built elsewhere (a benchmark of given binaries) may be named

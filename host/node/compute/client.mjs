@@ -1,5 +1,5 @@
 // The JSON-RPC 2.0 client of `occ-driver-host serve`: one host process per
-// driver, one message per line on its stdio (the peer is ./rpc.mjs). Node
+// driver, one message per line on its stdio (the peer is occ-driver-host-rpc's rpc.mjs). Node
 // built-ins only.
 //
 // The host calls back for lifecycle hooks (requests `hooks/<name>`), may cancel
@@ -10,7 +10,7 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 
-import { DriverError, Peer, RPC } from "./rpc.mjs";
+import { DriverError, Peer, RPC } from "occ-driver-host-rpc";
 
 export { DriverError, RPC };
 

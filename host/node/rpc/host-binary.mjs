@@ -9,7 +9,7 @@ import { createRequire } from "node:module";
 
 import { DriverError } from "./rpc.mjs";
 
-/** The platform packages a release carries (xtask/src/dist.rs builds them). */
+/** The platform packages a release carries (xtask/src/dist/ builds them). */
 export const PLATFORM_PACKAGES = Object.freeze({
   "linux-x64-glibc": "occ-driver-host-linux-x64-gnu",
 });

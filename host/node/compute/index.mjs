@@ -20,14 +20,14 @@ import { fileURLToPath } from "node:url";
 
 import { DriverError, RPC, spawnHost } from "./client.mjs";
 import { validateGatewaySettings } from "./gateway-settings.mjs";
-import { resolveHostBinary } from "./host-binary.mjs";
+import { resolveHostBinary } from "occ-driver-host-rpc/host-binary";
 import { LifecycleDispatcher } from "./lifecycle.mjs";
 
 export { DriverError } from "./client.mjs";
 export { REFUSED_GATEWAY_SETTINGS, validateGatewaySettings } from "./gateway-settings.mjs";
 export { LifecycleDispatcher, validateLaunch } from "./lifecycle.mjs";
 // Which occ-driver-host this package runs: resolveHostBinary(configuration.driverHost?.binary, label).
-export { resolveHostBinary } from "./host-binary.mjs";
+export { resolveHostBinary } from "occ-driver-host-rpc/host-binary";
 
 const here = dirname(fileURLToPath(import.meta.url));
 

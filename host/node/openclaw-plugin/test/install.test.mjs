@@ -8,7 +8,7 @@
 // them. Then one agent turn whose write and exec run on a rig host.
 //
 //   OCC_RIG=/run/occ-rig OCC_DIST=/var/cache/occ/dist \
-//     $NODE24 --test host/node/test-sandbox/install.test.mjs
+//     $NODE24 --test host/node/openclaw-plugin/test/install.test.mjs
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../..");
+export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../../..");
 const target = process.env.CARGO_TARGET_DIR ?? join(repo, "target");
 export const hostBinary = process.env.OCC_DRIVER_HOST ?? join(target, "release/occ-driver-host");
 export const component = process.env.OCC_DRIVER_COMPONENT ?? join(target, "wasm32-wasip2/release/guest_ssh_driver.wasm");

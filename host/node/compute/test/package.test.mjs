@@ -23,7 +23,7 @@ function create(configuration = specConfiguration(), extra = {}) {
 }
 
 test("exports what OCC's package loader requires, from an .mjs root export", () => {
-  const manifest = JSON.parse(readFileSync(join(repo, "host/node/package.json"), "utf8"));
+  const manifest = JSON.parse(readFileSync(join(repo, "host/node/compute/package.json"), "utf8"));
   assert.equal(manifest.type, "module");
   assert.match(manifest.exports["."].default, /\.mjs$/);
   assert.equal(typeof pkg.validateConfiguration, "function");

@@ -8,7 +8,7 @@
 //   naming a copy of ssh at another path, which both run.
 //
 //   OCC_RIG=/run/occ-rig-sandbox OCC_DRIVER_HOST=.../occ-driver-host \
-//     $NODE24 --test host/node/test-sandbox/openclaw.test.mjs
+//     $NODE24 --test host/node/openclaw-plugin/test/openclaw.test.mjs
 
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
@@ -28,16 +28,18 @@ const sdk = await import(pathToFileURL(join(openclawDir, "dist/plugin-sdk/sandbo
 
 /**
  * The plugin, loaded as OpenClaw's plugin loader would find it: from a
- * directory where `openclaw` resolves (a copy of host/node with a
- * node_modules/openclaw link).
+ * directory where `openclaw` resolves (a copy of the plugin's folder, with
+ * node_modules/openclaw and node_modules/occ-driver-host-rpc links, as an
+ * install lays them out).
  */
 async function loadPlugin() {
   const here = dirname(fileURLToPath(import.meta.url));
   const dir = mkdtempSync(join(tmpdir(), "occ-plugin-"));
-  for (const f of ["sandbox.mjs", "rpc.mjs", "exec-command.mjs", "host-binary.mjs", "openclaw-plugin"]) cpSync(join(here, "..", f), join(dir, f), { recursive: true });
+  for (const f of ["index.mjs", "sandbox.mjs", "exec-command.mjs", "openclaw.plugin.json", "package.json"]) cpSync(join(here, "..", f), join(dir, f));
   mkdirSync(join(dir, "node_modules"));
   symlinkSync(openclawDir, join(dir, "node_modules/openclaw"));
-  const plugin = (await import(pathToFileURL(join(dir, "openclaw-plugin/index.mjs")).href)).default;
+  symlinkSync(join(here, "../../rpc"), join(dir, "node_modules/occ-driver-host-rpc"));
+  const plugin = (await import(pathToFileURL(join(dir, "index.mjs")).href)).default;
   return { plugin, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 

@@ -3,7 +3,7 @@
 // exec as OpenClaw runs it (spawning the handle's argv), cancellation.
 //
 //   OCC_RIG=/run/occ-rig-sandbox OCC_DRIVER_HOST=.../occ-driver-host \
-//     node --test host/node/test-sandbox/sandbox.test.mjs
+//     node --test host/node/openclaw-plugin/test/sandbox.test.mjs
 
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";

@@ -21,8 +21,8 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
 import { assertValidExecCommand } from "./exec-command.mjs";
-import { resolveHostBinary } from "./host-binary.mjs";
-import { DriverError, Peer } from "./rpc.mjs";
+import { resolveHostBinary } from "occ-driver-host-rpc/host-binary";
+import { DriverError, Peer } from "occ-driver-host-rpc";
 
 /** The sandbox component a release carries beside this module, when it does. */
 export function bundledComponent() {
@@ -32,18 +32,18 @@ export function bundledComponent() {
 
 /**
  * A failed sandbox call: the backend's verdict, or the host's. The one error
- * class of this package's clients (./rpc.mjs), under the name sandbox callers
+ * class of this package's clients (occ-driver-host-rpc), under the name sandbox callers
  * know it by; `code` is the backend's: not-found, escapes-workspace, symlink, ...
  */
 export { DriverError as SandboxError };
 
-/** The backend id this client registers under (see openclaw-plugin/). */
+/** The backend id this client registers under (see ./index.mjs). */
 export const BACKEND_ID = "occ-ssh";
 
 const b64 = (data) => Buffer.from(typeof data === "string" ? data : data ?? []).toString("base64");
 
 /**
- * One JSON-RPC connection to the host's socket (the peer is ./rpc.mjs). It
+ * One JSON-RPC connection to the host's socket (the peer is occ-driver-host-rpc's rpc.mjs). It
  * keeps this process alive only while a call is pending.
  */
 export class Connection {

@@ -9,7 +9,7 @@
 // plugin must register in the gateway's own process.
 //
 //   OCC_RIG=/run/occ-rig-sandbox OCC_DRIVER_HOST=.../occ-driver-host \
-//     $NODE24 --test host/node/test-sandbox/agent.test.mjs
+//     $NODE24 --test host/node/openclaw-plugin/test/agent.test.mjs
 
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
@@ -24,7 +24,7 @@ import { agentTurn, scriptedModel, scriptedProvider, toolResults } from "./model
 import { approvedScripts, component, hostBinary, rig, sh, unique, workerConfig } from "./rig.mjs";
 
 const host = rig.hosts[0];
-const plugin = join(dirname(fileURLToPath(import.meta.url)), "../openclaw-plugin");
+const plugin = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 test("an OpenClaw agent turn runs its tools in the component's sandbox", { timeout: 300_000 }, async () => {
   const steps = [

@@ -614,7 +614,7 @@ const cpus = (() => {
   }
 })();
 const lines = [
-  `Sandbox benchmark: occ-ssh (\`occ-driver-host serve\` through host/node/sandbox.mjs) against OpenClaw ${openclawVersion}'s own \`ssh\` backend, ` +
+  `Sandbox benchmark: occ-ssh (\`occ-driver-host serve\` through host/node/openclaw-plugin/sandbox.mjs) against OpenClaw ${openclawVersion}'s own \`ssh\` backend, ` +
     `on rig host ${host.name}, ${cpus} CPUs, ${seconds} s; operation rows ${N} pairs, seeding ${SEED_N}, ratio = baseline / measured.`,
   "",
   "| benchmark | measured | baseline | ratio |",
