@@ -10,7 +10,7 @@ use crate::bindings::occ::compute0_2_0::{
 use crate::bindings::occ::compute0_3_0::{local_workspace, ssh_exec};
 use crate::error::{Error, ExecError, FailureKind};
 use crate::model;
-use crate::scripts;
+use crate::scripts::Run;
 
 /// Each remote script in a custom section `occ:script:<name>` of the core
 /// module, where the host reads it without running anything: `inspect` shows
@@ -89,36 +89,14 @@ fn root(r: model::Root) -> workspace_types::WorkspaceRoot {
     }
 }
 
-/// The script an exec runs, by the name the host runs it by, and its
-/// arguments: the host supplies the text it approved at load, so that only
-/// the name and the arguments cross (WIT 0.3.0). The policy layer describes
-/// each exec as what runs (`scripts::Script::argv`); this checks that it is
-/// one of the scripts this component ships, as shipped.
-fn shipped(argv: &[String]) -> Result<(&str, &[String]), ExecError> {
-    match argv {
-        [interpreter, flag, text, name, args @ ..]
-            if flag == "-c"
-                && scripts::ALL.iter().any(|s| {
-                    s.name == name && s.text == text && s.interpreter() == interpreter
-                }) =>
-        {
-            Ok((name, args))
-        }
-        _ => Err(ExecError::Refused(
-            "the backend runs nothing but the scripts it ships".to_string(),
-        )),
-    }
-}
-
 impl Effects for Host {
     fn exec(
         &mut self,
-        argv: &[String],
+        run: &Run,
         stdin: &[u8],
         timeout_ms: u32,
     ) -> Result<model::ExecOutput, ExecError> {
-        let (name, args) = shipped(argv)?;
-        ssh_exec::run(TARGET, name, args, stdin, timeout_ms)
+        ssh_exec::run(TARGET, run.script.name, &run.args, stdin, timeout_ms)
             .map(output)
             .map_err(exec_error)
     }
@@ -137,11 +115,10 @@ impl Effects for Host {
     fn upload(
         &mut self,
         r: model::Root,
-        argv: &[String],
+        run: &Run,
         timeout_ms: u32,
     ) -> Result<model::ExecOutput, ExecError> {
-        let (name, args) = shipped(argv)?;
-        local_workspace::upload(root(r), TARGET, name, args, timeout_ms)
+        local_workspace::upload(root(r), TARGET, run.script.name, &run.args, timeout_ms)
             .map(output)
             .map_err(upload_error)
     }
@@ -154,13 +131,19 @@ impl Effects for Host {
         &mut self,
         r: model::Root,
         names: &[String],
-        argv: &[String],
+        run: &Run,
         timeout_ms: u32,
     ) -> Result<model::ExecOutput, ExecError> {
-        let (name, args) = shipped(argv)?;
-        local_workspace::upload_entries(root(r), names, TARGET, name, args, timeout_ms)
-            .map(output)
-            .map_err(upload_error)
+        local_workspace::upload_entries(
+            root(r),
+            names,
+            TARGET,
+            run.script.name,
+            &run.args,
+            timeout_ms,
+        )
+        .map(output)
+        .map_err(upload_error)
     }
 
     fn random_hex(&mut self) -> String {

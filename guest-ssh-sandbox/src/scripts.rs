@@ -2,14 +2,15 @@
 //!
 //! Every remote effect is one of three fixed scripts under `scripts/`, shipped
 //! in the component (and in custom sections the host reads before anything
-//! runs; see `component.rs`). An exec is always
-//! `[<interpreter>, "-c", <script text>, <script name>, <args...>]`, the
-//! interpreter being what the script's first line names; the host refuses any
-//! other shape, any script the installation did not approve, and any
-//! operation or argument the call's method does not allow
-//! ([`occ_ssh_target::envelope`]). It runs the script with its own envelope
-//! before the arguments: the workspace root, the runtime id and the mounts
-//! come from there, never from the component.
+//! runs; see `component.rs`). The backend names what runs, a [`Run`]: a
+//! script by name and its arguments (WIT 0.3.0's `ssh-exec.run`). The host
+//! builds the exec, `[<interpreter>, "-c", <script text>, <script name>,
+//! <args...>]`, from the text it approved at load, the interpreter being what
+//! the script's first line names; it refuses any script the installation did
+//! not approve, and any operation or argument the call's method does not
+//! allow ([`occ_ssh_target::envelope`]). It runs the script with its own
+//! envelope before the arguments: the workspace root, the runtime id and the
+//! mounts come from there, never from the component.
 //!
 //! - `preflight` (POSIX sh): the remote utility contract;
 //! - `workspace` (python3): every change to a remote workspace, on descriptors;
@@ -49,9 +50,6 @@ pub const EXEC: Script = Script {
     text: include_str!("../scripts/exec.py"),
 };
 
-/// Every script the component ships, in the order `inspect` lists them.
-pub const ALL: &[Script] = &[PREFLIGHT, WORKSPACE, EXEC];
-
 impl Script {
     /// The program that runs the script, from its first line.
     pub fn interpreter(&self) -> &'static str {
@@ -64,17 +62,22 @@ impl Script {
         })
     }
 
-    /// The argument vector that runs the script with `args`.
-    pub fn argv<S: AsRef<str>>(&self, args: &[S]) -> Vec<String> {
-        let mut argv = vec![
-            self.interpreter().to_string(),
-            "-c".to_string(),
-            self.text.to_string(),
-            self.name.to_string(),
-        ];
-        argv.extend(args.iter().map(|a| a.as_ref().to_string()));
-        argv
+    /// A run of the script with `args`.
+    pub fn run<S: AsRef<str>>(&self, args: &[S]) -> Run {
+        Run {
+            script: *self,
+            args: args.iter().map(|a| a.as_ref().to_string()).collect(),
+        }
     }
+}
+
+/// What the backend asks to run: one of the scripts it ships, by name, and
+/// the arguments after the host's envelope. Neither the script's text nor an
+/// argument vector crosses to the host: it builds those from what it approved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub script: Script,
+    pub args: Vec<String>,
 }
 
 /// Why a script did not succeed.
@@ -204,10 +207,9 @@ mod tests {
         assert_eq!(PREFLIGHT.interpreter(), "/bin/sh");
         assert_eq!(WORKSPACE.interpreter(), "python3");
         assert_eq!(EXEC.interpreter(), "python3");
-        let argv = WORKSPACE.argv(&["stat", "workspace", "a"]);
-        assert_eq!(&argv[..2], &["python3", "-c"]);
-        assert_eq!(argv[2], WORKSPACE.text);
-        assert_eq!(&argv[3..], &["workspace", "stat", "workspace", "a"]);
+        let run = WORKSPACE.run(&["stat", "workspace", "a"]);
+        assert_eq!(run.script.name, "workspace");
+        assert_eq!(run.args, ["stat", "workspace", "a"]);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use occ_ssh_target::envelope::Envelope;
 use crate::backend::Effects;
 use crate::error::ExecError;
 use crate::model::{ExecOutput, Level, Root, WorkspaceSummary};
+use crate::scripts::Run;
 
 pub(crate) struct LocalTarget {
     pub(crate) roots: HashMap<&'static str, PathBuf>,
@@ -56,12 +57,12 @@ impl LocalTarget {
         })
     }
 
-    /// Run `argv` with a tar archive of `members` of `root` on its stdin.
+    /// Run `run` with a tar archive of `members` of `root` on its stdin.
     fn upload_tar(
         &mut self,
         root: Root,
         members: &[impl AsRef<std::ffi::OsStr>],
-        argv: &[String],
+        run: &Run,
     ) -> Result<ExecOutput, ExecError> {
         let dir = self.dir(root)?;
         let tar = Command::new("tar")
@@ -71,7 +72,7 @@ impl LocalTarget {
             .args(members)
             .output()
             .map_err(|e| ExecError::Local(e.to_string()))?;
-        self.run(argv, &mut |input| {
+        self.run(run, &mut |input| {
             let _ = input.write_all(&tar.stdout);
         })
     }
@@ -92,27 +93,28 @@ impl LocalTarget {
         self.counter
     }
 
+    /// Run a script as the host builds its exec: `<interpreter> -c <text>
+    /// <name>`, the envelope before the arguments.
     fn run(
         &mut self,
-        argv: &[String],
+        run: &Run,
         stdin: &mut dyn FnMut(&mut std::process::ChildStdin),
     ) -> Result<ExecOutput, ExecError> {
-        self.calls.push(format!(
-            "{} {}",
-            argv[3],
-            argv.get(4).map(String::as_str).unwrap_or("")
-        ));
-        if argv.get(3).map(String::as_str) == Some("workspace")
-            && argv.get(4).map(String::as_str) == Some("publish")
+        let (script, op) = (run.script, run.args.first().map(String::as_str));
+        self.calls
+            .push(format!("{} {}", script.name, op.unwrap_or("")));
+        if script.name == "workspace"
+            && op == Some("publish")
             && let Some(hook) = self.before_publish.as_mut()
         {
             hook();
         }
         let mut args = vec![self.envelope.clone()];
-        args.extend(argv[4..].iter().cloned());
-        let framed = argv[0] == "python3";
-        let mut command = Command::new(&argv[0]);
-        command.args(&argv[1..4]);
+        args.extend(run.args.iter().cloned());
+        let interpreter = script.interpreter();
+        let framed = interpreter == "python3";
+        let mut command = Command::new(interpreter);
+        command.args(["-c", script.text, script.name]);
         if !framed {
             command.args(&args);
         }
@@ -142,13 +144,8 @@ impl LocalTarget {
 }
 
 impl Effects for LocalTarget {
-    fn exec(
-        &mut self,
-        argv: &[String],
-        stdin: &[u8],
-        _timeout_ms: u32,
-    ) -> Result<ExecOutput, ExecError> {
-        self.run(argv, &mut |input| {
+    fn exec(&mut self, run: &Run, stdin: &[u8], _timeout_ms: u32) -> Result<ExecOutput, ExecError> {
+        self.run(run, &mut |input| {
             let _ = input.write_all(stdin);
         })
     }
@@ -175,13 +172,8 @@ impl Effects for LocalTarget {
         Ok(s)
     }
 
-    fn upload(
-        &mut self,
-        root: Root,
-        argv: &[String],
-        _timeout_ms: u32,
-    ) -> Result<ExecOutput, ExecError> {
-        self.upload_tar(root, &["."], argv)
+    fn upload(&mut self, root: Root, run: &Run, _timeout_ms: u32) -> Result<ExecOutput, ExecError> {
+        self.upload_tar(root, &["."], run)
     }
 
     fn entries(&mut self, root: Root) -> Result<Vec<String>, ExecError> {
@@ -201,7 +193,7 @@ impl Effects for LocalTarget {
         &mut self,
         root: Root,
         names: &[String],
-        argv: &[String],
+        run: &Run,
         _timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError> {
         let mut members = vec![
@@ -210,7 +202,7 @@ impl Effects for LocalTarget {
             "--recursion".into(),
         ];
         members.extend(names.iter().map(|n| format!("./{n}")));
-        self.upload_tar(root, &members, argv)
+        self.upload_tar(root, &members, run)
     }
 
     fn random_hex(&mut self) -> String {

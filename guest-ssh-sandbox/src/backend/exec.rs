@@ -109,7 +109,7 @@ impl<'e, E: Effects> Backend<'e, E> {
                     .to_string();
             let mut input = header.clone().into_bytes();
             input.extend_from_slice(stdin);
-            let argv = EXEC.argv(&[
+            let run = EXEC.run(&[
                 mode,
                 workdir.mount.name(),
                 &workdir.relative_path,
@@ -123,7 +123,7 @@ impl<'e, E: Effects> Backend<'e, E> {
             } else {
                 timeout_ms.saturating_add(EXEC_SLACK_MS)
             };
-            let out = match self.effects.exec(&argv, &input, bound) {
+            let out = match self.effects.exec(&run, &input, bound) {
                 Ok(out) => out,
                 // The host's backstop: the script did not report in time either.
                 Err(ExecError::Timeout) => return Ok(None),

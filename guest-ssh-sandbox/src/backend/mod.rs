@@ -24,26 +24,16 @@ use crate::layout::Layout;
 use crate::model::{
     ExecOutput, Level, PreflightReport, Root, SandboxScope, Warning, WorkspaceSummary,
 };
-use crate::scripts::{self, Failure, PREFLIGHT, WORKSPACE};
+use crate::scripts::{self, Failure, PREFLIGHT, Run, WORKSPACE};
 
 /// What the backend may do besides computing: the host's imports.
 pub trait Effects {
-    /// Run an approved script on the target (`ssh-exec.exec` to `target`).
-    fn exec(
-        &mut self,
-        argv: &[String],
-        stdin: &[u8],
-        timeout_ms: u32,
-    ) -> Result<ExecOutput, ExecError>;
+    /// Run a shipped script on the target (`ssh-exec.run` to `target`).
+    fn exec(&mut self, run: &Run, stdin: &[u8], timeout_ms: u32) -> Result<ExecOutput, ExecError>;
     /// Count a granted local root, refusing what cannot be sent.
     fn summary(&mut self, root: Root) -> Result<WorkspaceSummary, ExecError>;
-    /// Stream a granted local root into an approved script's stdin.
-    fn upload(
-        &mut self,
-        root: Root,
-        argv: &[String],
-        timeout_ms: u32,
-    ) -> Result<ExecOutput, ExecError>;
+    /// Stream a granted local root into a shipped script's stdin.
+    fn upload(&mut self, root: Root, run: &Run, timeout_ms: u32) -> Result<ExecOutput, ExecError>;
     /// The names of a granted local root's top-level entries, sorted.
     fn entries(&mut self, root: Root) -> Result<Vec<String>, ExecError>;
     /// [`Effects::upload`] of the named top-level entries of the root only.
@@ -51,7 +41,7 @@ pub trait Effects {
         &mut self,
         root: Root,
         names: &[String],
-        argv: &[String],
+        run: &Run,
         timeout_ms: u32,
     ) -> Result<ExecOutput, ExecError>;
     /// 32 random lowercase hex digits (names of stages, exec nonces).
@@ -94,7 +84,7 @@ pub fn preflight<E: Effects>(
     let config = Config::parse(configuration)?;
     let target = config.ssh.target_label.clone();
     let out = effects
-        .exec(&PREFLIGHT.argv::<&str>(&[]), &[], FS_TIMEOUT_MS)
+        .exec(&PREFLIGHT.run::<&str>(&[]), &[], FS_TIMEOUT_MS)
         .map_err(|e| exec_error(e, "preflight", &target))?;
     let stdout = scripts::outcome(out, PREFLIGHT.interpreter(), "preflight", &target).map_err(
         |f| match f {
@@ -189,10 +179,10 @@ impl<'e, E: Effects> Backend<'e, E> {
 
     /// `workspace <op> <args...>`: the host puts its envelope (the workspace
     /// root, the runtime id, the mounts) before the operation.
-    fn workspace_args(&self, op: &str, args: &[&str]) -> Vec<String> {
-        let mut all = vec![op.to_string()];
-        all.extend(args.iter().map(|a| a.to_string()));
-        all
+    fn workspace(op: &str, args: &[&str]) -> Run {
+        let mut all = vec![op];
+        all.extend_from_slice(args);
+        WORKSPACE.run(&all)
     }
 
     /// A workspace operation; seeds the runtime on first use and runs it again.
@@ -203,7 +193,7 @@ impl<'e, E: Effects> Backend<'e, E> {
         stdin: &[u8],
         what: &str,
     ) -> Result<Vec<u8>, Error> {
-        let argv = WORKSPACE.argv(&self.workspace_args(op, args));
-        self.seeded(what, |b| b.effects.exec(&argv, stdin, FS_TIMEOUT_MS))
+        let run = Self::workspace(op, args);
+        self.seeded(what, |b| b.effects.exec(&run, stdin, FS_TIMEOUT_MS))
     }
 }

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::{Backend, Effects, FS_TIMEOUT_MS, SEED_TIMEOUT_MS, exec_error};
 use crate::error::{Code, Error};
 use crate::model::{Ensured, Level, Root, Seeding};
-use crate::scripts::{self, Failure, Script, WORKSPACE};
+use crate::scripts::{self, Failure, Run, WORKSPACE};
 use occ_ssh_target::envelope::{INPUTS, INPUTS_ABSENT, MAX_STAGED_NAMES, SKILLS, is_staged_input};
 
 impl<'e, E: Effects> Backend<'e, E> {
@@ -26,12 +26,12 @@ impl<'e, E: Effects> Backend<'e, E> {
             .effects
             .summary(Root::Skills)
             .map_err(|e| exec_error(e, WHAT, &target))?;
-        let argv = WORKSPACE.argv(&self.workspace_args(SKILLS, &[]));
+        let run = Self::workspace(SKILLS, &[]);
         self.seeded(WHAT, |b| {
             if summary.directories == 0 {
-                b.effects.exec(&argv, &[], FS_TIMEOUT_MS)
+                b.effects.exec(&run, &[], FS_TIMEOUT_MS)
             } else {
-                b.effects.upload(Root::Skills, &argv, SEED_TIMEOUT_MS)
+                b.effects.upload(Root::Skills, &run, SEED_TIMEOUT_MS)
             }
         })?;
         Ok(())
@@ -57,8 +57,8 @@ impl<'e, E: Effects> Backend<'e, E> {
         let mut absent = Vec::new();
         for asked in local.chunks(MAX_STAGED_NAMES) {
             let list = asked.join(",");
-            let argv = WORKSPACE.argv(&self.workspace_args(INPUTS_ABSENT, &[&list]));
-            let out = self.seeded(WHAT, |b| b.effects.exec(&argv, &[], FS_TIMEOUT_MS))?;
+            let run = Self::workspace(INPUTS_ABSENT, &[&list]);
+            let out = self.seeded(WHAT, |b| b.effects.exec(&run, &[], FS_TIMEOUT_MS))?;
             let answer = scripts::json(&out, WHAT)?;
             let names = answer["absent"].as_array().ok_or_else(|| {
                 Error::new(
@@ -77,19 +77,18 @@ impl<'e, E: Effects> Backend<'e, E> {
         if absent.is_empty() {
             return Ok(());
         }
-        let argv = WORKSPACE.argv(&self.workspace_args(INPUTS, &[]));
+        let run = Self::workspace(INPUTS, &[]);
         self.seeded(WHAT, |b| {
             b.effects
-                .upload_entries(Root::Inputs, &absent, &argv, SEED_TIMEOUT_MS)
+                .upload_entries(Root::Inputs, &absent, &run, SEED_TIMEOUT_MS)
         })?;
         Ok(())
     }
 
-    /// Run `script` and read its outcome.
+    /// Run a script and read its outcome.
     fn run(
         &mut self,
-        script: &Script,
-        args: &[String],
+        run: &Run,
         stdin: &[u8],
         timeout_ms: u32,
         what: &str,
@@ -97,9 +96,9 @@ impl<'e, E: Effects> Backend<'e, E> {
         let target = self.target().to_string();
         let out = self
             .effects
-            .exec(&script.argv(args), stdin, timeout_ms)
+            .exec(run, stdin, timeout_ms)
             .map_err(|e| exec_error(e, what, &target))?;
-        scripts::outcome(out, script.interpreter(), what, &target)
+        scripts::outcome(out, run.script.interpreter(), what, &target)
     }
 
     /// A runtime operation (no seeding), answered with JSON.
@@ -111,8 +110,7 @@ impl<'e, E: Effects> Backend<'e, E> {
         timeout_ms: u32,
         what: &str,
     ) -> Result<Value, Error> {
-        let argv = self.workspace_args(op, args);
-        match self.run(&WORKSPACE, &argv, stdin, timeout_ms, what) {
+        match self.run(&Self::workspace(op, args), stdin, timeout_ms, what) {
             Ok(stdout) => scripts::json(&stdout, what),
             Err(Failure::Error(e)) => Err(e),
             Err(Failure::NoRuntime) => Err(Error::new(
@@ -211,10 +209,10 @@ impl<'e, E: Effects> Backend<'e, E> {
     fn fill_and_publish(&mut self, stage: &str) -> Result<Seeding, Error> {
         let target = self.target().to_string();
         for (mount, root) in self.layout.seeds() {
-            let argv = WORKSPACE.argv(&self.workspace_args("unpack", &[stage, mount.name()]));
+            let run = Self::workspace("unpack", &[stage, mount.name()]);
             let out = self
                 .effects
-                .upload(root, &argv, SEED_TIMEOUT_MS)
+                .upload(root, &run, SEED_TIMEOUT_MS)
                 .map_err(|e| exec_error(e, "seed", &target))?;
             scripts::outcome(out, WORKSPACE.interpreter(), "seed", &target).map_err(
                 |f| match f {
