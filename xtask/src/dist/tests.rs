@@ -1,6 +1,7 @@
 //! The release's packages checked before a build: what agrees with the host,
 //! what is refused.
 
+use super::package::NPM_MTIME;
 use super::*;
 
 #[test]
