@@ -18,7 +18,7 @@ use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink
 use super::bindings::occ::compute::ssh_exec as wit;
 use super::bindings::v0_3::occ::compute0_3_0::ssh_exec as wit_0_3;
 use super::grant::{ExecPolicy, HostGrant};
-use super::seal::seal;
+use super::seal::sealed_command_line_len;
 use super::{Admitted, ExecAsk, SshExecState};
 
 pub use occ_ssh_target::programs::interpreter_of;
@@ -36,15 +36,21 @@ pub(super) fn stdin_sha256(exec: &super::SshExec, program: Option<&str>, stdin: 
     }
 }
 
-fn audited_argv(argv: &[String]) -> Value {
+/// `argv` for its audit record: a long argument as its length and SHA-256,
+/// the one taken at load when it is the text of the shipped program that
+/// `shipped` names (a script, which the host put in the vector).
+pub(super) fn audited_argv(argv: &[String], shipped: Option<(&[u8], &Sha256)>) -> Value {
     Value::Array(
         argv.iter()
             .map(|a| {
                 if a.len() <= AUDIT_ARG_BYTES {
-                    json!(a)
-                } else {
-                    json!({"length": a.len(), "sha256": sha256_hex(a.as_bytes())})
+                    return json!(a);
                 }
+                let sha256 = match shipped {
+                    Some((text, sha256)) if a.as_bytes() == text => sha256.as_str().to_string(),
+                    _ => sha256_hex(a.as_bytes()),
+                };
+                json!({"length": a.len(), "sha256": sha256})
             })
             .collect(),
     )
@@ -263,7 +269,7 @@ impl SshExecState {
                 },
             };
             // What travels on the remote command line is the sealed vector.
-            check_command_line(&seal(&exec.grant.policy, &admitted.argv, &[]).argv)?;
+            check_command_line(sealed_command_line_len(&exec.grant.policy, &admitted.argv))?;
             Ok((host, admitted))
         });
         let (host, Admitted { argv, audit }) = match checked {
@@ -297,15 +303,22 @@ impl SshExecState {
             .as_ref()
             .and_then(|select| select(argv))
             .filter(|s| s.command || (stream.is_none() && sink.is_none()));
-        let mut fields = json!({
-            "host": alias,
-            "backend": self.exec.backend_kind(),
-            "argv": audited_argv(argv),
-            "stdinLength": stdin.len(),
-            "stdinSha256": stdin_sha256(&exec, program, stdin),
-            "stdinStreamed": stream.is_some(),
-            "outputStreamed": sink.is_some(),
-        });
+        // The record's hashes (the long arguments, the stdin: a file's
+        // bytes, for a write) are taken only when records are written.
+        let mut fields = if self.scope.audit.enabled() {
+            let shipped = program.and_then(|name| exec.shipped(name));
+            json!({
+                "host": alias,
+                "backend": self.exec.backend_kind(),
+                "argv": audited_argv(argv, shipped),
+                "stdinLength": stdin.len(),
+                "stdinSha256": stdin_sha256(&exec, program, stdin),
+                "stdinStreamed": stream.is_some(),
+                "outputStreamed": sink.is_some(),
+            })
+        } else {
+            Value::Null
+        };
         if let (Some(_), Value::Object(f)) = (&serve, &mut fields) {
             // Answered by the scope's long-lived worker, not a run of its own.
             f.insert("worker".into(), Value::Bool(true));
@@ -470,15 +483,18 @@ pub const MAX_COMMAND_LINE: usize = 128 * 1024 - 1;
 
 /// The remote command line of `argv`, at most: each argument quoted for the
 /// shell (a quote inside one costs three more bytes) and followed by a space.
-pub fn command_line_len(argv: &[String]) -> usize {
+pub fn command_line_len<S: AsRef<str>>(argv: &[S]) -> usize {
     argv.iter()
-        .map(|a| a.len() + 3 + 3 * a.bytes().filter(|b| *b == b'\'').count())
+        .map(|a| {
+            let a = a.as_ref();
+            a.len() + 3 + 3 * a.bytes().filter(|b| *b == b'\'').count()
+        })
         .sum()
 }
 
-/// Refuses, before any ssh process starts, a vector no remote shell could take.
-fn check_command_line(argv: &[String]) -> Result<(), ExecError> {
-    let line = command_line_len(argv);
+/// Refuses, before any ssh process starts, a vector no remote shell could
+/// take: `line` is the sealed command line's length.
+fn check_command_line(line: usize) -> Result<(), ExecError> {
     if line > MAX_COMMAND_LINE {
         return Err(ExecError::Refused(format!(
             "the remote command line would be {line} bytes, over the {MAX_COMMAND_LINE} bytes \

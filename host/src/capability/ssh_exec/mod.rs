@@ -551,4 +551,27 @@ mod tests {
         assert!(!scripts.ships_approved("workspace"));
         assert!(!scripts.is_shipped_approved("workspace", script));
     }
+
+    /// A script in the vector is recorded with the hash taken at load when
+    /// it is the shipped text, byte for byte; a text of the same length that
+    /// differs (a hostile component's, through WIT 0.2.0) with its own.
+    #[test]
+    fn an_audited_script_argument_is_the_load_time_hash_only_for_the_shipped_text() {
+        let text = format!("#!/usr/bin/env python3\n{}\n", "#".repeat(400));
+        let forged = text.replacen('#', "x", 2);
+        assert_eq!(forged.len(), text.len());
+        let scripts = exec(ExecPolicy::PinnedScripts {
+            approved: BTreeMap::new(),
+        })
+        .with_shipped([("workspace", text.as_bytes())]);
+        let shipped = scripts.shipped("workspace");
+        let sha = |t: &str| occ_ssh_target::digest::sha256_hex(t.as_bytes());
+        for script in [&text, &forged] {
+            let argv = ["python3", "-c", script, "workspace", "stat"].map(str::to_string);
+            let audited = host::audited_argv(&argv, shipped);
+            assert_eq!(audited[2]["sha256"], sha(script));
+            assert_eq!(audited[2]["length"], script.len());
+            assert_eq!(audited[4], "stat");
+        }
+    }
 }

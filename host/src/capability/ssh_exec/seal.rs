@@ -25,6 +25,7 @@
 //! changes how it travels, not what runs.
 
 use super::grant::ExecPolicy;
+use super::host::command_line_len;
 use occ_ssh_target::programs::interpreter_of;
 
 /// The helper's loader, run as `node -e <it>`: it reads the helper's text
@@ -54,47 +55,75 @@ fn args_frame(args: &[String]) -> Vec<u8> {
     frame(serde_json::json!({ "args": args }).to_string().as_bytes())
 }
 
-/// `argv` with `stdin`, as it travels under `policy`. A vector of another
-/// shape than the policy runs (the grant refused it before this) travels as
-/// it is.
-pub fn seal(policy: &ExecPolicy, argv: &[String], stdin: &[u8]) -> Sealed {
+/// How `argv` travels under `policy`, borrowed: what stays on the command
+/// line and what moves into the stdin frame of arguments. [`seal`] builds
+/// from it, and [`sealed_command_line_len`] measures it without a copy.
+enum Split<'a> {
+    /// `[<nodePath>, "-e", <the loader>]`; the helper's text, then `args`.
+    Helper { node: &'a str, args: &'a [String] },
+    /// `[<python3>, "-c", <script>, <name>]` (`head`), then `args`.
+    Script {
+        head: &'a [String],
+        args: &'a [String],
+    },
+    /// A vector of another shape than the policy runs (the grant refused it
+    /// before this) travels as it is.
+    AsItIs,
+}
+
+fn split<'a>(policy: &ExecPolicy, argv: &'a [String]) -> Split<'a> {
     match policy {
         ExecPolicy::NodeHelper { .. } => match argv {
-            [node, dash, args @ ..] if dash == "-" => {
-                let mut input = frame(stdin);
-                input.extend_from_slice(&args_frame(args));
-                Sealed {
-                    argv: vec![node.clone(), "-e".into(), HELPER_LOADER.into()],
-                    stdin: input,
-                }
-            }
-            _ => as_it_is(argv, stdin),
+            [node, dash, args @ ..] if dash == "-" => Split::Helper { node, args },
+            _ => Split::AsItIs,
         },
         ExecPolicy::PinnedScripts { .. } => match argv {
-            [interpreter, flag, script, name, args @ ..]
+            [_, flag, script, _, args @ ..]
                 if flag == "-c" && interpreter_of(script) == Some("python3") =>
             {
-                let mut input = args_frame(args);
-                input.extend_from_slice(stdin);
-                Sealed {
-                    argv: vec![
-                        interpreter.clone(),
-                        flag.clone(),
-                        script.clone(),
-                        name.clone(),
-                    ],
-                    stdin: input,
+                Split::Script {
+                    head: &argv[..4],
+                    args,
                 }
             }
-            _ => as_it_is(argv, stdin),
+            _ => Split::AsItIs,
         },
     }
 }
 
-fn as_it_is(argv: &[String], stdin: &[u8]) -> Sealed {
-    Sealed {
-        argv: argv.to_vec(),
-        stdin: stdin.to_vec(),
+/// `argv` with `stdin`, as it travels under `policy`.
+pub fn seal(policy: &ExecPolicy, argv: &[String], stdin: &[u8]) -> Sealed {
+    match split(policy, argv) {
+        Split::Helper { node, args } => {
+            let mut input = frame(stdin);
+            input.extend_from_slice(&args_frame(args));
+            Sealed {
+                argv: vec![node.to_string(), "-e".into(), HELPER_LOADER.into()],
+                stdin: input,
+            }
+        }
+        Split::Script { head, args } => {
+            let mut input = args_frame(args);
+            input.extend_from_slice(stdin);
+            Sealed {
+                argv: head.to_vec(),
+                stdin: input,
+            }
+        }
+        Split::AsItIs => Sealed {
+            argv: argv.to_vec(),
+            stdin: stdin.to_vec(),
+        },
+    }
+}
+
+/// The remote command line [`seal`] gives `argv` under `policy`, at most
+/// ([`command_line_len`]), measured where it lies: nothing is copied.
+pub fn sealed_command_line_len(policy: &ExecPolicy, argv: &[String]) -> usize {
+    match split(policy, argv) {
+        Split::Helper { node, .. } => command_line_len(&[node, "-e", HELPER_LOADER]),
+        Split::Script { head, .. } => command_line_len(head),
+        Split::AsItIs => command_line_len(argv),
     }
 }
 
@@ -162,6 +191,35 @@ mod tests {
             "{\"method\":\"preflight\"}",
         ]);
         assert_eq!(seal(&scripts, &argv, b"").argv, argv);
+    }
+
+    /// The bound on the command line measures what `seal` would build.
+    #[test]
+    fn the_sealed_length_is_the_sealed_lines_length() {
+        let helper = ExecPolicy::NodeHelper { approved: vec![] };
+        let scripts = ExecPolicy::PinnedScripts {
+            approved: BTreeMap::new(),
+        };
+        let python = "#!/usr/bin/env python3\nprint('it''s')\n";
+        for (policy, argv) in [
+            (&helper, strings(&["/usr/bin/node", "-", "T1A=", "RU5W"])),
+            (&helper, strings(&["/usr/bin/node", "x'y"])),
+            (
+                &scripts,
+                strings(&["python3", "-c", python, "workspace", "{}", "read", "a'b"]),
+            ),
+            (
+                &scripts,
+                strings(&["/bin/sh", "-c", "#!/bin/sh\n", "preflight", "{}"]),
+            ),
+            (&scripts, strings(&["python3", "-x"])),
+        ] {
+            assert_eq!(
+                sealed_command_line_len(policy, &argv),
+                command_line_len(&seal(policy, &argv, b"stdin").argv),
+                "{argv:?}"
+            );
+        }
     }
 
     /// The loader the host sends is the file the auditor reads.
