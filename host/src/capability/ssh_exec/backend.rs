@@ -69,11 +69,12 @@ pub struct ExecRequest<'a> {
 /// every request is checked by it as a one-shot run is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Serve {
-    /// The argument vector that starts the worker.
-    pub start: Vec<String>,
+    /// The argument vector that starts the worker, built once for all
+    /// the requests it answers (it holds the workspace script's text).
+    pub start: Arc<[String]>,
     /// What the worker reads on stdin after its start's own frame: the
     /// host's frame of the programs it may run for a command.
-    pub start_input: Vec<u8>,
+    pub start_input: Arc<[u8]>,
     /// The request: what a one-shot run gets after the script's name.
     pub request: Vec<String>,
     /// A command (the exec script's run): its input and output stream, and

@@ -262,7 +262,10 @@ impl SandboxBackend {
         };
         let worker_programs = installation
             .worker
-            .and_then(|_| WorkerPrograms::new(text("workspace")?, text("exec")))
+            .and_then(|_| {
+                let root = &settings.as_ref().ok()?.workspace_root;
+                WorkerPrograms::new(text("workspace")?, text("exec"), root)
+            })
             .map(Arc::new);
         let backend = SandboxBackend {
             runtime: Arc::new(runtime.with_wall(wall)),

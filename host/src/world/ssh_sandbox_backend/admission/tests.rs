@@ -39,6 +39,7 @@ fn programs(exec: bool) -> WorkerPrograms {
     WorkerPrograms::new(
         "#!/usr/bin/env python3\n# the workspace script\n",
         exec.then_some("#!/usr/bin/env python3\n# the exec script\n"),
+        "/r",
     )
     .unwrap()
 }
@@ -61,7 +62,7 @@ fn a_worker_answers_what_was_admitted_and_starts_from_the_envelope() {
         .served(&read, bound, &programs(true))
         .expect("a read is served");
     assert_eq!(
-        serve.start,
+        *serve.start,
         [
             "python3",
             "-c",
@@ -84,6 +85,27 @@ fn a_worker_answers_what_was_admitted_and_starts_from_the_envelope() {
         "in its scope's order"
     );
     assert_eq!(serve.bound, bound);
+    // Every request shares the backend's start vector and frame: the
+    // scripts' texts are not copied per request.
+    let shared = programs(true);
+    let again = admission(Method::ReadFile, Access::ReadWrite, None)
+        .served(&read, bound, &shared)
+        .unwrap();
+    let once_more = admission(Method::ReadFile, Access::ReadWrite, None)
+        .served(&read, bound, &shared)
+        .unwrap();
+    assert!(std::sync::Arc::ptr_eq(&again.start, &once_more.start));
+    assert!(std::sync::Arc::ptr_eq(
+        &again.start_input,
+        &once_more.start_input
+    ));
+    // Programs built for another root still start from the envelope's.
+    let elsewhere = WorkerPrograms::new("#!/usr/bin/env python3\n", None, "/elsewhere").unwrap();
+    let serve = admission(Method::ReadFile, Access::ReadWrite, None)
+        .served(&read, bound, &elsewhere)
+        .unwrap();
+    assert_eq!(serve.start.last().map(String::as_str), Some("/r"));
+    assert_eq!(serve.start[2], "#!/usr/bin/env python3\n");
     let write = admission(Method::WriteFile, Access::ReadWrite, None)
         .admit(
             &argv("workspace", &["write", "workspace", "x", "0"]),

@@ -2,6 +2,8 @@
 //! operations it serves (and which of them change nothing, so a new worker
 //! may be sent one again), and the programs it starts from.
 
+use std::sync::Arc;
+
 use occ_ssh_target::envelope;
 
 use super::CallAdmission;
@@ -32,36 +34,51 @@ const SERVED: &[(&str, bool)] = &[
 /// What a target's long-lived worker starts from: the approved workspace
 /// script, which it runs, and the frame of the approved exec script it runs
 /// commands with (`{"exec": null}` when the installation approves none:
-/// commands then run one-shot).
+/// commands then run one-shot). Built once per backend: every request shares
+/// its start vector and frame instead of copying the scripts' texts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(in crate::world::ssh_sandbox_backend) struct WorkerPrograms {
-    /// The interpreter the workspace script's first line names.
-    pub(in crate::world::ssh_sandbox_backend) interpreter: String,
-    /// The workspace script's text.
-    pub(in crate::world::ssh_sandbox_backend) workspace: String,
+    /// `[<interpreter>, "-c", <workspace script>, "workspace", "--serve",
+    /// <workspace root>]`, the interpreter being what the script's first
+    /// line names.
+    start: Arc<[String]>,
     /// The start's second frame: `{"exec": <text or null>}`.
-    pub start_input: Vec<u8>,
+    pub(super) start_input: Arc<[u8]>,
     /// Commands go to the worker (the exec script is approved).
     pub runs_commands: bool,
 }
 
 impl WorkerPrograms {
-    /// From the approved texts of the component's workspace and exec scripts.
+    /// From the approved texts of the component's workspace and exec scripts,
+    /// for the installation's workspace root.
     pub(in crate::world::ssh_sandbox_backend) fn new(
         workspace: &str,
         exec: Option<&str>,
+        workspace_root: &str,
     ) -> Option<WorkerPrograms> {
         let interpreter = occ_ssh_target::programs::interpreter_of(workspace)?;
         let start = serde_json::json!({ "exec": exec }).to_string();
         let mut start_input = (start.len() as u32).to_be_bytes().to_vec();
         start_input.extend_from_slice(start.as_bytes());
         Some(WorkerPrograms {
-            interpreter: interpreter.to_string(),
-            workspace: workspace.to_string(),
-            start_input,
+            start: start_vector(interpreter, workspace, workspace_root),
+            start_input: start_input.into(),
             runs_commands: exec.is_some(),
         })
     }
+}
+
+fn start_vector(interpreter: &str, workspace: &str, workspace_root: &str) -> Arc<[String]> {
+    [
+        interpreter,
+        "-c",
+        workspace,
+        "workspace",
+        "--serve",
+        workspace_root,
+    ]
+    .map(str::to_string)
+    .into()
 }
 
 impl CallAdmission {
@@ -89,15 +106,18 @@ impl CallAdmission {
             "exec" if programs.runs_commands => (true, false),
             _ => return None,
         };
+        // The envelope's root is the installation's, which the backend's
+        // start vector was built for.
+        let start = match programs.start.last() {
+            Some(root) if *root == envelope.workspace_root => programs.start.clone(),
+            _ => start_vector(
+                &programs.start[0],
+                &programs.start[2],
+                &envelope.workspace_root,
+            ),
+        };
         Some(Serve {
-            start: vec![
-                programs.interpreter.clone(),
-                "-c".into(),
-                programs.workspace.clone(),
-                "workspace".into(),
-                "--serve".into(),
-                envelope.workspace_root.clone(),
-            ],
+            start,
             start_input: programs.start_input.clone(),
             request: argv[4..].to_vec(),
             command,

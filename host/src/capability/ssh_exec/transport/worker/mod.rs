@@ -75,7 +75,47 @@ const UNAVAILABLE_FOR: Duration = Duration::from_secs(60);
 /// The most a command's input frame carries.
 const INPUT_CHUNK: usize = 64 << 10;
 
-type Key = (String, Vec<String>);
+/// A slot: a target's alias and the vector its worker starts from, which
+/// holds the workspace script's text. Each backend builds that vector once
+/// ([`Serve::start`]), so a key is found by identity, and hashed by the
+/// short arguments and the long ones' lengths, not by reading the text
+/// again on every request.
+#[derive(Clone)]
+struct Key {
+    alias: String,
+    start: Arc<[String]>,
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.alias == other.alias
+            && (Arc::ptr_eq(&self.start, &other.start) || self.start == other.start)
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.alias.hash(state);
+        for a in self.start.iter() {
+            if a.len() <= 256 {
+                a.hash(state);
+            } else {
+                a.len().hash(state);
+            }
+        }
+    }
+}
+
+impl Key {
+    fn of(alias: &str, serve: &Serve) -> Key {
+        Key {
+            alias: alias.to_string(),
+            start: serve.start.clone(),
+        }
+    }
+}
 
 /// What a worker said about one request.
 enum Event {
@@ -232,7 +272,7 @@ impl Workers {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<Arc<Master>, ExecError>>,
     {
-        let slot = self.slot((alias.to_string(), serve.start.clone()));
+        let slot = self.slot(Key::of(alias, serve));
         let mut slot = tokio::select! {
             s = slot.lock() => s,
             () = cancel.cancelled() => return Some(Err(ExecError::Cancelled)),
@@ -283,7 +323,7 @@ impl Workers {
 
     /// Forget `w` in its slot (it broke): the next request starts another.
     fn drop_worker(&self, alias: &str, serve: &Serve, w: &Arc<Worker>) {
-        let slot = self.slot((alias.to_string(), serve.start.clone()));
+        let slot = self.slot(Key::of(alias, serve));
         if let Ok(mut slot) = slot.try_lock()
             && slot.worker.as_ref().is_some_and(|s| Arc::ptr_eq(s, w))
         {
