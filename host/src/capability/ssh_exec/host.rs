@@ -27,10 +27,10 @@ pub use occ_ssh_target::programs::interpreter_of;
 const AUDIT_ARG_BYTES: usize = 256;
 
 /// The SHA-256 of an exec's stdin for its audit record: the one taken at load
-/// when the stdin is the shipped program itself (the helper, which `run`
-/// hands over as it is, not a copy), else taken now.
-pub(super) fn stdin_sha256(exec: &super::SshExec, program: Option<&str>, stdin: &[u8]) -> String {
-    match program.and_then(|name| exec.shipped(name)) {
+/// when the stdin is the text of the shipped program that `shipped` names
+/// (the helper, which `run` hands over as it is, not a copy), else taken now.
+pub(super) fn stdin_sha256(shipped: Option<(&[u8], &Sha256)>, stdin: &[u8]) -> String {
+    match shipped {
         Some((text, sha256)) if std::ptr::eq(text, stdin) => sha256.as_str().to_string(),
         _ => sha256_hex(stdin),
     }
@@ -312,7 +312,7 @@ impl SshExecState {
                 "backend": self.exec.backend_kind(),
                 "argv": audited_argv(argv, shipped),
                 "stdinLength": stdin.len(),
-                "stdinSha256": stdin_sha256(&exec, program, stdin),
+                "stdinSha256": stdin_sha256(shipped, stdin),
                 "stdinStreamed": stream.is_some(),
                 "outputStreamed": sink.is_some(),
             })

@@ -532,11 +532,12 @@ mod tests {
         // that hash; any other stdin is hashed for its own record.
         let (text, sha256) = helpers.shipped(SHIPPED_HELPER).unwrap();
         assert_eq!(sha256, &approved);
-        let audited = |stdin: &[u8]| host::stdin_sha256(&helpers, Some(SHIPPED_HELPER), stdin);
+        let shipped = helpers.shipped(SHIPPED_HELPER);
+        let audited = |stdin: &[u8]| host::stdin_sha256(shipped, stdin);
         assert_eq!(audited(text), approved.as_str());
         assert_eq!(audited(b"x"), occ_ssh_target::digest::sha256_hex(b"x"));
         assert_eq!(
-            host::stdin_sha256(&helpers, None, text),
+            host::stdin_sha256(None, text),
             approved.as_str(),
             "a 0.2.0 exec carrying the text is hashed, with the same result"
         );
