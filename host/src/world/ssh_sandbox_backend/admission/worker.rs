@@ -8,6 +8,7 @@ use occ_ssh_target::envelope;
 
 use super::CallAdmission;
 use crate::capability::ssh_exec::Serve;
+use crate::capability::ssh_exec::seal::frame;
 
 /// The workspace operations a long-lived worker may answer: every one that
 /// takes its whole input with it (a stream, seeding or skills, is a session's
@@ -58,11 +59,9 @@ impl WorkerPrograms {
     ) -> Option<WorkerPrograms> {
         let interpreter = occ_ssh_target::programs::interpreter_of(workspace)?;
         let start = serde_json::json!({ "exec": exec }).to_string();
-        let mut start_input = (start.len() as u32).to_be_bytes().to_vec();
-        start_input.extend_from_slice(start.as_bytes());
         Some(WorkerPrograms {
             start: start_vector(interpreter, workspace, workspace_root),
-            start_input: start_input.into(),
+            start_input: frame(start.as_bytes()).into(),
             runs_commands: exec.is_some(),
         })
     }
