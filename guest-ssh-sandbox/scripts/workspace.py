@@ -1452,10 +1452,14 @@ def check_args(envelope, op, kinds, mutating, args):
                 raise Refusal("invalid-operation", "%s: must be a count in decimal digits, not %r" % (field, value))
 
 
-def main(argv):
+def main(argv, envelope=None):
+    """One operation: argv is [<envelope>, <op>, <args...>]. A caller that has
+    already read argv[0] (the serving process, to check its root) hands its
+    Envelope in, and the text is not parsed again."""
     if len(argv) < 2:
         raise Refusal("invalid-operation", "usage: workspace <envelope> <op> [args...]")
-    envelope = Envelope(argv[0])
+    if envelope is None:
+        envelope = Envelope(argv[0])
     op, args = argv[1], argv[2:]
     if op not in OPS:
         raise Refusal("invalid-operation", "unknown operation %r" % op[:64])
@@ -1663,12 +1667,11 @@ def answer(root, args, data):
     sys.stdin, sys.stdout = Captured(data), Captured()
     status, err = 0, ""
     try:
-        if args:
-            envelope = Envelope(args[0])
-            if envelope.root != root:
-                raise Refusal("invalid-operation", "envelope: this process serves %s, not %s"
-                              % (root, envelope.root))
-        main(args)
+        envelope = Envelope(args[0]) if args else None
+        if envelope is not None and envelope.root != root:
+            raise Refusal("invalid-operation", "envelope: this process serves %s, not %s"
+                          % (root, envelope.root))
+        main(args, envelope)
     except (Refusal, OSError) as e:
         status, err = 1, failure_line(e)
     except Exception:

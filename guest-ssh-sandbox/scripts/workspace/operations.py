@@ -107,10 +107,14 @@ def check_args(envelope, op, kinds, mutating, args):
                 raise Refusal("invalid-operation", "%s: must be a count in decimal digits, not %r" % (field, value))
 
 
-def main(argv):
+def main(argv, envelope=None):
+    """One operation: argv is [<envelope>, <op>, <args...>]. A caller that has
+    already read argv[0] (the serving process, to check its root) hands its
+    Envelope in, and the text is not parsed again."""
     if len(argv) < 2:
         raise Refusal("invalid-operation", "usage: workspace <envelope> <op> [args...]")
-    envelope = Envelope(argv[0])
+    if envelope is None:
+        envelope = Envelope(argv[0])
     op, args = argv[1], argv[2:]
     if op not in OPS:
         raise Refusal("invalid-operation", "unknown operation %r" % op[:64])

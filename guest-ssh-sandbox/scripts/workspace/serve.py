@@ -79,12 +79,11 @@ def answer(root, args, data):
     sys.stdin, sys.stdout = Captured(data), Captured()
     status, err = 0, ""
     try:
-        if args:
-            envelope = Envelope(args[0])
-            if envelope.root != root:
-                raise Refusal("invalid-operation", "envelope: this process serves %s, not %s"
-                              % (root, envelope.root))
-        main(args)
+        envelope = Envelope(args[0]) if args else None
+        if envelope is not None and envelope.root != root:
+            raise Refusal("invalid-operation", "envelope: this process serves %s, not %s"
+                          % (root, envelope.root))
+        main(args, envelope)
     except (Refusal, OSError) as e:
         status, err = 1, failure_line(e)
     except Exception:
