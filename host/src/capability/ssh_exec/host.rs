@@ -167,14 +167,16 @@ impl SshExecState {
                         crate::runtime::escape_control(&flag.chars().take(64).collect::<String>())
                     )));
                 }
+                // The name as an error shows it: made only for an error.
                 let name_shown =
-                    crate::runtime::escape_control(&name.chars().take(64).collect::<String>());
+                    || crate::runtime::escape_control(&name.chars().take(64).collect::<String>());
                 // The approved script the component ships, byte for byte, was
                 // approved at load; any other text is hashed and judged here.
                 if !(approved_at_load(name)
                     || self.exec.is_shipped_approved(name, script.as_bytes()))
                 {
                     let sha = Sha256::of(script.as_bytes());
+                    let name_shown = name_shown();
                     match approved.get(name.as_str()) {
                         None if approved.is_empty() => {
                             return Err(ExecError::Refused(format!(
@@ -201,11 +203,13 @@ impl SshExecState {
                 match interpreter_of(script) {
                     Some(expected) if expected == program => Ok(()),
                     Some(expected) => Err(ExecError::Refused(format!(
-                        "script {name_shown:?} runs with {expected}, the interpreter its first line names, not {}",
+                        "script {:?} runs with {expected}, the interpreter its first line names, not {}",
+                        name_shown(),
                         describe_argv(argv)
                     ))),
                     None => Err(ExecError::Refused(format!(
-                        "script {name_shown:?} does not name #!/bin/sh or #!/usr/bin/env python3 on its first line"
+                        "script {:?} does not name #!/bin/sh or #!/usr/bin/env python3 on its first line",
+                        name_shown()
                     ))),
                 }
             }

@@ -229,8 +229,11 @@ impl SshExec {
         args: Vec<String>,
         stdin: &'a [u8],
     ) -> Result<(Vec<String>, &'a [u8]), ExecError> {
-        let shown = crate::runtime::escape_control(&program.chars().take(64).collect::<String>());
+        // The name as an error shows it: made only for an error.
+        let shown =
+            || crate::runtime::escape_control(&program.chars().take(64).collect::<String>());
         let Some((text, _)) = self.shipped(program) else {
+            let shown = shown();
             let ships = self.shipped_names();
             return Err(ExecError::Refused(if ships.is_empty() {
                 format!("the component ships no program {shown:?}: it ships none")
@@ -245,7 +248,8 @@ impl SshExec {
             ExecPolicy::NodeHelper { .. } => {
                 if program != SHIPPED_HELPER {
                     return Err(ExecError::Refused(format!(
-                        "on {alias} only the helper runs, not {shown:?}"
+                        "on {alias} only the helper runs, not {:?}",
+                        shown()
                     )));
                 }
                 if !stdin.is_empty() {
@@ -263,7 +267,7 @@ impl SshExec {
             }
             ExecPolicy::PinnedScripts { .. } => {
                 let script = std::str::from_utf8(text).map_err(|_| {
-                    ExecError::Refused(format!("script {shown:?} is not UTF-8 text"))
+                    ExecError::Refused(format!("script {:?} is not UTF-8 text", shown()))
                 })?;
                 let interpreter = interpreter_of(script).unwrap_or_default();
                 let mut argv = vec![
@@ -476,6 +480,19 @@ mod tests {
             drivers.program_exec("h9", "helper", vec![], &[]),
             Err(ExecError::UnknownHost(h)) if h == "h9"
         ));
+        // A component that ships another program beside the helper still
+        // runs only the helper; the refusal shows the name escaped.
+        let two = exec(ExecPolicy::NodeHelper {
+            approved: vec![Sha256::of(helper)],
+        })
+        .with_shipped([
+            (SHIPPED_HELPER, helper),
+            ("sh\u{1b}", b"#!/bin/sh\n".as_slice()),
+        ]);
+        assert_eq!(
+            refused(two.program_exec("h1", "sh\u{1b}", vec![], &[])),
+            "on h1 only the helper runs, not \"sh\\\\u{1b}\""
+        );
 
         let script: &[u8] = b"#!/usr/bin/env python3\nprint(1)\n";
         let scripts = exec(ExecPolicy::PinnedScripts {
@@ -499,6 +516,14 @@ mod tests {
         assert_eq!(
             refused(scripts.program_exec("target", "helper", vec![], &[])),
             "the component ships no program \"helper\" (it ships exec, preflight)"
+        );
+        let latin1 = exec(ExecPolicy::PinnedScripts {
+            approved: BTreeMap::new(),
+        })
+        .with_shipped([("exec", b"#!/bin/sh\n\xe9\n".as_slice())]);
+        assert_eq!(
+            refused(latin1.program_exec("target", "exec", vec![], &[])),
+            "script \"exec\" is not UTF-8 text"
         );
         let none = exec(ExecPolicy::PinnedScripts {
             approved: BTreeMap::new(),
