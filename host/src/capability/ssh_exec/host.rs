@@ -18,7 +18,7 @@ use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink
 use super::bindings::occ::compute::ssh_exec as wit;
 use super::bindings::v0_3::occ::compute0_3_0::ssh_exec as wit_0_3;
 use super::grant::{ExecPolicy, HostGrant};
-use super::seal::sealed_command_line_len;
+use super::seal::{check_command_line, sealed_command_line_len};
 use super::{Admitted, ExecAsk, SshExecState};
 
 pub use occ_ssh_target::programs::interpreter_of;
@@ -478,34 +478,6 @@ fn ending(sink: OutputSink, ended: CancellationToken) -> OutputSink {
         }
         sink(stream, chunk)
     })
-}
-
-/// Linux refuses a single argument longer than this (`MAX_ARG_STRLEN`, 32
-/// pages, its terminating NUL included), and ssh hands the remote shell the
-/// whole command line as one (`sh -c '<line>'`).
-pub const MAX_COMMAND_LINE: usize = 128 * 1024 - 1;
-
-/// The remote command line of `argv`, at most: each argument quoted for the
-/// shell (a quote inside one costs three more bytes) and followed by a space.
-pub fn command_line_len<S: AsRef<str>>(argv: &[S]) -> usize {
-    argv.iter()
-        .map(|a| {
-            let a = a.as_ref();
-            a.len() + 3 + 3 * a.bytes().filter(|b| *b == b'\'').count()
-        })
-        .sum()
-}
-
-/// Refuses, before any ssh process starts, a vector no remote shell could
-/// take: `line` is the sealed command line's length.
-fn check_command_line(line: usize) -> Result<(), ExecError> {
-    if line > MAX_COMMAND_LINE {
-        return Err(ExecError::Refused(format!(
-            "the remote command line would be {line} bytes, over the {MAX_COMMAND_LINE} bytes \
-             Linux allows in one argument"
-        )));
-    }
-    Ok(())
 }
 
 fn describe_argv(argv: &[String]) -> String {

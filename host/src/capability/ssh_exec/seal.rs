@@ -24,13 +24,41 @@
 //! is sealed, as the component asked for it and the host admitted it: sealing
 //! changes how it travels, not what runs.
 
+use super::ExecError;
 use super::grant::ExecPolicy;
-use super::host::command_line_len;
 use occ_ssh_target::programs::interpreter_of;
 
 /// The helper's loader, run as `node -e <it>`: it reads the helper's text
 /// from the first frame on stdin and runs it; the helper reads the second.
 pub const HELPER_LOADER: &str = include_str!("../../../../helper/boot.js");
+
+/// Linux refuses a single argument longer than this (`MAX_ARG_STRLEN`, 32
+/// pages, its terminating NUL included), and ssh hands the remote shell the
+/// whole command line as one (`sh -c '<line>'`).
+pub const MAX_COMMAND_LINE: usize = 128 * 1024 - 1;
+
+/// The remote command line of `argv`, at most: each argument quoted for the
+/// shell (a quote inside one costs three more bytes) and followed by a space.
+pub fn command_line_len<S: AsRef<str>>(argv: &[S]) -> usize {
+    argv.iter()
+        .map(|a| {
+            let a = a.as_ref();
+            a.len() + 3 + 3 * a.bytes().filter(|b| *b == b'\'').count()
+        })
+        .sum()
+}
+
+/// Refuses, before any ssh process starts, a vector no remote shell could
+/// take: `line` is the sealed command line's length.
+pub(super) fn check_command_line(line: usize) -> Result<(), ExecError> {
+    if line > MAX_COMMAND_LINE {
+        return Err(ExecError::Refused(format!(
+            "the remote command line would be {line} bytes, over the {MAX_COMMAND_LINE} bytes \
+             Linux allows in one argument"
+        )));
+    }
+    Ok(())
+}
 
 /// An exec as it travels: the command line, and the standard input to write
 /// before any streamed input.
