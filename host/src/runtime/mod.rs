@@ -268,6 +268,12 @@ pub fn escape_control(text: &str) -> String {
         .collect()
 }
 
+/// The first `chars` characters of `text`, as [`escape_control`] shows them:
+/// how an error names a value a guest or a caller chose, however long it is.
+pub fn escape_control_head(text: &str, chars: usize) -> String {
+    escape_control(&text.chars().take(chars).collect::<String>())
+}
+
 fn classify_trap(e: wasmtime::Error, limits: &Limits, stderr: &MemoryOutputPipe) -> CallError {
     if matches!(
         e.downcast_ref::<wasmtime::Trap>(),
@@ -330,4 +336,18 @@ fn classify_trap(e: wasmtime::Error, limits: &Limits, stderr: &MemoryOutputPipe)
         "driver-trap",
         escape_control(&format!("driver trapped: {summary}")),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value is cut to its first characters (never inside one) before its
+    /// control characters are escaped, so an escape is never cut in half.
+    #[test]
+    fn the_head_of_a_value_is_cut_by_characters_then_escaped() {
+        assert_eq!(escape_control_head(&"é".repeat(70), 64), "é".repeat(64));
+        assert_eq!(escape_control_head("ab\u{1b}[2J", 3), "ab\\u{1b}");
+        assert_eq!(escape_control_head("short", 64), "short");
+    }
 }

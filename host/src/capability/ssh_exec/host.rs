@@ -164,19 +164,16 @@ impl SshExecState {
                 if flag != "-c" {
                     return Err(ExecError::Refused(format!(
                         "on {alias} a script runs as <interpreter> -c <script>, not with {:?}",
-                        crate::runtime::escape_control(&flag.chars().take(64).collect::<String>())
+                        crate::runtime::escape_control_head(flag, 64)
                     )));
                 }
-                // The name as an error shows it: made only for an error.
-                let name_shown =
-                    || crate::runtime::escape_control(&name.chars().take(64).collect::<String>());
                 // The approved script the component ships, byte for byte, was
                 // approved at load; any other text is hashed and judged here.
                 if !(approved_at_load(name)
                     || self.exec.is_shipped_approved(name, script.as_bytes()))
                 {
                     let sha = Sha256::of(script.as_bytes());
-                    let name_shown = name_shown();
+                    let name_shown = crate::runtime::escape_control_head(name, 64);
                     match approved.get(name.as_str()) {
                         None if approved.is_empty() => {
                             return Err(ExecError::Refused(format!(
@@ -204,12 +201,12 @@ impl SshExecState {
                     Some(expected) if expected == program => Ok(()),
                     Some(expected) => Err(ExecError::Refused(format!(
                         "script {:?} runs with {expected}, the interpreter its first line names, not {}",
-                        name_shown(),
+                        crate::runtime::escape_control_head(name, 64),
                         describe_argv(argv)
                     ))),
                     None => Err(ExecError::Refused(format!(
                         "script {:?} does not name #!/bin/sh or #!/usr/bin/env python3 on its first line",
-                        name_shown()
+                        crate::runtime::escape_control_head(name, 64)
                     ))),
                 }
             }
@@ -484,7 +481,7 @@ fn describe_argv(argv: &[String]) -> String {
     match argv.first() {
         Some(program) => format!(
             "program {:?} with {} arguments",
-            crate::runtime::escape_control(&program.chars().take(64).collect::<String>()),
+            crate::runtime::escape_control_head(program, 64),
             argv.len() - 1
         ),
         None => "an empty argument vector".into(),

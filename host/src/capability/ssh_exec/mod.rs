@@ -230,11 +230,8 @@ impl SshExec {
         args: Vec<String>,
         stdin: &'a [u8],
     ) -> Result<(Vec<String>, &'a [u8]), ExecError> {
-        // The name as an error shows it: made only for an error.
-        let shown =
-            || crate::runtime::escape_control(&program.chars().take(64).collect::<String>());
         let Some((text, _)) = self.shipped(program) else {
-            let shown = shown();
+            let shown = crate::runtime::escape_control_head(program, 64);
             let ships = self.shipped_names();
             return Err(ExecError::Refused(if ships.is_empty() {
                 format!("the component ships no program {shown:?}: it ships none")
@@ -250,7 +247,7 @@ impl SshExec {
                 if program != SHIPPED_HELPER {
                     return Err(ExecError::Refused(format!(
                         "on {alias} only the helper runs, not {:?}",
-                        shown()
+                        crate::runtime::escape_control_head(program, 64)
                     )));
                 }
                 if !stdin.is_empty() {
@@ -268,7 +265,10 @@ impl SshExec {
             }
             ExecPolicy::PinnedScripts { .. } => {
                 let script = std::str::from_utf8(text).map_err(|_| {
-                    ExecError::Refused(format!("script {:?} is not UTF-8 text", shown()))
+                    ExecError::Refused(format!(
+                        "script {:?} is not UTF-8 text",
+                        crate::runtime::escape_control_head(program, 64)
+                    ))
                 })?;
                 let interpreter = interpreter_of(script).unwrap_or_default();
                 let mut argv = vec![

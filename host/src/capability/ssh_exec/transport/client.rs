@@ -343,7 +343,7 @@ fn version_of(configured: &str, program: &Path) -> Result<String, ClientError> {
         .map_err(output)?;
     text.push_str(String::from_utf8_lossy(&bytes).trim());
     let banner = text.lines().next().unwrap_or_default().to_string();
-    let shown = crate::runtime::escape_control(&banner.chars().take(120).collect::<String>());
+    let shown = crate::runtime::escape_control_head(&banner, 120);
     let not_one = || ClientError::NotOpenSsh {
         configured: configured.to_string(),
         program: program.to_path_buf(),

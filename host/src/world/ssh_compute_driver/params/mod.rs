@@ -354,7 +354,7 @@ impl RevisionContext {
             .contains(&k.as_str())
         }) {
             return Err(bad(
-                &crate::runtime::escape_control(&key.chars().take(64).collect::<String>()),
+                &crate::runtime::escape_control_head(key, 64),
                 "not a field of OCC's WorkspaceSetup".into(),
             ));
         }
@@ -409,9 +409,7 @@ impl RevisionContext {
                         "files",
                         format!(
                             "{:?} is not one of {}",
-                            crate::runtime::escape_control(
-                                &name.chars().take(64).collect::<String>()
-                            ),
+                            crate::runtime::escape_control_head(name, 64),
                             WORKSPACE_FILE_NAMES.join(", ")
                         ),
                     ));

@@ -454,10 +454,7 @@ fn check_args(
 
 /// A value of the component's, quoted and cut short for a message.
 fn shown(value: &str) -> String {
-    format!(
-        "{:?}",
-        crate::runtime::escape_control(&value.chars().take(64).collect::<String>())
-    )
+    format!("{:?}", crate::runtime::escape_control_head(value, 64))
 }
 
 /// An admitted script run, with what its audit records name it by: the
