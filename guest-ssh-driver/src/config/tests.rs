@@ -24,7 +24,7 @@ fn with(pointer: &str, value: Option<Value>) -> String {
 fn conforms(schema: &Value, v: &Value) -> bool {
     let pattern_ok = |p: &Value, s: &str| {
         p.as_str()
-            .is_none_or(|p| regex::Regex::new(p).unwrap().is_match(s))
+            .is_none_or(|p| regex_lite::Regex::new(p).unwrap().is_match(s))
     };
     if let Some(c) = schema.get("const")
         && c != v
