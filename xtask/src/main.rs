@@ -1,27 +1,31 @@
 //! `cargo guest`, `cargo sandbox`, `cargo template`, `cargo components` and
 //! `cargo guests` (aliases in `.cargo/config.toml`): build the components
 //! so that the same commit gives the same bytes wherever it is built.
+//! `cargo xtask host` builds the host binary as the release ships it, and
+//! `cargo xtask test` runs the tests against that same build (host.rs).
 //! `cargo xtask dist --out DIR` builds the release: the npm packages that
-//! carry the host binary and the components, and their manifest (dist.rs).
+//! carry the host binary and the components, and their manifest (dist/).
 //!
 //! A component embeds the paths of the sources it was built from, in panic
 //! locations: a dependency's are under `$CARGO_HOME/registry/src/...`, code a
 //! build script generated is under the target directory. Cargo cannot name
 //! those paths in its configuration (its `rustflags` are literal and
 //! `trim-paths` is unstable), so this program, which knows them, passes
-//! `--remap-path-prefix` for each to the `wasm32-wasip2` builds only (the
-//! host's development build keeps its flags and its cache; `dist` builds the
-//! release binary with the same remaps, for the host's own target triple, in
-//! a directory of its own under the target directory). The toolchain is
+//! `--remap-path-prefix` for each to the `wasm32-wasip2` builds and to the
+//! host binary's (`host`, `test` and `dist`), which is built for the host's
+//! own target triple, in a directory of its own under the target directory:
+//! a developer's plain `cargo build` keeps its flags and its cache. The toolchain is
 //! pinned by `rust-toolchain.toml`; rustc already writes the standard
 //! library's paths as `/rustc/<commit>/`, nothing in a component holds a
-//! time, and the components are never built incrementally. `tests/reproducible.sh` builds one commit in two clones at two
-//! paths under two HOMEs and compares the bytes.
+//! time, and nothing is built incrementally. `tests/reproducible.sh` builds
+//! one commit in two clones at two paths under two HOMEs and compares the
+//! bytes.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod dist;
+mod host;
 
 /// The components of each command: the shipped ones, then the test guests.
 const SHIPPED: &[&str] = &["guest-ssh-driver", "guest-ssh-sandbox", "inventory-driver"];
@@ -119,28 +123,27 @@ impl Build {
         flags.join("\x1f")
     }
 
-    /// `cargo build --release --target <target>` of `packages` with the
-    /// remaps and `extra_flags`, never incremental: an incremental build
-    /// reuses what an earlier build of other sources left, and partitions code
+    /// `cargo <verb> --release --target <target> <args>` with the remaps
+    /// and `extra_flags`, never incremental: an incremental build reuses what
+    /// an earlier build of other sources left, and partitions code
     /// differently from a fresh one, so a warm tree could give other bytes
     /// than the auditor's cold clone.
-    pub(crate) fn cargo_build(
+    pub(crate) fn cargo(
         &self,
+        verb: &str,
         target: &str,
-        packages: &[&str],
         extra_flags: &[&str],
         args: &[String],
     ) -> Command {
-        let mut build = Command::new(&self.cargo);
-        build
+        let mut command = Command::new(&self.cargo);
+        command
             .current_dir(&self.workspace)
-            .args(["build", "--release", "--target", target])
-            .args(packages.iter().flat_map(|p| ["-p", p]))
+            .args([verb, "--release", "--target", target])
             .args(args)
             .env("CARGO_INCREMENTAL", "0")
             .env_remove("RUSTFLAGS")
             .env("CARGO_ENCODED_RUSTFLAGS", self.rustflags(extra_flags));
-        build
+        command
     }
 
     /// Builds the wasm32-wasip2 components of `packages`.
@@ -148,11 +151,12 @@ impl Build {
         // `strip = true` drops every custom section at link time, rustc's
         // producers entry with them; keep that one so that `inspect` shows
         // the toolchain.
-        self.cargo_build(
+        let packages = packages.iter().flat_map(|p| ["-p".to_string(), p.to_string()]);
+        self.cargo(
+            "build",
             "wasm32-wasip2",
-            packages,
             &["-Clink-arg=--keep-section=producers"],
-            args,
+            &packages.chain(args.iter().cloned()).collect::<Vec<_>>(),
         )
     }
 }
@@ -180,12 +184,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if command == "dist" {
-        return dist::main(&build, &args);
+    match command.as_str() {
+        "dist" => return dist::main(&build, &args),
+        "host" => return host::main_host(&build, &args),
+        "test" => return host::main_test(&build, &args),
+        _ => {}
     }
     let Some(packages) = packages(&command) else {
         eprintln!(
-            "xtask: unknown command {command:?}; one of guest, sandbox, template, components, guests, dist"
+            "xtask: unknown command {command:?}; one of guest, sandbox, template, components, guests, host, test, dist"
         );
         return ExitCode::from(2);
     };

@@ -31,6 +31,7 @@ use std::process::{Command, ExitCode};
 use occ_ssh_target::digest::sha256_hex;
 use serde_json::{Value, json};
 
+use crate::host::{output, triple};
 use crate::{Build, run};
 use package::{Entry, check_manifest, file, tarball, tarball_name};
 
@@ -115,55 +116,12 @@ fn step(text: &str) {
     eprintln!("dist: {text}");
 }
 
-fn output(command: &mut Command) -> Result<String, String> {
-    let out = command
-        .output()
-        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{command:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn read_json(path: &Path) -> Result<Value, String> {
     serde_json::from_slice(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// The commit of the checkout, marked when the tree differs from it.
-fn commit(workspace: &Path) -> Result<String, String> {
-    let head = output(
-        Command::new("git")
-            .current_dir(workspace)
-            .args(["rev-parse", "HEAD"]),
-    )?;
-    let status = output(Command::new("git").current_dir(workspace).args([
-        "status",
-        "--porcelain",
-        "--untracked-files=no",
-    ]))?;
-    let head = head.trim().to_string();
-    Ok(if status.trim().is_empty() {
-        head
-    } else {
-        format!("{head}-modified")
-    })
-}
-
-fn host_triple() -> Result<String, String> {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let text = output(Command::new(rustc).arg("-vV"))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .map(str::to_string)
-        .ok_or_else(|| "rustc -vV names no host triple".into())
 }
 
 /// The newest `GLIBC_x.y[.z]` symbol version the binary asks for: the oldest
@@ -205,8 +163,8 @@ fn inspect(binary: &Path, component: &Path) -> Result<Value, String> {
 
 fn dist(build: &Build, out: &Path, cargo_args: &[String]) -> Result<(), String> {
     let version = env!("CARGO_PKG_VERSION");
-    let commit = commit(&build.workspace)?;
-    let triple = host_triple()?;
+    let commit = build.commit()?;
+    let triple = triple()?;
     let platform = PLATFORMS
         .iter()
         .find(|p| p.triple == triple)
@@ -254,28 +212,17 @@ fn dist(build: &Build, out: &Path, cargo_args: &[String]) -> Result<(), String> 
         return Err("building the components failed".into());
     }
     step(&format!(
-        "host binary for {triple}, stripped (a full build takes minutes the first time)"
+        "host binary for {triple}, stripped: the one `cargo xtask host` built and the \
+         tests ran (a build of minutes only when none was made)"
     ));
-    let mut host = build.cargo_build(
-        &triple,
-        &["occ-driver-host"],
-        &[],
-        &[
-            cargo_args,
-            &[
-                "--config".into(),
-                "profile.release.debug=false".into(),
-                "--config".into(),
-                "profile.release.strip=true".into(),
-            ],
-        ]
-        .concat(),
-    );
-    host.env("OCC_BUILD_COMMIT", &commit);
+    let host = build.host_cargo(
+        "build",
+        &[&["-p".to_string(), "occ-driver-host".to_string()], cargo_args].concat(),
+    )?;
     if run(host) != ExitCode::SUCCESS {
         return Err("building the host binary failed".into());
     }
-    let binary_path = build.target.join(&triple).join("release/occ-driver-host");
+    let binary_path = build.host_binary()?;
     let wasm = build.target.join("wasm32-wasip2/release");
     let driver_path = wasm.join("guest_ssh_driver.wasm");
     let sandbox_path = wasm.join("guest_ssh_sandbox.wasm");
