@@ -7,6 +7,9 @@
 //! Figures are medians of repeated runs on whatever else the machine is doing;
 //! the ratios, measured in the same run, are the figures to compare.
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -55,16 +58,7 @@ fn show(name: &str, d: Duration, native: Duration) {
 }
 
 fn main() {
-    let component =
-        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into()))
-            .join("wasm32-wasip2/release/guest_ssh_driver.wasm");
-    assert!(
-        component.exists(),
-        "{} missing: run `cargo guest` first",
-        component.display()
-    );
+    let component = support::component("guest_ssh_driver");
     let config = configuration();
     let config_text = config.to_string();
 

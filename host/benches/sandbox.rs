@@ -7,6 +7,9 @@
 //!
 //! Reads the rig from $OCC_RIG/env (default /run/occ-rig/env), first host.
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -106,10 +109,7 @@ fn main() {
     big_workspace(&big);
     let remote_root = format!("/tmp/occ-sbx-bench-{}", std::process::id());
 
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join("wasm32-wasip2/release");
+    let target = support::target_dir().join("wasm32-wasip2/release");
     let scripts =
         Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
             .join("../guest-ssh-sandbox/scripts");

@@ -7,6 +7,8 @@
 //! `PROPTEST_CASES` sets the number of cases per property (256 by default; CI
 //! runs the default). The driver cases need `cargo guests` first.
 
+mod support;
+
 use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 
@@ -192,16 +194,7 @@ struct Fixture {
 }
 
 static DRIVER: LazyLock<Fixture> = LazyLock::new(|| {
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let component = target.join("wasm32-wasip2/release/guest_ssh_driver.wasm");
-    assert!(
-        component.exists(),
-        "{} is missing: run `cargo guests` first",
-        component.display()
-    );
+    let component = support::component("guest_ssh_driver");
     let helper = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../helper/helper.js");
     let sha = occ_ssh_target::digest::Sha256::of(&std::fs::read(helper).unwrap());
     let dir = tempfile::tempdir().unwrap();

@@ -19,19 +19,8 @@ use occ_driver_host::{
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-fn component(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join("wasm32-wasip2/release")
-        .join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo guests` first",
-        path.display()
-    );
-    path
-}
+mod support;
+use support::component;
 
 /// SHA-256 of the fault guest's helper, as an operator would pin it.
 fn fault_helper_sha() -> String {

@@ -14,19 +14,8 @@ use occ_driver_host::{BackendOptions, Limits, Runtime, SandboxBackend, SandboxCa
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-fn component(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join("wasm32-wasip2/release")
-        .join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo guests` first",
-        path.display()
-    );
-    path
-}
+mod support;
+use support::component;
 
 fn sha(path: &Path) -> String {
     Sha256::digest(std::fs::read(path).unwrap())

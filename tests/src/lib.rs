@@ -7,27 +7,34 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
-/// The cargo target directory the running test binary was built into
-/// (`<target>/<profile>/deps/<test>`).
+/// The cargo target directory the running test binary was built into.
+/// A test binary is `<target>/release/deps/<test>`, or
+/// `<target>/<triple>/release/deps/<test>` when built as the release builds
+/// the host (`cargo xtask test`).
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    exe.ancestors()
-        .nth(3)
-        .expect("test binary inside a cargo target directory")
-        .to_path_buf()
+    // Cargo marks the target directory, and each triple's inside it, with a
+    // CACHEDIR.TAG: the outer of the two nearest.
+    let tagged = |dir: &&Path| dir.join("CACHEDIR.TAG").is_file();
+    let nearest = exe
+        .ancestors()
+        .find(tagged)
+        .unwrap_or_else(|| panic!("{} is not inside a cargo target directory", exe.display()));
+    nearest.parent().filter(tagged).unwrap_or(nearest).to_path_buf()
 }
 
-/// The `occ-driver-host` binary of the same profile as these tests.
+/// The `occ-driver-host` binary of the same build as these tests: beside
+/// their `deps/` directory (`cargo xtask host` builds it).
 pub fn host_binary() -> PathBuf {
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let path = target_dir().join(profile).join("occ-driver-host");
+    let exe = std::env::current_exe().expect("test binary path");
+    let path = exe
+        .ancestors()
+        .nth(2)
+        .expect("test binary inside a cargo profile directory")
+        .join("occ-driver-host");
     assert!(
         path.exists(),
-        "{} missing: build the host first (tests/run.sh does)",
+        "{} missing: build the host first (cargo xtask host; tests/run.sh does)",
         path.display()
     );
     path

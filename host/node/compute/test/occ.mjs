@@ -10,7 +10,9 @@ import { fileURLToPath } from "node:url";
 
 export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../../..");
 const target = process.env.CARGO_TARGET_DIR ?? join(repo, "target");
-export const hostBinary = process.env.OCC_DRIVER_HOST ?? join(target, "release/occ-driver-host");
+// Where `cargo xtask host` builds the binary the release ships: <target>/<triple>/release/.
+const triple = `${{ x64: "x86_64", arm64: "aarch64" }[process.arch] ?? process.arch}-unknown-linux-gnu`;
+export const hostBinary = process.env.OCC_DRIVER_HOST ?? join(target, triple, "release/occ-driver-host");
 export const component = process.env.OCC_DRIVER_COMPONENT ?? join(target, "wasm32-wasip2/release/guest_ssh_driver.wasm");
 
 /** How OCC names a packaged driver's implementation: `${packageName}@${version}`. */

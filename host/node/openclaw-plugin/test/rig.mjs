@@ -11,7 +11,9 @@ import { fileURLToPath } from "node:url";
 
 export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../../..");
 const target = process.env.CARGO_TARGET_DIR ?? join(repo, "target");
-export const hostBinary = process.env.OCC_DRIVER_HOST ?? join(target, "release/occ-driver-host");
+// Where `cargo xtask host` builds the binary the release ships: <target>/<triple>/release/.
+const triple = `${{ x64: "x86_64", arm64: "aarch64" }[process.arch] ?? process.arch}-unknown-linux-gnu`;
+export const hostBinary = process.env.OCC_DRIVER_HOST ?? join(target, triple, "release/occ-driver-host");
 // A component built elsewhere (a benchmark of given binaries) may be named
 // explicitly; otherwise the one `cargo guests` built.
 export const component = process.env.OCC_SANDBOX_COMPONENT ?? join(target, "wasm32-wasip2/release/guest_ssh_sandbox.wasm");
