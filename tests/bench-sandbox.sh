@@ -8,7 +8,7 @@
 #   OCC_DRIVER_HOST=.../occ-driver-host OCC_SANDBOX_COMPONENT=.../guest_ssh_sandbox.wasm \
 #     bash tests/bench-sandbox.sh        # measure given binaries: nothing is built
 #
-# Without OCC_DRIVER_HOST it builds the host (cargo build --release), without
+# Without OCC_DRIVER_HOST it builds the host (cargo xtask host), without
 # OCC_SANDBOX_COMPONENT the components (cargo guests), into $CARGO_TARGET_DIR
 # (default /var/cache/occ/target) as tests/run.sh does. The rig is $OCC_RIG
 # (default /run/occ-rig-bench) and its host $OCC_BENCH_HOST (default the rig's
@@ -30,9 +30,9 @@ if [ -z "${OCC_SANDBOX_COMPONENT:-}" ]; then
   export OCC_SANDBOX_COMPONENT="$CARGO_TARGET_DIR/wasm32-wasip2/release/guest_ssh_sandbox.wasm"
 fi
 if [ -z "${OCC_DRIVER_HOST:-}" ]; then
-  say "building the host (cargo build --release -p occ-driver-host)"
-  cargo build --release -p occ-driver-host
-  export OCC_DRIVER_HOST="$CARGO_TARGET_DIR/release/occ-driver-host"
+  say "building the host as the release ships it (cargo xtask host)"
+  OCC_DRIVER_HOST=$(cargo xtask host --print-path)
+  export OCC_DRIVER_HOST
 fi
 [ -x "$OCC_DRIVER_HOST" ] || { say "error: no host binary at $OCC_DRIVER_HOST"; exit 1; }
 [ -r "$OCC_SANDBOX_COMPONENT" ] || { say "error: no component at $OCC_SANDBOX_COMPONENT"; exit 1; }

@@ -27,8 +27,8 @@ rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
 
 say "building the driver component and the host (the first build takes several minutes)"
 cargo guest --quiet
-cargo build --release --quiet -p occ-driver-host
-HOST_BIN="$CARGO_TARGET_DIR/release/occ-driver-host"
+# The binary as the release ships it, the one the tests run (cargo xtask host).
+HOST_BIN=$(cargo xtask host --print-path)
 COMPONENT="$CARGO_TARGET_DIR/wasm32-wasip2/release/guest_ssh_driver.wasm"
 
 say "bringing up the disposable test host $HOST_NAME"

@@ -3,8 +3,9 @@
 # starts the named ones. Hosts that are already up are left as they are; a host left
 # half set up by an earlier run is torn down and started afresh. See RIG.md.
 #
-# With OCC_RIG_STARTED=FILE, the names of the hosts this call started (not those it
-# found up) are appended to FILE, so that a caller can tear down only those.
+# With OCC_RIG_STARTED=FILE, the hosts this call started (not those it found up) are
+# appended to FILE, one "<rig directory> <name>" a line, so that a caller can tear
+# down only those.
 #
 # Outputs (under ${OCC_RIG:-/run/occ-rig}):
 #   client/id_ed25519   the client key, authorized for root on every host (made once)
@@ -75,7 +76,7 @@ start_host() {
   say "starting $name at 10.201.$k.2"
   # Recorded before anything is created, so that a failed start is still cleaned up.
   mkdir -p "$(host_dir "$name")"
-  [ -z "${OCC_RIG_STARTED:-}" ] || printf '%s\n' "$name" >>"$OCC_RIG_STARTED"
+  [ -z "${OCC_RIG_STARTED:-}" ] || printf '%s %s\n' "$OCC_RIG" "$name" >>"$OCC_RIG_STARTED"
   mkdir -p "$dir/fs" "$dir/root"
   mount -t tmpfs -o "size=${OCC_RIG_TMPFS_SIZE:-4g},mode=0755" "occ-rig-$name" "$dir/fs"
   mkdir "$dir/fs/upper" "$dir/fs/work"
