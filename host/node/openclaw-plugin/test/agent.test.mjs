@@ -21,12 +21,12 @@ import test from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { agentTurn, scriptedModel, scriptedProvider, toolResults } from "./model.mjs";
-import { approvedScripts, component, hostBinary, rig, sh, unique, workerConfig } from "./rig.mjs";
+import { approvedScripts, component, DEFAULT_PATH, hostBinary, PATHS, rig, sh, testEachPath, unique } from "./rig.mjs";
 
 const host = rig.hosts[0];
 const plugin = join(dirname(fileURLToPath(import.meta.url)), "..");
 
-test("an OpenClaw agent turn runs its tools in the component's sandbox", { timeout: 300_000 }, async () => {
+testEachPath("an OpenClaw agent turn runs its tools in the component's sandbox", { timeout: 300_000 }, async (path) => {
   const steps = [
     { tool: "write", args: { path: "agent-note.txt", content: "written by an agent turn\n" } },
     { tool: "exec", args: { command: "cat agent-note.txt seed.txt; uname -n" } },
@@ -35,6 +35,7 @@ test("an OpenClaw agent turn runs its tools in the component's sandbox", { timeo
     { text: "done" },
   ];
   const { results, workspaceRoot, remote } = await turn("occ-ssh", steps, {
+    path,
     message: "write a note and show it",
     inspect: (root) => sh(host, `cat ${root}/*/workspace/agent-note.txt`),
   });
@@ -77,11 +78,11 @@ test("openclaw sandbox explain names the remote workdir, as for OpenClaw's own s
  * loaded from this checkout, `backend` as the sandbox backend on `target`
  * (the rig host unless given), and the scripted model at `modelPort`.
  */
-function openclawConfig({ base, backend, workspaceRoot, modelPort = 9, execTimeoutSeconds, target = `root@${host.address}:22`, pluginConfig = {} }) {
+function openclawConfig({ base, backend, workspaceRoot, modelPort = 9, execTimeoutSeconds, target = `root@${host.address}:22`, pluginConfig = {}, path = DEFAULT_PATH }) {
   return {
     plugins: {
       load: { paths: [plugin] },
-      entries: { "occ-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base], ...workerConfig, ...pluginConfig } } },
+      entries: { "occ-ssh": { enabled: true, config: { component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [base], ...path.config, ...pluginConfig } } },
     },
     models: scriptedProvider(modelPort),
     tools: { profile: "coding", ...(execTimeoutSeconds ? { exec: { timeoutSeconds: execTimeoutSeconds } } : {}) },
@@ -122,14 +123,14 @@ function turnEnv(base) {
  * saw, where the workspace root was, and what `inspect(workspaceRoot)` found
  * there before it was removed.
  */
-async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a process", inspect, pluginConfig, target } = {}) {
+async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a process", inspect, pluginConfig, target, path } = {}) {
   const base = mkdtempSync(join(tmpdir(), "occ-agent-"));
   const workspaceRoot = `/tmp/${unique(`occ-sbx-agent-${backend}`)}`;
   const model = await scriptedModel(steps);
   try {
     for (const d of ["home", "state", "workspace"]) mkdirSync(join(base, d));
     writeFileSync(join(base, "workspace/seed.txt"), "seeded from the agent workspace\n");
-    const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds, pluginConfig, target });
+    const config = openclawConfig({ base, backend, workspaceRoot, modelPort: model.port, execTimeoutSeconds, pluginConfig, target, path });
     writeFileSync(join(base, "state/openclaw.json"), JSON.stringify(config));
     const env = turnEnv(base);
     const { code, stderr } = await agentTurn(rig.openclaw, env, message);
@@ -154,10 +155,13 @@ test("an agent turn writes to a running command's stdin and outlives no exec tim
     { tool: "exec", args: { command: "echo before; sleep 60; echo late-output" } },
     { text: "done" },
   ];
-  const ours = await turn("occ-ssh", steps, { execTimeoutSeconds: 3 });
-  // Our timed-out command is gone from the target (checked before OpenClaw's
-  // own backend runs the same one).
-  assert.equal(sh(host, "pgrep -f 'sleep 6[0]; echo late-output' || echo none"), "none");
+  // Ours on each path; each timed-out command is gone from the target
+  // (checked before the next turn runs the same one).
+  const oursOn = [];
+  for (const path of PATHS) {
+    oursOn.push({ path, ours: await turn("occ-ssh", steps, { execTimeoutSeconds: 3, path }) });
+    assert.equal(sh(host, "pgrep -f 'sleep 6[0]; echo late-output' || echo none"), "none", path.name);
+  }
   // OpenClaw's own backend is the reference here, not the subject: on a
   // loaded machine its background exec (a fresh ssh per step) has once come
   // back without a session. Its first answer is printed, and its turn run
@@ -168,25 +172,27 @@ test("an agent turn writes to a running command's stdin and outlives no exec tim
     theirs = await turn("ssh", steps, { execTimeoutSeconds: 3 });
   }
   assert.notEqual(session(theirs.results), "none", `OpenClaw's own backend started no session: ${JSON.stringify(theirs.results)}`);
-  assert.equal(ours.results.length, 6, JSON.stringify(ours.results));
-  // Session ids, process ids and timings differ between runs; the rest is
-  // what the Agent sees, and is the same.
-  const shaped = (results) =>
-    results.map((r) =>
-      r
-        .replace(/session [A-Za-z0-9_-]+/g, "session S")
-        .replace(/"sessionId":"[^"]*"/g, '"sessionId":"S"')
-        .replace(/pid [0-9]+/g, "pid P")
-        .replace(/[0-9.]+ ?m?s\b/g, "T"),
-    );
-  assert.match(ours.results[1], /Wrote 6 bytes/);
-  assert.match(ours.results[2], /Wrote 6 bytes .*\(stdin closed\)/);
-  assert.match(ours.results[4], /got hello\nthen world/);
-  assert.match(ours.results[5], /before/);
-  assert.match(ours.results[5], /timed out/i);
-  assert.doesNotMatch(ours.results[5], /late-output/);
-  assert.deepEqual(shaped([ours.results[4], ours.results[5]]), shaped([theirs.results[4], theirs.results[5]]));
-  assert.deepEqual(shaped(ours.results.slice(1, 3)), shaped(theirs.results.slice(1, 3)));
+  for (const { path, ours } of oursOn) {
+    assert.equal(ours.results.length, 6, `${path.name}: ${JSON.stringify(ours.results)}`);
+    // Session ids, process ids and timings differ between runs; the rest is
+    // what the Agent sees, and is the same.
+    const shaped = (results) =>
+      results.map((r) =>
+        r
+          .replace(/session [A-Za-z0-9_-]+/g, "session S")
+          .replace(/"sessionId":"[^"]*"/g, '"sessionId":"S"')
+          .replace(/pid [0-9]+/g, "pid P")
+          .replace(/[0-9.]+ ?m?s\b/g, "T"),
+      );
+    assert.match(ours.results[1], /Wrote 6 bytes/);
+    assert.match(ours.results[2], /Wrote 6 bytes .*\(stdin closed\)/);
+    assert.match(ours.results[4], /got hello\nthen world/);
+    assert.match(ours.results[5], /before/);
+    assert.match(ours.results[5], /timed out/i);
+    assert.doesNotMatch(ours.results[5], /late-output/);
+    assert.deepEqual(shaped([ours.results[4], ours.results[5]]), shaped([theirs.results[4], theirs.results[5]]), path.name);
+    assert.deepEqual(shaped(ours.results.slice(1, 3)), shaped(theirs.results.slice(1, 3)), path.name);
+  }
 });
 
 test("the Agent's system prompt names the remote workdir with the target unreachable, as with OpenClaw's own ssh backend", { timeout: 300_000 }, async () => {
@@ -265,22 +271,24 @@ test("bounded reconnects: sshd down 3 s mid-turn, the next tool waits and runs o
     { text: "done" },
   ];
   const inspect = (root) => sh(host, `cat ${root}/*/workspace/counter.txt`);
-  const outages = [];
-  const ours = await turn("occ-ssh", stepsOf(outages, { long: true }), { message: "count", pluginConfig: { reconnectSeconds: 5 }, inspect });
-  assert.deepEqual(outages, [true, true, true], "sshd refused connections during each outage and came back");
-  const [first, short, long, after, read] = ours.results;
-  process.stderr.write(`past the budget, the tool answered: ${long}\n`);
-  assert.match(first, /counted first/);
-  // The short outage is waited out: the command ran, once.
-  assert.match(short, /counted during-short/);
-  // The long one is not: one error naming the target and the budget.
-  assert.doesNotMatch(long, /counted/);
-  assert.match(long, new RegExp(`root@${host.address.replaceAll(".", "\\.")}:22`));
-  assert.match(long, /reconnect budget of 5 s/);
-  // The scope serves again once the target is back.
-  assert.match(after, /counted after/);
-  assert.match(read, /first\nduring-short\nafter/);
-  assert.equal(ours.remote, "first\nduring-short\nafter");
+  for (const path of PATHS) {
+    const outages = [];
+    const ours = await turn("occ-ssh", stepsOf(outages, { long: true }), { message: "count", pluginConfig: { reconnectSeconds: 5 }, inspect, path });
+    assert.deepEqual(outages, [true, true, true], `${path.name}: sshd refused connections during each outage and came back`);
+    const [first, short, long, after, read] = ours.results;
+    process.stderr.write(`past the budget, the tool answered (${path.name}): ${long}\n`);
+    assert.match(first, /counted first/);
+    // The short outage is waited out: the command ran, once.
+    assert.match(short, /counted during-short/);
+    // The long one is not: one error naming the target and the budget.
+    assert.doesNotMatch(long, /counted/);
+    assert.match(long, new RegExp(`root@${host.address.replaceAll(".", "\\.")}:22`));
+    assert.match(long, /reconnect budget of 5 s/);
+    // The scope serves again once the target is back.
+    assert.match(after, /counted after/);
+    assert.match(read, /first\nduring-short\nafter/);
+    assert.equal(ours.remote, "first\nduring-short\nafter", path.name);
+  }
   // The documented difference: OpenClaw's own backend runs a fresh ssh per
   // call and tries once, so the call in the short outage fails (#105462).
   const theirOutages = [];

@@ -18,7 +18,7 @@ import { dirname, join } from "node:path";
 import test from "node:test";
 
 import { agentTurn, scriptedModel, scriptedProvider, toolResults } from "./model.mjs";
-import { repo, rig, sh, unique, workerConfig } from "./rig.mjs";
+import { DEFAULT_PATH, repo, rig, sh, unique } from "./rig.mjs";
 
 const host = rig.hosts[0];
 const dist = process.env.OCC_DIST;
@@ -77,7 +77,7 @@ test("openclaw plugins install of the release's tarball, then an agent turn on t
       ...config.plugins.entries,
       "occ-ssh": {
         ...config.plugins.entries?.["occ-ssh"],
-        config: { approvedScripts: Object.fromEntries(Object.entries(scripts).map(([k, v]) => [k, v.sha256])), ...workerConfig },
+        config: { approvedScripts: Object.fromEntries(Object.entries(scripts).map(([k, v]) => [k, v.sha256])), ...DEFAULT_PATH.config },
       },
     };
     config.models = scriptedProvider(model.port);

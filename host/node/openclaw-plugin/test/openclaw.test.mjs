@@ -20,7 +20,7 @@ import test from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 import { abortTwenty, timesText } from "./aborts.mjs";
-import { hostBinary, installation, localWorkspace, remoteTree, rig, sh, sshBlock, unique, approvedScripts, component, workerConfig } from "./rig.mjs";
+import { approvedScripts, component, DEFAULT_PATH, hostBinary, installation, localWorkspace, PATHS, remoteTree, rig, sh, sshBlock, testEachPath, unique } from "./rig.mjs";
 
 const host = rig.hosts[0];
 const openclawDir = dirname(dirname(rig.openclaw));
@@ -97,32 +97,39 @@ function bridgeContext(local, handle) {
  * link, finds nothing and reports success with the skill still there; ours
  * resolves the link and refuses, as the skills directory is read-only.
  */
-function sameBesidesOnPurpose(theirs, mine) {
+function sameBesidesOnPurpose(theirs, mine, path) {
   const onPurpose = { "remove through a link": { theirs: null, ours: "error" } };
   for (const [name, { theirs: t, ours: o }] of Object.entries(onPurpose)) {
     assert.deepEqual(theirs.find(([n]) => n === name)?.[1], t, `OpenClaw's backend: ${name}`);
-    assert.deepEqual(mine.find(([n]) => n === name)?.[1], o, `ours: ${name}`);
+    assert.deepEqual(mine.find(([n]) => n === name)?.[1], o, `ours (${path.name}): ${name}`);
   }
   const agreed = (rows) => rows.filter(([name]) => !(name in onPurpose));
-  assert.deepEqual(agreed(mine), agreed(theirs));
+  assert.deepEqual(agreed(mine), agreed(theirs), `ours (${path.name}) against OpenClaw's own backend`);
 }
 
 /**
- * OpenClaw's own backend and ours side by side for `local`: a host of ours
- * on the rig host, and a workspace root of its own for each, named after
- * `name`. `body({ ours, theirsRoot, oursRoot })` runs with them; the host,
- * both roots and `local` are gone afterwards.
+ * OpenClaw's own backend and ours side by side for `local`, OpenClaw's once
+ * and ours on each of its paths (the worker, one-shot): a host of ours per
+ * path on the rig host, and a workspace root of its own for each backend and
+ * path, named after `name`. `body({ ours, theirsRoot })` runs with them,
+ * `ours` a list of `{ path, host, root }`; the hosts, the roots and `local`
+ * are gone afterwards. OpenClaw's own backend is the reference: one run of
+ * it serves the comparison with each of ours.
  */
-async function bothBackends(local, name, body) {
+async function bothBackends(local, name, body, ssh = {}) {
   const theirsRoot = `/tmp/${unique(`${name}-openclaw`)}`;
-  const oursRoot = `/tmp/${unique(`${name}-ours`)}`;
   const { startSandboxHost } = await import("../sandbox.mjs");
-  const ours = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, oursRoot), localWorkspaces: [local.base] }), hostBinary });
+  const ours = [];
   try {
-    return await body({ ours, theirsRoot, oursRoot });
+    for (const path of PATHS) {
+      const root = `/tmp/${unique(`${name}-ours-${path.name}`)}`;
+      const served = await startSandboxHost({ installation: installation({ ssh: sshBlock(host, root, ssh), localWorkspaces: [local.base], path }), hostBinary });
+      ours.push({ path, host: served, root });
+    }
+    return await body({ ours, theirsRoot });
   } finally {
-    await ours.close();
-    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
+    for (const { host: served } of ours) await served.close();
+    sh(host, `rm -rf ${theirsRoot} ${ours.map((o) => o.root).join(" ")}`);
     local.cleanup();
   }
 }
@@ -293,11 +300,11 @@ async function sequence(handle, local) {
   return out;
 }
 
-test("the plugin registers occ-ssh in OpenClaw's registry, and OpenClaw's own bridge runs over our handle", async () => {
+testEachPath("the plugin registers occ-ssh in OpenClaw's registry, and OpenClaw's own bridge runs over our handle", {}, async (path) => {
   const local = localWorkspace();
   const workspaceRoot = `/tmp/${unique("occ-sbx-plugin")}`;
   const { plugin, cleanup } = await loadPlugin();
-  const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [local.base], ...workerConfig });
+  const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary, localWorkspaces: [local.base], ...path.config });
   try {
     assert.equal(plugin.id, "occ-ssh");
     plugin.register(api);
@@ -348,7 +355,8 @@ test("OpenClaw's workdir resolver finds ours: the built-in's answer, without tou
   const wrapper = join(local.base, "occ-driver-host");
   writeFileSync(wrapper, `#!/bin/sh\nprintf '%s\\n' "$*" >> '${argvLog}'\nexec '${hostBinary}' "$@"\n`);
   chmodSync(wrapper, 0o755);
-  const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary: wrapper, localWorkspaces: [local.base], ...workerConfig });
+  // Resolving reaches no target: the path does not matter, the default serves.
+  const { api, stop } = pluginApi({ component, approvedScripts: approvedScripts(), hostBinary: wrapper, localWorkspaces: [local.base], ...DEFAULT_PATH.config });
   const sessionKeys = [];
   try {
     plugin.register(api);
@@ -386,52 +394,54 @@ test("differential: OpenClaw's SSH backend and ours, one sequence, the same resu
   mkdirSync(join(local.workspace, "skills/demo"), { recursive: true });
   writeFileSync(join(local.workspace, "skills/demo/SKILL.md"), "# demo skill\n");
   mkdirSync(join(local.workspace, ".agents/skills"), { recursive: true });
-  await bothBackends(local, "occ-diff", async ({ ours, theirsRoot, oursRoot }) => {
+  await bothBackends(local, "occ-diff", async ({ ours, theirsRoot }) => {
     const session = unique("agent:main");
     const theirHandle = await sdk.getSandboxBackendFactory("ssh")(params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot))));
-    const p = params(local, session, null);
-    const ourHandle = await ours.createHandle(p);
-    assert.equal(ourHandle.runtimeId, theirHandle.runtimeId, "the same runtime id for the same scope");
     const theirs = await sequence(theirHandle, local);
-    const mine = await sequence(ourHandle, local);
-    sameBesidesOnPurpose(theirs, mine);
-    // Closing a terminal command's stdin ends its input: ours sends the
-    // terminal's end-of-file character. (OpenClaw's own `ssh -tt` sends an
-    // SSH end of input, which sshd does not pass to a terminal: its command
-    // waits on.)
-    const eof = await spawnExec(ourHandle, 'read line; echo "got $line"; cat; echo "stdin closed"', {
-      usePty: true,
-      drive: async (child, seen) => {
-        child.stdin.write("hello\n");
-        await seen("got hello");
-        child.stdin.end();
-      },
-    });
-    assert.equal(eof.code, 0);
-    assert.match(eof.stdout, /got hello\r\n[\s\S]*stdin closed\r\n$/);
-    // Ours killed the remote command with the relay (whatever OpenClaw's own
-    // left running is in its root, not ours).
-    const left = sh(host, `for p in $(pgrep -f 'sleep 3[0]; echo late'); do readlink /proc/$p/cwd; done; true`);
-    assert.ok(!left.includes(oursRoot), `left running in ${oursRoot}: ${left}`);
-    // The rows that carry OpenClaw's codes did carry them.
-    const row = (name) => mine.find(([n]) => n === name)[1];
-    assert.deepEqual(row("read missing"), { error: { code: "ENOENT" } });
-    assert.equal(row("write into skills"), "error");
-    assert.equal(row("write through a link into skills"), "error");
-    assert.equal(row("remove the link itself"), null);
-    assert.equal(row("read skills"), "# demo skill\n");
-    assert.deepEqual(row("shell exits 3"), { error: { code: 3, stdout: "out\n", stderr: "err\n" } });
-    assert.deepEqual(row("exec killed at OpenClaw's timeout"), [null, "SIGKILL", "started\n"]);
-    assert.deepEqual(row("process write to a running command"), ["pipe-open", 0, "got hello\nmore\nstdin closed\n"]);
-    assert.equal(row(`malformed? ${JSON.stringify("echo 'unclosed")}`), "Malformed SSH/OpenShell exec command: unclosed single quote.");
-    assert.equal(row(`malformed? ${JSON.stringify("echo fine # 'comment")}`), "accepted");
-    assert.deepEqual(row("a command on a terminal"), [4, "tty\r\nxterm-256color\r\n"]);
-    const tree = (dir) => remoteTree(host, dir);
-    assert.equal(tree(ourHandle.workdir), tree(theirHandle.workdir));
-    assert.equal(
-      sh(host, `stat -c %a ${oursRoot}/${ourHandle.runtimeId}`),
-      sh(host, `stat -c %a ${theirsRoot}/${theirHandle.runtimeId}`),
-    );
+    for (const { path, host: served, root: oursRoot } of ours) {
+      const p = params(local, session, null);
+      const ourHandle = await served.createHandle(p);
+      assert.equal(ourHandle.runtimeId, theirHandle.runtimeId, "the same runtime id for the same scope");
+      const mine = await sequence(ourHandle, local);
+      sameBesidesOnPurpose(theirs, mine, path);
+      // Closing a terminal command's stdin ends its input: ours sends the
+      // terminal's end-of-file character. (OpenClaw's own `ssh -tt` sends an
+      // SSH end of input, which sshd does not pass to a terminal: its command
+      // waits on.)
+      const eof = await spawnExec(ourHandle, 'read line; echo "got $line"; cat; echo "stdin closed"', {
+        usePty: true,
+        drive: async (child, seen) => {
+          child.stdin.write("hello\n");
+          await seen("got hello");
+          child.stdin.end();
+        },
+      });
+      assert.equal(eof.code, 0);
+      assert.match(eof.stdout, /got hello\r\n[\s\S]*stdin closed\r\n$/);
+      // Ours killed the remote command with the relay (whatever OpenClaw's own
+      // left running is in its root, not ours).
+      const left = sh(host, `for p in $(pgrep -f 'sleep 3[0]; echo late'); do readlink /proc/$p/cwd; done; true`);
+      assert.ok(!left.includes(oursRoot), `left running in ${oursRoot}: ${left}`);
+      // The rows that carry OpenClaw's codes did carry them.
+      const row = (name) => mine.find(([n]) => n === name)[1];
+      assert.deepEqual(row("read missing"), { error: { code: "ENOENT" } });
+      assert.equal(row("write into skills"), "error");
+      assert.equal(row("write through a link into skills"), "error");
+      assert.equal(row("remove the link itself"), null);
+      assert.equal(row("read skills"), "# demo skill\n");
+      assert.deepEqual(row("shell exits 3"), { error: { code: 3, stdout: "out\n", stderr: "err\n" } });
+      assert.deepEqual(row("exec killed at OpenClaw's timeout"), [null, "SIGKILL", "started\n"]);
+      assert.deepEqual(row("process write to a running command"), ["pipe-open", 0, "got hello\nmore\nstdin closed\n"]);
+      assert.equal(row(`malformed? ${JSON.stringify("echo 'unclosed")}`), "Malformed SSH/OpenShell exec command: unclosed single quote.");
+      assert.equal(row(`malformed? ${JSON.stringify("echo fine # 'comment")}`), "accepted");
+      assert.deepEqual(row("a command on a terminal"), [4, "tty\r\nxterm-256color\r\n"]);
+      const tree = (dir) => remoteTree(host, dir);
+      assert.equal(tree(ourHandle.workdir), tree(theirHandle.workdir), path.name);
+      assert.equal(
+        sh(host, `stat -c %a ${oursRoot}/${ourHandle.runtimeId}`),
+        sh(host, `stat -c %a ${theirsRoot}/${theirHandle.runtimeId}`),
+      );
+    }
   });
 });
 
@@ -455,31 +465,30 @@ test("differential: ssh.command naming a copy of ssh, both backends run it, the 
   const client = join(clients, "named-ssh");
   cpSync(execFileSync("sh", ["-c", "command -v ssh"]).toString().trim(), client);
   chmodSync(client, 0o755);
-  const theirsRoot = `/tmp/${unique("occ-diffcmd-openclaw")}`;
-  const oursRoot = `/tmp/${unique("occ-diffcmd-ours")}`;
-  const { startSandboxHost } = await import("../sandbox.mjs");
-  const ours = await startSandboxHost({
-    installation: installation({ ssh: sshBlock(host, oursRoot, { command: client }), localWorkspaces: [local.base] }),
-    hostBinary,
-  });
   try {
-    const session = unique("agent:main");
-    const theirHandle = await sdk.getSandboxBackendFactory("ssh")(
-      params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot, { command: client }))),
+    await bothBackends(
+      local,
+      "occ-diffcmd",
+      async ({ ours, theirsRoot }) => {
+        const session = unique("agent:main");
+        const theirHandle = await sdk.getSandboxBackendFactory("ssh")(
+          params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot, { command: client }))),
+        );
+        const theirs = await sequence(theirHandle, local);
+        for (const { path, host: served } of ours) {
+          const ourHandle = await served.createHandle(params(local, session, null));
+          const mine = await sequence(ourHandle, local);
+          sameBesidesOnPurpose(theirs, mine, path);
+          assert.equal(remoteTree(host, ourHandle.workdir), remoteTree(host, theirHandle.workdir), path.name);
+        }
+        // Each of our hosts runs its master with the named client: one per host.
+        const masters = processesRunning(client).filter((args) => args.includes(" -M "));
+        assert.equal(masters.length, ours.length, JSON.stringify(processesRunning(client)));
+      },
+      { command: client },
     );
-    const ourHandle = await ours.createHandle(params(local, session, null));
-    const theirs = await sequence(theirHandle, local);
-    const mine = await sequence(ourHandle, local);
-    sameBesidesOnPurpose(theirs, mine);
-    assert.equal(remoteTree(host, ourHandle.workdir), remoteTree(host, theirHandle.workdir));
-    // Ours runs its master with the named client.
-    const masters = processesRunning(client).filter((args) => args.includes(" -M "));
-    assert.equal(masters.length, 1, JSON.stringify(processesRunning(client)));
   } finally {
-    await ours.close();
-    sh(host, `rm -rf ${theirsRoot} ${oursRoot}`);
     rmSync(clients, { recursive: true, force: true });
-    local.cleanup();
   }
 });
 
@@ -493,7 +502,6 @@ test("differential: the skills OpenClaw materialized for a scope are refreshed b
     const session = unique("agent:main");
     const withSkills = (cfg) => ({ ...params(local, session, cfg), skillsWorkspaceDir: skills });
     const theirHandle = await sdk.getSandboxBackendFactory("ssh")(withSkills(openclawCfg("ssh", sshBlock(host, theirsRoot))));
-    const ourHandle = await ours.createHandle(withSkills(null));
     const listing = "cd .openclaw/sandbox-skills 2>/dev/null && find . | LC_ALL=C sort && cat skills/demo/SKILL.md 2>/dev/null; true";
     const run = async (handle) => {
       const bridge = handle.createFsBridge({ sandbox: bridgeContext(local, handle) });
@@ -522,15 +530,18 @@ test("differential: the skills OpenClaw materialized for a scope are refreshed b
       return out;
     };
     const theirs = await run(theirHandle);
-    const mine = await run(ourHandle);
-    assert.deepEqual(mine, theirs);
-    const row = (name) => mine.find(([n]) => n === name)[1];
-    assert.match(row("exec sees the skills").stdout, /\.\/skills\/demo\/SKILL\.md\n# demo\n$/);
-    assert.doesNotMatch(row("the next exec sees the change, not the plant").stdout, /planted/);
-    assert.equal(row("the bridge reads the change"), "# demo, read through the bridge\n");
-    assert.equal(row("the bridge may not write there"), "error");
-    assert.equal(row("no local skills: the copy is emptied").stdout, ".\n");
-    assert.equal(remoteTree(host, ourHandle.workdir), remoteTree(host, theirHandle.workdir));
+    for (const { path, host: served } of ours) {
+      const ourHandle = await served.createHandle(withSkills(null));
+      const mine = await run(ourHandle);
+      assert.deepEqual(mine, theirs, path.name);
+      const row = (name) => mine.find(([n]) => n === name)[1];
+      assert.match(row("exec sees the skills").stdout, /\.\/skills\/demo\/SKILL\.md\n# demo\n$/);
+      assert.doesNotMatch(row("the next exec sees the change, not the plant").stdout, /planted/);
+      assert.equal(row("the bridge reads the change"), "# demo, read through the bridge\n");
+      assert.equal(row("the bridge may not write there"), "error");
+      assert.equal(row("no local skills: the copy is emptied").stdout, ".\n");
+      assert.equal(remoteTree(host, ourHandle.workdir), remoteTree(host, theirHandle.workdir), path.name);
+    }
   });
 });
 
@@ -547,12 +558,17 @@ test("differential: a reader of the skills during 50 refreshes never finds them 
   version(0);
   // On the target, as any process there reads the skills (by path, as
   // OpenClaw's skill loader does): every listing must hold all of them, each
-  // SKILL.md whole, until the stop file appears.
+  // SKILL.md whole, until the stop file appears. It polls every half
+  // millisecond rather than spinning: a refresh that clears in place leaves
+  // the skills missing for longer than that, and a spinning reader took a
+  // whole core from everything else on the machine for the minute OpenClaw's
+  // own backend takes over its 50 refreshes.
   const reader = [
-    "import json, os, sys",
+    "import json, os, sys, time",
     "d, out, stop, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])",
     "polls = missing = partial = 0",
     "while not os.path.exists(stop):",
+    "    time.sleep(0.0005)",
     "    polls += 1",
     "    try:",
     "        names = os.listdir(d)",
@@ -574,7 +590,7 @@ test("differential: a reader of the skills during 50 refreshes never finds them 
   const scratch = `/tmp/${unique("occ-skills-reader")}`;
   sh(host, `mkdir -p ${scratch} && cat > ${scratch}/reader.py <<'EOF'\n${reader}\nEOF`);
   try {
-    await bothBackends(local, "occ-skills", async ({ ours, theirsRoot, oursRoot }) => {
+    await bothBackends(local, "occ-skills", async ({ ours, theirsRoot }) => {
       const session = unique("agent:main");
       const withSkills = (cfg) => ({ ...params(local, session, cfg), skillsWorkspaceDir: skills });
       const read = async (handle, who) => {
@@ -595,15 +611,17 @@ test("differential: a reader of the skills during 50 refreshes never finds them 
         return seen;
       };
       const theirs = await read(await sdk.getSandboxBackendFactory("ssh")(withSkills(openclawCfg("ssh", sshBlock(host, theirsRoot)))), "theirs");
-      const mine = await read(await ours.createHandle(withSkills(null)), "ours");
-      process.stderr.write(`skills during 50 refreshes: OpenClaw's own backend ${JSON.stringify(theirs)}, ours ${JSON.stringify(mine)}\n`);
       // The reader finds OpenClaw's in-place clear: it can see what it looks for.
       assert.ok(theirs.missing + theirs.partial > 0, JSON.stringify(theirs));
-      assert.ok(mine.polls > 50, JSON.stringify(mine));
-      assert.deepEqual({ missing: mine.missing, partial: mine.partial }, { missing: 0, partial: 0 });
-      // Nothing of the swaps shows in the workspace.
-      const ourWorkdir = sh(host, `ls -d ${oursRoot}/*/workspace`);
-      assert.equal(sh(host, `ls -A ${ourWorkdir}/.openclaw`), "sandbox-skills");
+      for (const { path, host: served, root: oursRoot } of ours) {
+        const mine = await read(await served.createHandle(withSkills(null)), `ours-${path.name}`);
+        process.stderr.write(`skills during 50 refreshes: OpenClaw's own backend ${JSON.stringify(theirs)}, ours (${path.name}) ${JSON.stringify(mine)}\n`);
+        assert.ok(mine.polls > 50, JSON.stringify(mine));
+        assert.deepEqual({ missing: mine.missing, partial: mine.partial }, { missing: 0, partial: 0 }, path.name);
+        // Nothing of the swaps shows in the workspace.
+        const ourWorkdir = sh(host, `ls -d ${oursRoot}/*/workspace`);
+        assert.equal(sh(host, `ls -A ${ourWorkdir}/.openclaw`), "sandbox-skills");
+      }
     });
   } finally {
     sh(host, `rm -rf ${scratch}`);
@@ -627,9 +645,10 @@ test("differential: a file OpenClaw stages for a turn after the seed reaches our
     // A session key OpenClaw resolves to its agent, as a real turn's is.
     const session = `agent:main:${unique("inputs")}`;
     const theirHandle = await sdk.getSandboxBackendFactory("ssh")(params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot))));
-    const ourHandle = await ours.createHandle(params(local, session, null));
-    // Both seeded before anything is staged.
-    for (const handle of [theirHandle, ourHandle]) assert.equal((await exec(handle, "echo seeded")).code, 0);
+    const ourHandles = [];
+    for (const { path, host: served } of ours) ourHandles.push({ path, handle: await served.createHandle(params(local, session, null)) });
+    // All seeded before anything is staged.
+    for (const handle of [theirHandle, ...ourHandles.map((o) => o.handle)]) assert.equal((await exec(handle, "echo seeded")).code, 0);
     const stateDir = process.env.OPENCLAW_STATE_DIR;
     process.env.OPENCLAW_STATE_DIR = state;
     const ctx = { media: [{ path: join(store, "photo.png"), contentType: "image/png" }] };
@@ -655,14 +674,16 @@ test("differential: a file OpenClaw stages for a turn after the seed reaches our
     // Theirs: the staged file never leaves this machine.
     assert.deepEqual(await read(theirHandle), { error: "ENOENT" });
     assert.notEqual((await exec(theirHandle, `cat ${path}`)).code, 0);
-    // Ours: the next operation brings it, byte for byte, with OpenClaw's marker.
-    assert.equal(await read(ourHandle), photo.toString("binary"));
-    const cat = await exec(ourHandle, `cat ${directory}/.gitignore && od -c ${path} | head -1`);
-    assert.equal(cat.code, 0, cat.stderr);
-    assert.match(cat.stdout, /^# Raw task inputs remain private/);
-    // A sandboxed command's change to its copy stands: nothing is sent again.
-    assert.equal((await exec(ourHandle, `echo edited > ${path}`)).code, 0);
-    assert.equal(await read(ourHandle), "edited\n");
+    for (const { path: served, handle: ourHandle } of ourHandles) {
+      // Ours: the next operation brings it, byte for byte, with OpenClaw's marker.
+      assert.equal(await read(ourHandle), photo.toString("binary"), served.name);
+      const cat = await exec(ourHandle, `cat ${directory}/.gitignore && od -c ${path} | head -1`);
+      assert.equal(cat.code, 0, cat.stderr);
+      assert.match(cat.stdout, /^# Raw task inputs remain private/);
+      // A sandboxed command's change to its copy stands: nothing is sent again.
+      assert.equal((await exec(ourHandle, `echo edited > ${path}`)).code, 0);
+      assert.equal(await read(ourHandle), "edited\n", served.name);
+    }
   });
 });
 
@@ -672,9 +693,11 @@ test("differential: 20 commands killed or cancelled mid-output, then exec and re
     const session = `agent:main:${unique("aborts")}`;
     const runOn = async (handle) => abortTwenty({ handle, bridge: handle.createFsBridge({ sandbox: bridgeContext(local, handle) }), host });
     const theirs = await runOn(await sdk.getSandboxBackendFactory("ssh")(params(local, session, openclawCfg("ssh", sshBlock(host, theirsRoot)))));
-    const mine = await runOn(await ours.createHandle(params(local, session, null)));
-    process.stderr.write(`after 20 aborts: OpenClaw's own backend ${timesText(theirs.before, theirs.after)}; ours ${timesText(mine.before, mine.after)}\n`);
-    process.stderr.write(`left on the target: OpenClaw's own backend ${JSON.stringify(theirs.left)}, ours ${JSON.stringify(mine.left)}\n`);
-    assert.equal(mine.left, "");
+    for (const { path, host: served } of ours) {
+      const mine = await runOn(await served.createHandle(params(local, session, null)));
+      process.stderr.write(`after 20 aborts: OpenClaw's own backend ${timesText(theirs.before, theirs.after)}; ours (${path.name}) ${timesText(mine.before, mine.after)}\n`);
+      process.stderr.write(`left on the target: OpenClaw's own backend ${JSON.stringify(theirs.left)}, ours (${path.name}) ${JSON.stringify(mine.left)}\n`);
+      assert.equal(mine.left, "", path.name);
+    }
   });
 });

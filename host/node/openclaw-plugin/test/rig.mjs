@@ -7,6 +7,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import test from "node:test";
 import { fileURLToPath } from "node:url";
 
 export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../../..");
@@ -66,23 +67,43 @@ export function sshBlock(host, workspaceRoot, extra = {}) {
 }
 
 /**
- * Whether the tests run with the long-lived workspace worker (the default) or,
- * with OCC_TEST_WORKSPACE_WORKER=0, a run of its own for every operation.
+ * The two ways the backend serves a scope: the long-lived workspace worker
+ * (the default) and a run of its own for every operation (`workspaceWorker:
+ * false`, for targets that want no long-lived process). Every test of a
+ * behaviour of the backend runs on both, in one run of the suite; a test
+ * whose subject never reaches the target (OpenClaw's registry, its prompt and
+ * `sandbox explain` with the target unreachable, the plugin's installation)
+ * runs once, on the default. OCC_TEST_WORKSPACE_WORKER=1 (or 0) keeps only
+ * the worker (or the one-shot path).
  */
-export const workspaceWorker = process.env.OCC_TEST_WORKSPACE_WORKER !== "0";
+export const PATHS = [
+  { name: "worker", config: {} },
+  { name: "one-shot", config: { workspaceWorker: false } },
+].filter((p) => {
+  const only = process.env.OCC_TEST_WORKSPACE_WORKER;
+  return only === undefined || only === "" || (only !== "0") === (p.name === "worker");
+});
 
-/** The same choice as the plugin's config takes it. */
-export const workerConfig = workspaceWorker ? {} : { workspaceWorker: false };
+/** The path a test whose subject is not the path runs on. */
+export const DEFAULT_PATH = PATHS[0];
 
-/** The Installation document for the sandbox component. */
-export function installation({ ssh, localWorkspaces, sandbox = {} }) {
+/**
+ * `test(name, options, body)` once per path, each named after its path:
+ * "<name> (worker)" and "<name> (one-shot)"; `body(path)`.
+ */
+export function testEachPath(name, options, body) {
+  for (const path of PATHS) test(`${name} (${path.name})`, options, () => body(path));
+}
+
+/** The Installation document for the sandbox component, serving scopes by `path`. */
+export function installation({ ssh, localWorkspaces, sandbox = {}, path = DEFAULT_PATH }) {
   return {
     drivers: {
       sandbox: {
         component,
         approvedScripts: approvedScripts(),
         localWorkspaces,
-        ...workerConfig,
+        ...path.config,
         configuration: {
           agents: { defaults: { sandbox: { mode: "all", backend: "ssh", scope: "session", workspaceAccess: "rw", ...sandbox, ssh } } },
         },
@@ -91,11 +112,16 @@ export function installation({ ssh, localWorkspaces, sandbox = {} }) {
   };
 }
 
+// The tests' own looks at a host share one connection per host (a fresh
+// handshake costs tens of milliseconds of CPU on each side, thousands of times
+// a run); a master that an outage ended is replaced by the next command.
+const mux = ["-o", `ControlPath=${join(dirname(rig.identity), "mux-%C")}`, "-o", "ControlMaster=auto", "-o", "ControlPersist=60"];
+
 /** Run a shell command on a rig host; its stdout. */
 export function sh(host, script) {
   return execFileSync(
     "ssh",
-    ["-F", "none", "-i", rig.identity, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", `UserKnownHostsFile=${rig.knownHosts}`, "-o", "LogLevel=ERROR", `root@${host.address}`, script],
+    ["-F", "none", "-i", rig.identity, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", `UserKnownHostsFile=${rig.knownHosts}`, ...mux, "-o", "LogLevel=ERROR", `root@${host.address}`, script],
     { encoding: "utf8" },
   ).trim();
 }

@@ -6,21 +6,21 @@
 //     node --test host/node/openclaw-plugin/test/sandbox.test.mjs
 
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import test from "node:test";
+import { join } from "node:path";
 
 import { SandboxError, startSandboxHost } from "../sandbox.mjs";
 import { abortTwenty, runSpec as run, timesText } from "./aborts.mjs";
-import { hostBinary, installation, localWorkspace, remoteTree, rig, sh, sshBlock, unique } from "./rig.mjs";
+import { hostBinary, installation, localWorkspace, remoteTree, rig, sh, sshBlock, testEachPath, unique } from "./rig.mjs";
 
 const host = rig.hosts[0];
 
-async function fixture() {
+async function fixture(path) {
   const local = localWorkspace();
   const workspaceRoot = `/tmp/${unique("occ-sbx-node")}`;
   const sandboxHost = await startSandboxHost({
-    installation: installation({ ssh: sshBlock(host, workspaceRoot), localWorkspaces: [local.base] }),
+    installation: installation({ ssh: sshBlock(host, workspaceRoot), localWorkspaces: [local.base], path }),
     hostBinary,
   });
   const handle = await sandboxHost.createHandle({ sessionKey: unique("agent:main"), workspaceDir: local.workspace });
@@ -38,8 +38,8 @@ async function fixture() {
   };
 }
 
-test("the handle has OpenClaw's shape and the bridge works on the target", async () => {
-  const f = await fixture();
+testEachPath("the handle has OpenClaw's shape and the bridge works on the target", {}, async (path) => {
+  const f = await fixture(path);
   try {
     const { handle, bridge } = f;
     assert.equal(handle.id, "occ-ssh");
@@ -75,8 +75,8 @@ test("the handle has OpenClaw's shape and the bridge works on the target", async
   }
 });
 
-test("exec as OpenClaw runs it: streamed output, exit code, env; a kill ends the remote command", async () => {
-  const f = await fixture();
+testEachPath("exec as OpenClaw runs it: streamed output, exit code, env; a kill ends the remote command", {}, async (path) => {
+  const f = await fixture(path);
   try {
     const spec = await f.handle.buildExecSpec({ command: 'echo "$GREETING"; echo oops >&2; pwd; exit 3', workdir: "src", env: { GREETING: "it's ok" } });
     assert.equal(spec.stdinMode, "pipe-open");
@@ -97,8 +97,8 @@ test("exec as OpenClaw runs it: streamed output, exit code, env; a kill ends the
   }
 });
 
-test("a relay's stdin reaches its own command, in its own scope, and no other", async () => {
-  const f = await fixture();
+testEachPath("a relay's stdin reaches its own command, in its own scope, and no other", {}, async (path) => {
+  const f = await fixture(path);
   try {
     // A second scope on the same serving host.
     const other = await f.sandboxHost.createHandle({ sessionKey: unique("agent:other"), workspaceDir: f.local.workspace });
@@ -122,10 +122,10 @@ test("a relay's stdin reaches its own command, in its own scope, and no other", 
   }
 });
 
-test("drivers.sandbox.maxRunSeconds ends a command that runs longer, and its processes", async () => {
+testEachPath("drivers.sandbox.maxRunSeconds ends a command that runs longer, and its processes", {}, async (path) => {
   const local = localWorkspace();
   const workspaceRoot = `/tmp/${unique("occ-sbx-bound")}`;
-  const doc = installation({ ssh: sshBlock(host, workspaceRoot), localWorkspaces: [local.base] });
+  const doc = installation({ ssh: sshBlock(host, workspaceRoot), localWorkspaces: [local.base], path });
   doc.drivers.sandbox.maxRunSeconds = 3;
   const sandboxHost = await startSandboxHost({ installation: doc, hostBinary });
   try {
@@ -145,8 +145,8 @@ test("drivers.sandbox.maxRunSeconds ends a command that runs longer, and its pro
   }
 });
 
-test("runShellCommand with stdin, failures and an abort signal", async () => {
-  const f = await fixture();
+testEachPath("runShellCommand with stdin, failures and an abort signal", {}, async (path) => {
+  const f = await fixture(path);
   try {
     const r = await f.handle.runShellCommand({ script: 'printf "%s|" "$0" "$@"; cat', args: ["a b", "c"], stdin: Buffer.from("in") });
     assert.equal(r.code, 0);
@@ -167,8 +167,8 @@ test("runShellCommand with stdin, failures and an abort signal", async () => {
   }
 });
 
-test("a write up to the bridge's 8 MiB bound arrives whole; a larger one fails at once, too-large, and writes nothing", { timeout: 120_000 }, async () => {
-  const f = await fixture();
+testEachPath("a write up to the bridge's 8 MiB bound arrives whole; a larger one fails at once, too-large, and writes nothing", { timeout: 120_000 }, async (path) => {
+  const f = await fixture(path);
   try {
     const { bridge, handle } = f;
     const sha = (b) => createHash("sha256").update(b).digest("hex");
@@ -200,7 +200,7 @@ test("a write up to the bridge's 8 MiB bound arrives whole; a larger one fails a
   }
 });
 
-test("a client that exits without closing takes its host with it", async () => {
+testEachPath("a client that exits without closing takes its host with it", {}, async (path) => {
   const local = localWorkspace();
   try {
     const script = `
@@ -208,7 +208,7 @@ test("a client that exits without closing takes its host with it", async () => {
       const h = await startSandboxHost({ installation: JSON.parse(process.argv[1]), hostBinary: ${JSON.stringify(hostBinary)} });
       await h.call("validateConfiguration", {});
       console.log(h.pid);`;
-    const doc = installation({ ssh: sshBlock(host, "/tmp/unused"), localWorkspaces: [local.base] });
+    const doc = installation({ ssh: sshBlock(host, "/tmp/unused"), localWorkspaces: [local.base], path });
     const pid = Number(execFileSync(process.execPath, ["--input-type=module", "-e", script, JSON.stringify(doc)], { encoding: "utf8" }).trim());
     assert.ok(pid > 0);
     // The host saw its stdin close; wait for it to be gone.
@@ -228,25 +228,32 @@ test("a client that exits without closing takes its host with it", async () => {
 });
 
 /** Every file below `dir` whose bytes hold `needle` (grep, as an operator would). */
+/**
+ * Every regular file below `dir`, on `dir`'s own filesystem, whose bytes hold
+ * `needle`: the test's own temporary directory, never what else the machine
+ * mounts below /tmp (another container's root holds copies of the rig's key).
+ */
 function filesHolding(dir, needle) {
-  try {
-    return execFileSync("grep", ["-rlsF", "--devices=skip", "--", needle, dir], { encoding: "utf8" }).trim().split("\n").filter(Boolean);
-  } catch (e) {
-    if (e.status === 1) return [];
-    return (e.stdout ?? "").trim().split("\n").filter(Boolean);
-  }
+  const r = spawnSync("find", [dir, "-xdev", "-type", "f", "-exec", "grep", "-lsF", "--", needle, "{}", "+"], { encoding: "utf8" });
+  // grep, and find with it, exits 1 when no file holds the needle: only what it printed counts.
+  assert.equal(r.error, undefined, String(r.error));
+  return r.stdout.trim().split("\n").filter(Boolean);
 }
 
-test("a client killed with SIGKILL while a session holds identityData leaves the key on no disk", async () => {
-  const { readFileSync } = await import("node:fs");
-  const { tmpdir } = await import("node:os");
+testEachPath("a client killed with SIGKILL while a session holds identityData leaves the key on no disk", {}, async (path) => {
+  const { mkdtempSync, readFileSync, rmSync } = await import("node:fs");
+  const { tmpdir: systemTmp } = await import("node:os");
+  // The client and both hosts get a temporary directory of this test's own:
+  // where the host would write an inline key, and all the test searches.
+  const tmp = mkdtempSync(join(systemTmp(), "occ-sbx-kill-"));
+  const tmpdir = () => tmp;
   const key = readFileSync(rig.identity, "utf8");
   // The second body line holds this key's own public half (the first is the
   // same for every OpenSSH key).
   const needle = key.split("\n").filter((l) => !l.startsWith("-----") && l.length > 40)[1];
   const local = localWorkspace();
   const workspaceRoot = `/tmp/${unique("occ-sbx-node")}`;
-  const inst = installation({ ssh: sshBlock(host, workspaceRoot, { identityFile: undefined, identityData: key }), localWorkspaces: [local.base] });
+  const inst = installation({ ssh: sshBlock(host, workspaceRoot, { identityFile: undefined, identityData: key }), localWorkspaces: [local.base], path });
   delete inst.drivers.sandbox.configuration.agents.defaults.sandbox.ssh.identityFile;
   // A client of its own, which this test kills outright mid-session.
   const script = `
@@ -257,7 +264,7 @@ test("a client killed with SIGKILL while a session holds identityData leaves the
     console.log("serving " + h.pid);
     setInterval(() => {}, 1000);
   `;
-  const client = spawn(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, INST: JSON.stringify(inst) }, stdio: ["ignore", "pipe", "inherit"] });
+  const client = spawn(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, TMPDIR: tmp, INST: JSON.stringify(inst) }, stdio: ["ignore", "pipe", "inherit"] });
   try {
     const hostPid = await new Promise((resolve, reject) => {
       let out = "";
@@ -288,7 +295,7 @@ test("a client killed with SIGKILL while a session holds identityData leaves the
     assert.equal(alive(), false, "the host outlived its client by 10 s");
     assert.deepEqual(filesHolding(tmpdir(), needle), []);
     // And the next host start finds nothing of it to clean either.
-    const next = await startSandboxHost({ installation: inst, hostBinary });
+    const next = await startSandboxHost({ installation: inst, hostBinary, env: { ...process.env, TMPDIR: tmp } });
     await next.call("validateConfiguration", {});
     assert.deepEqual(filesHolding(tmpdir(), needle), []);
     await next.close();
@@ -296,11 +303,12 @@ test("a client killed with SIGKILL while a session holds identityData leaves the
     client.kill("SIGKILL");
     sh(host, `rm -rf ${workspaceRoot}`);
     local.cleanup();
+    rmSync(tmp, { recursive: true, force: true });
   }
 });
 
-test("aborts leave the scope healthy: 20 commands killed or cancelled mid-output, then exec and read answer as before, and nothing of them is left on the target", { timeout: 180_000 }, async () => {
-  const f = await fixture();
+testEachPath("aborts leave the scope healthy: 20 commands killed or cancelled mid-output, then exec and read answer as before, and nothing of them is left on the target", { timeout: 180_000 }, async (path) => {
+  const f = await fixture(path);
   try {
     const { before, after, left } = await abortTwenty({ handle: f.handle, bridge: f.bridge, host });
     process.stderr.write(`after 20 aborts: ${timesText(before, after)}\n`);
