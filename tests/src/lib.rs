@@ -273,13 +273,33 @@ pub mod rig {
                 ])
                 .arg("-o")
                 .arg(format!("UserKnownHostsFile={}", self.known_hosts.display()))
+                .arg("-o")
+                .arg(format!("ControlPath={}", self.mux_path().display()))
                 .args([
+                    // The tests' own looks at a host share one connection per
+                    // host (a fresh handshake costs tens of milliseconds of CPU
+                    // on each side, thousands of times a run); a master that
+                    // an outage ended is replaced by the next command.
+                    "-o",
+                    "ControlMaster=auto",
+                    "-o",
+                    "ControlPersist=60",
                     "-o",
                     "LogLevel=ERROR",
                     &format!("root@{}", host.address),
                     script,
                 ]);
             command
+        }
+
+        /// Where the tests' shared connections to this rig's hosts listen:
+        /// beside the rig's client key, in its private directory; `%C`
+        /// names the host.
+        fn mux_path(&self) -> PathBuf {
+            self.identity
+                .parent()
+                .expect("the identity lies in the rig's client directory")
+                .join("mux-%C")
         }
 
         /// Like [`Rig::sh`], returning trimmed stdout and failing on a nonzero exit.
