@@ -4,6 +4,8 @@
 // helper's text, then the helper's input (helper/README.md). This text reads the first
 // and runs it as the main CommonJS module `occ-ssh-helper`, which reads the second.
 // So the command line any account on the host can read holds only this constant text.
+// The module carries the SHA-256 of the text it runs (`helperSha256`): what the
+// operator approved, which the helper records in every marker it writes.
 const fs = require('node:fs');
 const vm = require('node:vm');
 const Module = require('node:module');
@@ -23,9 +25,11 @@ function readExact(n) {
   }
   return buffer;
 }
-const text = readExact(readExact(4).readUInt32BE(0)).toString('utf8');
+const bytes = readExact(readExact(4).readUInt32BE(0));
+const text = bytes.toString('utf8');
 const helper = new Module('occ-ssh-helper', null);
 helper.filename = '/occ-ssh-helper';
 helper.paths = [];
+helper.helperSha256 = require('node:crypto').createHash('sha256').update(bytes).digest('hex');
 vm.runInThisContext(Module.wrap(text), { filename: 'occ-ssh-helper' })
   .call(helper.exports, helper.exports, require, helper, helper.filename, '/');

@@ -51,7 +51,7 @@ function load(name) {
 
 const main = load('main');
 if (RUN_AS_HELPER) {
-  main.run();
+  main.run(module.helperSha256);
 } else {
   module.exports = main.api;
 }

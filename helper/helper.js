@@ -26,6 +26,12 @@ const STARTED_AT = Date.now();
 
 const PROTOCOL_VERSION = 2;
 
+// The format of the markers this helper writes. 1: those of the first releases, which
+// carried no format (the helper of 0.2.0 and before); 2: each marker names its format
+// and who wrote it (\`writtenBy\`). A helper reads every format up to its own and
+// refuses, changing nothing, a newer one (helper/README.md, "Markers across releases").
+const MARKER_FORMAT = 2;
+
 // The transport kills an operation at 180 s; stopping at 170 s leaves time to report.
 const DEFAULT_DEADLINE_MS = 170000;
 
@@ -69,7 +75,7 @@ const ROOT_GID = typeof process.getgid === 'function' ? process.getgid() : 0;
 const PERMANENT_CODES = new Set([
   'foreign-marker', 'changed-snapshot', 'unexpected-symlink', 'foreign-unit',
   'foreign-account', 'invalid-operation', 'missing-namespace', 'missing-revision',
-  'no-free-port', 'probe-failed', 'superseded', 'revision-conflict',
+  'no-free-port', 'probe-failed', 'superseded', 'revision-conflict', 'newer-format',
 ]);
 
 class HelperError extends Error {
@@ -80,7 +86,7 @@ class HelperError extends Error {
 }
 
 module.exports = {
-  STARTED_AT, PROTOCOL_VERSION, DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, LOCK_WAIT_SECONDS,
+  STARTED_AT, PROTOCOL_VERSION, MARKER_FORMAT, DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, LOCK_WAIT_SECONDS,
   DEFAULT_READINESS_MS, HEARTBEAT_MS, NODE_MAJOR, TRAVERSE_ONLY, READY_POLL_MS, READY_REQUEST_MS,
   RESTART_JOB_MS, RESTART_POLL_MS, FLOCK_TIMEOUT_EXIT, TEMP_PREFIX, SAFE_PATH_ENV, UNIT_PREFIX,
   HEADER_FIRST_LINE, ROOT_UID, ROOT_GID, PERMANENT_CODES, HelperError,
@@ -293,7 +299,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const crypto = require('node:crypto');
 
-const { HelperError, ROOT_GID, ROOT_UID, TEMP_PREFIX } = require('./constants');
+const { HelperError, MARKER_FORMAT, ROOT_GID, ROOT_UID, TEMP_PREFIX } = require('./constants');
 const { guard } = require('./session');
 
 function lstatOrNull(p) {
@@ -355,7 +361,25 @@ function readMarker(p, code = 'foreign-marker') {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new HelperError(code, `${p} is not a JSON object`);
   }
+  checkFormat(value, p, code);
   return value;
+}
+
+// A marker without a format is format 1 (the first releases wrote none). One newer than
+// this helper writes was written by a later release: refused before anything changes,
+// naming the release to roll forward to; a rollback never rewrites what it cannot read.
+function checkFormat(marker, p, code) {
+  if (marker.format === undefined) return;
+  if (!Number.isSafeInteger(marker.format) || marker.format < 1) {
+    throw new HelperError(code, `${p}: format ${JSON.stringify(marker.format)} is not a marker format`);
+  }
+  if (marker.format > MARKER_FORMAT) {
+    const by = marker.writtenBy !== null && typeof marker.writtenBy === 'object' &&
+      typeof marker.writtenBy.implementation === 'string' ? marker.writtenBy.implementation : 'a later release';
+    throw new HelperError('newer-format',
+      `${p} is marker format ${marker.format}, written by ${by}; this helper reads formats 1 to ` +
+      `${MARKER_FORMAT}: roll forward to at least ${by}`);
+  }
 }
 
 function checkFields(marker, expected, file, code) {
@@ -927,7 +951,7 @@ module.exports = { unitHeader, canonicalJson, renderSnapshot, snapshotNeedsPassw
 const fs = require('node:fs');
 const path = require('node:path');
 
-const { HelperError, ROOT_UID, TRAVERSE_ONLY } = require('./constants');
+const { HelperError, MARKER_FORMAT, ROOT_UID, TRAVERSE_ONLY } = require('./constants');
 const { guard } = require('./session');
 const {
   checkFields, expectDir, expectFile, lstatOrNull, operatorDirExists, readMarker
@@ -969,16 +993,48 @@ function layout(op) {
   return L;
 }
 
+// What owns host state across releases: the Driver id and the implementation without
+// its version. OCC names a packaged Driver \`<package>@<version>\`, and every release of
+// the package manages what the others deployed (an upgrade, a rollback); another
+// package or another Driver id stays foreign. An implementation with no version after
+// its last \`@\` (occ/ssh, @scope/pkg, pkg@) is compared whole.
+function ownerOf(implementation) {
+  const at = implementation.lastIndexOf('@');
+  return at > 0 && at < implementation.length - 1 ? implementation.slice(0, at) : implementation;
+}
+
 // The exact Driver and Namespace a marker belongs to: two Driver selections sharing a
-// root never adopt each other's objects.
+// root never adopt each other's objects. \`implementation\` is the one the Namespace
+// recorded when it was made (set by verifyNamespace), so that every marker below it
+// names the same one, whichever release wrote it: a release before these rules, which
+// compares it whole, still manages what it deployed after a later one redeployed it.
 const namespaceOwner = (op) => ({
-  driverId: op.driver.id, implementation: op.driver.implementation,
+  driverId: op.driver.id, implementation: op.recorded ?? op.driver.implementation,
   namespaceId: op.namespace.id, namespaceName: op.namespace.name,
 });
 
 const agentOwner = (op) => ({
   ...namespaceOwner(op), agentId: op.agent.id, servicePrincipalId: op.agent.servicePrincipalId,
 });
+
+// A marker of \`expected\`'s owner: the same Driver id, the same implementation but for
+// its version, and every other field exact.
+function checkOwner(marker, expected, file, code) {
+  const { implementation, ...exact } = expected;
+  if (typeof marker.implementation !== 'string' || ownerOf(marker.implementation) !== ownerOf(implementation)) {
+    throw new HelperError(code,
+      `${file}: implementation is ${JSON.stringify(marker.implementation)}, expected ${JSON.stringify(ownerOf(implementation))} (any version)`);
+  }
+  checkFields(marker, exact, file, code);
+}
+
+// A marker's text as this helper writes it: its fields, its format and who wrote it
+// (the implementation with its version, and the SHA-256 of the helper text the host's
+// loader ran, null when the loader named none).
+function markerText(op, fields) {
+  const writtenBy = { implementation: op.driver.implementation, helper: op.helperSha256 ?? null };
+  return `${JSON.stringify({ ...fields, format: MARKER_FORMAT, writtenBy })}\n`;
+}
 
 // true when the Namespace tree exists and is ours; false when absent.
 function verifyNamespace(op, L, required) {
@@ -988,7 +1044,8 @@ function verifyNamespace(op, L, required) {
   }
   const marker = readMarker(L.nsMarker);
   if (!marker) throw new HelperError('foreign-marker', `${L.nsDir} has no namespace.json`);
-  checkFields(marker, namespaceOwner(op), L.nsMarker, 'foreign-marker');
+  checkOwner(marker, namespaceOwner(op), L.nsMarker, 'foreign-marker');
+  op.recorded = marker.implementation;
   expectDir(L.agentsDir);
   return true;
 }
@@ -1016,7 +1073,7 @@ function readAgent(op, L) {
   if (!expectDir(L.agentDir)) return null;
   const marker = readMarker(L.agentMarker);
   if (!marker) throw new HelperError('foreign-marker', `${L.agentDir} has no agent.json`);
-  checkFields(marker, { ...agentOwner(op), account: op.agent.account }, L.agentMarker, 'foreign-marker');
+  checkOwner(marker, { ...agentOwner(op), account: op.agent.account }, L.agentMarker, 'foreign-marker');
   for (const key of ['uid', 'gid']) {
     if (!Number.isSafeInteger(marker[key]) || marker[key] <= 0) {
       throw new HelperError('foreign-marker', `${L.agentMarker}: ${key} is not a valid id`);
@@ -1044,7 +1101,7 @@ function readCurrent(L) {
 function readServed(op, L) {
   const marker = readMarker(L.served);
   if (!marker) return null;
-  checkFields(marker, agentOwner(op), L.served, 'foreign-marker');
+  checkOwner(marker, agentOwner(op), L.served, 'foreign-marker');
   return marker;
 }
 
@@ -1067,7 +1124,7 @@ function verifyRevision(op, L, agentGid) {
   if (!expectDir(L.revDir)) return null;
   const marker = readMarker(L.revMarker);
   if (!marker) throw new HelperError('foreign-marker', `${L.revDir} has no revision.json`);
-  checkFields(marker, agentOwner(op), L.revMarker, 'foreign-marker');
+  checkOwner(marker, agentOwner(op), L.revMarker, 'foreign-marker');
   checkFields(marker, {
     revisionId: op.revision.id, revisionNumber: op.revision.number,
     configurationSha256: op.revision.configurationSha256, harness: op.revision.harness,
@@ -1099,7 +1156,7 @@ function currentRevision(op, L, currentHash) {
   if (!expectDir(path.join(L.revisions, currentHash))) return null;
   const marker = readMarker(path.join(L.revisions, currentHash, 'revision.json'));
   if (!marker) return null;
-  checkFields(marker, agentOwner(op), path.join(L.revisions, currentHash, 'revision.json'), 'foreign-marker');
+  checkOwner(marker, agentOwner(op), path.join(L.revisions, currentHash, 'revision.json'), 'foreign-marker');
   return Number.isSafeInteger(marker.revisionNumber) ? { number: marker.revisionNumber, id: marker.revisionId } : null;
 }
 
@@ -1131,7 +1188,7 @@ function readUnit(unitPath, namespaceId, agentId) {
 }
 
 module.exports = {
-  layout, namespaceOwner, agentOwner, verifyNamespace, tightenTree, readAgent, readCurrent,
+  layout, ownerOf, namespaceOwner, agentOwner, checkOwner, markerText, verifyNamespace, tightenTree, readAgent, readCurrent,
   readServed, revisionMarker, verifyRevision, currentRevision, refuseNumberConflict, readUnit,
 };
 },
@@ -1417,9 +1474,9 @@ const crypto = require('node:crypto');
 const { HelperError } = require('./constants');
 const { guard, progress } = require('./session');
 const { run } = require('./children');
-const { checkFields, expectDir, makeDir, readMarker, removeFile, writeAtomic } = require('./files');
+const { expectDir, makeDir, readMarker, removeFile, writeAtomic } = require('./files');
 const { sha12 } = require('./values');
-const { agentOwner, readAgent, verifyNamespace } = require('./layout');
+const { agentOwner, checkOwner, markerText, readAgent, verifyNamespace } = require('./layout');
 const {
   checkNothingLeft, denySchedulers, endProcesses, removeIpc, removeSchedules, removeSharedFiles,
   undenySchedulers
@@ -1509,7 +1566,7 @@ async function ensureAccount(op, L) {
   let marker = readMarker(L.accountMarker, 'foreign-account');
   const system = await lookupAccount(name);
   if (marker) {
-    checkFields(marker, accountFields(op), L.accountMarker, 'foreign-account');
+    checkOwner(marker, accountFields(op), L.accountMarker, 'foreign-account');
     if (marker.uid !== null || marker.gid !== null) {
       const why = accountMismatch(marker, system, name);
       if (why) throw new HelperError('foreign-account', `account ${name} does not match ${L.accountMarker}: ${why}`);
@@ -1524,7 +1581,7 @@ async function ensureAccount(op, L) {
     if (marker.comment === undefined) {
       guard('record the account comment');
       marker = { ...marker, comment: newAccountComment() };
-      writeAtomic(L.accountMarker, `${JSON.stringify(marker)}\n`, 0o600);
+      writeAtomic(L.accountMarker, markerText(op, marker), 0o600);
     }
   } else if (system.user || system.group) {
     throw new HelperError('foreign-account',
@@ -1532,7 +1589,7 @@ async function ensureAccount(op, L) {
   } else {
     guard('record the account marker');
     marker = { ...accountFields(op), uid: null, gid: null, comment: newAccountComment() };
-    writeAtomic(L.accountMarker, `${JSON.stringify(marker)}\n`, 0o600);
+    writeAtomic(L.accountMarker, markerText(op, marker), 0o600);
   }
   if (!system.user) {
     guard('create the account');
@@ -1549,7 +1606,7 @@ async function ensureAccount(op, L) {
   denySchedulers(name);
   const ids = { uid: created.user.uid, gid: created.group.gid };
   guard('complete the account marker');
-  writeAtomic(L.accountMarker, `${JSON.stringify({ ...accountFields(op), ...ids, comment: marker.comment })}\n`, 0o600);
+  writeAtomic(L.accountMarker, markerText(op, { ...accountFields(op), ...ids, comment: marker.comment }), 0o600);
   progress('account', `created system account ${name} (uid ${ids.uid}, gid ${ids.gid})`);
   return { ...ids, changed: true };
 }
@@ -1558,7 +1615,7 @@ async function verifyAccount(op, L, agent) {
   expectDir(L.accounts);
   const marker = readMarker(L.accountMarker, 'foreign-account');
   if (!marker) throw new HelperError('foreign-account', `${L.accountMarker} is missing for Agent ${op.agent.id}`);
-  checkFields(marker, { ...accountFields(op), uid: agent.uid, gid: agent.gid }, L.accountMarker, 'foreign-account');
+  checkOwner(marker, { ...accountFields(op), uid: agent.uid, gid: agent.gid }, L.accountMarker, 'foreign-account');
   const system = await lookupAccount(op.agent.account);
   const why = accountMismatch(marker, system, op.agent.account);
   if (why) throw new HelperError('foreign-account', `account ${op.agent.account} does not match ${L.accountMarker}: ${why}`);
@@ -2550,8 +2607,9 @@ const {
 const { renderUnit } = require('./render');
 const { applyWorkspaceSetup, planWorkspaceSetup } = require('./workspace-setup');
 const {
-  agentOwner, currentRevision, layout, namespaceOwner, readAgent, readCurrent, readServed,
-  readUnit, refuseNumberConflict, revisionMarker, tightenTree, verifyNamespace, verifyRevision
+  agentOwner, currentRevision, layout, markerText, namespaceOwner, readAgent, readCurrent,
+  readServed, readUnit, refuseNumberConflict, revisionMarker, tightenTree, verifyNamespace,
+  verifyRevision
 } = require('./layout');
 const { accountFields, accountIdentity, ensureAccount, loadAgent } = require('./accounts');
 const { allocatePort } = require('./ports');
@@ -2642,7 +2700,7 @@ async function opEnsureNamespace(op) {
   }
   guard('create the Namespace');
   createDirAtomic(L.nsDir, TRAVERSE_ONLY, ROOT_UID, ROOT_GID, (temp) => {
-    writeNewFile(path.join(temp, 'namespace.json'), `${JSON.stringify(namespaceOwner(op))}\n`, 0o600, ROOT_UID, ROOT_GID);
+    writeNewFile(path.join(temp, 'namespace.json'), markerText(op, namespaceOwner(op)), 0o600, ROOT_UID, ROOT_GID);
     makeDir(path.join(temp, 'agents'), TRAVERSE_ONLY);
   });
   tightenTree(L);
@@ -2695,7 +2753,7 @@ async function opPrepare(op) {
     // 0750 root:<agent group>: the Agent's own account can traverse to its home, state
     // and snapshot; sibling Agents, in other groups, cannot enter.
     createDirAtomic(L.agentDir, 0o750, ROOT_UID, account.gid, (temp) => {
-      writeNewFile(path.join(temp, 'agent.json'), `${JSON.stringify(agent)}\n`, 0o600, ROOT_UID, ROOT_GID);
+      writeNewFile(path.join(temp, 'agent.json'), markerText(op, agent), 0o600, ROOT_UID, ROOT_GID);
       makeDir(path.join(temp, 'home'), 0o700, account.uid, account.gid);
       makeDir(path.join(temp, 'state'), 0o700, account.uid, account.gid);
       makeDir(path.join(temp, 'revisions'), 0o750, ROOT_UID, account.gid);
@@ -2729,7 +2787,7 @@ async function opPrepare(op) {
       // admitted document, and sibling Agents cannot read it.
       writeNewFile(path.join(temp, 'openclaw.json'), op.snapshot.text, 0o640, ROOT_UID, account.gid);
       writeNewFile(path.join(temp, 'revision.json'),
-        `${JSON.stringify(revisionMarker(op, op.snapshot.sha256))}\n`, 0o600, ROOT_UID, ROOT_GID);
+        markerText(op, revisionMarker(op, op.snapshot.sha256)), 0o600, ROOT_UID, ROOT_GID);
     });
     progress('snapshot', `wrote ${L.revDir}`);
     changed = true;
@@ -2891,11 +2949,11 @@ async function opActivate(op) {
     throw new HelperError('readiness-timeout', `${op.agent.unitName} is ${state.ActiveState} after readiness`);
   }
   guard('write served.json');
-  writeAtomic(L.served, `${JSON.stringify({
+  writeAtomic(L.served, markerText(op, {
     ...agentOwner(op), revisionId: op.revision.id,
     revisionNumber: op.revision.number, configurationSha256: op.revision.configurationSha256,
     servedAt: new Date().toISOString(),
-  })}\n`, 0o600);
+  }), 0o600);
   progress('served', `served.json names revision ${op.revision.id}`);
   return { changed: true, port: agent.port, readyAfterMs };
 }
@@ -3031,8 +3089,8 @@ const {
 } = require('./files');
 const { sha12 } = require('./values');
 const {
-  agentOwner, layout, namespaceOwner, readAgent, readCurrent, readServed, readUnit,
-  verifyNamespace
+  agentOwner, checkOwner, layout, namespaceOwner, ownerOf, readAgent, readCurrent, readServed,
+  readUnit, verifyNamespace
 } = require('./layout');
 const {
   accountIdentity, checkAccountForRemoval, isAgentAccount, quiesceAccount, removeAccount
@@ -3050,7 +3108,7 @@ function removalTarget(op, L, name) {
   const file = path.join(agentDir, 'agent.json');
   const marker = readMarker(file);
   if (!marker) throw new HelperError('foreign-marker', `${agentDir} has no agent.json`);
-  checkFields(marker, namespaceOwner(op), file, 'foreign-marker');
+  checkOwner(marker, namespaceOwner(op), file, 'foreign-marker');
   if (typeof marker.agentId !== 'string' || sha12(marker.agentId) !== name) {
     throw new HelperError('foreign-marker', `${file} does not name the Agent of ${name}`);
   }
@@ -3075,7 +3133,7 @@ function removalTarget(op, L, name) {
       const revFile = path.join(SL.revisions, rev, 'revision.json');
       const revMarker = readMarker(revFile);
       if (!revMarker) throw new HelperError('foreign-marker', `${path.dirname(revFile)} has no revision.json`);
-      checkFields(revMarker, agentOwner(scoped), revFile, 'foreign-marker');
+      checkOwner(revMarker, agentOwner(scoped), revFile, 'foreign-marker');
     }
   }
   readUnit(SL.unitPath, op.namespace.id, marker.agentId);
@@ -3119,9 +3177,10 @@ async function namespaceAccounts(op, L) {
     const file = path.join(L.accounts, name);
     const marker = readMarker(file, 'foreign-account');
     const owner = namespaceOwner(op);
-    if (marker.driverId !== owner.driverId || marker.implementation !== owner.implementation ||
+    if (marker.driverId !== owner.driverId || typeof marker.implementation !== 'string' ||
+        ownerOf(marker.implementation) !== ownerOf(owner.implementation) ||
         marker.namespaceId !== owner.namespaceId) continue;
-    checkFields(marker, owner, file, 'foreign-account');
+    checkOwner(marker, owner, file, 'foreign-account');
     if (typeof marker.account !== 'string' || `${marker.account}.json` !== name) {
       throw new HelperError('foreign-account', `${file} names account ${JSON.stringify(marker.account)}`);
     }
@@ -3197,7 +3256,7 @@ async function opDeleteAgent(op) {
   if (expectDir(L.accounts)) {
     const marker = readMarker(L.accountMarker, 'foreign-account');
     if (marker) {
-      checkFields(marker, { ...namespaceOwner(op), agentId: op.agent.id, account: op.agent.account },
+      checkOwner(marker, { ...namespaceOwner(op), agentId: op.agent.id, account: op.agent.account },
         L.accountMarker, 'foreign-account');
       const identity = present ? targets[0].identity : null;
       if (identity && marker.uid !== null && (marker.uid !== identity.uid || marker.gid !== identity.gid)) {
@@ -3230,7 +3289,7 @@ const fs = require('node:fs');
 
 const {
   DEFAULT_DEADLINE_MS, DEFAULT_READINESS_MS, HEADER_FIRST_LINE, HEARTBEAT_MS, HelperError,
-  MAX_DEADLINE_MS, PERMANENT_CODES, PROTOCOL_VERSION, STARTED_AT, UNIT_PREFIX
+  MARKER_FORMAT, MAX_DEADLINE_MS, PERMANENT_CODES, PROTOCOL_VERSION, STARTED_AT, UNIT_PREFIX
 } = require('./constants');
 const { emit, remainingMs, session, stopWith, watchSession } = require('./session');
 const { oneLine } = require('./children');
@@ -3351,7 +3410,7 @@ function readInput() {
   return args;
 }
 
-async function main() {
+async function main(helperSha256) {
   let op;
   try {
     const [operation, envelope] = readInput();
@@ -3359,6 +3418,8 @@ async function main() {
     // content: a hash of both arguments.
     process.title = `occ-ssh-helper ${sha256Hex(`${operation} ${envelope}`).slice(0, 12)}`;
     op = parseOperation(operation, envelope);
+    // The markers this run writes name the helper that wrote them.
+    op.helperSha256 = helperSha256;
   } catch (error) {
     await finish(errorResult(error));
     return;
@@ -3382,18 +3443,20 @@ async function main() {
   }
 }
 
-// Run the helper: what the loader does with the shipped program.
-function run() {
+// Run the helper: what the loader does with the shipped program. `helperSha256` is
+// the SHA-256 the loader took of this program's text (null from a loader that took
+// none): the hash the operator approved, which every marker written names.
+function run(helperSha256) {
   watchSession();
   releaseLockOnExit();
   process.on('uncaughtException', (error) => finish(errorResult(error)));
   process.on('unhandledRejection', (error) => finish(errorResult(error)));
-  main();
+  main(typeof helperSha256 === 'string' && /^[0-9a-f]{64}$/.test(helperSha256) ? helperSha256 : null);
 }
 
 // What the tests and the host read of the helper: its tables and pure functions.
 const api = {
-  PROTOCOL_VERSION, OPERATIONS, PERMANENT_CODES, HEADER_FIRST_LINE, UNIT_PREFIX, SAFE_PATH,
+  PROTOCOL_VERSION, MARKER_FORMAT, OPERATIONS, PERMANENT_CODES, HEADER_FIRST_LINE, UNIT_PREFIX, SAFE_PATH,
   DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, DEFAULT_READINESS_MS, PLACEHOLDER_NAME, PLACEHOLDER_VALUE,
   RESERVED_PLACEHOLDER, MAX_PLACEHOLDERS, HelperError, parseEnvelope, parseOperation,
   renderSnapshot, renderUnit, canonicalJson, agentAccountName, unitHeader, WORKSPACE_FILE_NAMES,
@@ -3417,7 +3480,7 @@ function load(name) {
 
 const main = load('main');
 if (RUN_AS_HELPER) {
-  main.run();
+  main.run(module.helperSha256);
 } else {
   module.exports = main.api;
 }

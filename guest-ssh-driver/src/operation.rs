@@ -42,6 +42,7 @@ pub const PERMANENT_CODES: &[&str] = &[
     "probe-failed",
     "superseded",
     "revision-conflict",
+    "newer-format",
 ];
 
 /// The helper operations, named once for the driver and the host.

@@ -11,9 +11,9 @@ const crypto = require('node:crypto');
 const { HelperError } = require('./constants');
 const { guard, progress } = require('./session');
 const { run } = require('./children');
-const { checkFields, expectDir, makeDir, readMarker, removeFile, writeAtomic } = require('./files');
+const { expectDir, makeDir, readMarker, removeFile, writeAtomic } = require('./files');
 const { sha12 } = require('./values');
-const { agentOwner, readAgent, verifyNamespace } = require('./layout');
+const { agentOwner, checkOwner, markerText, readAgent, verifyNamespace } = require('./layout');
 const {
   checkNothingLeft, denySchedulers, endProcesses, removeIpc, removeSchedules, removeSharedFiles,
   undenySchedulers
@@ -103,7 +103,7 @@ async function ensureAccount(op, L) {
   let marker = readMarker(L.accountMarker, 'foreign-account');
   const system = await lookupAccount(name);
   if (marker) {
-    checkFields(marker, accountFields(op), L.accountMarker, 'foreign-account');
+    checkOwner(marker, accountFields(op), L.accountMarker, 'foreign-account');
     if (marker.uid !== null || marker.gid !== null) {
       const why = accountMismatch(marker, system, name);
       if (why) throw new HelperError('foreign-account', `account ${name} does not match ${L.accountMarker}: ${why}`);
@@ -118,7 +118,7 @@ async function ensureAccount(op, L) {
     if (marker.comment === undefined) {
       guard('record the account comment');
       marker = { ...marker, comment: newAccountComment() };
-      writeAtomic(L.accountMarker, `${JSON.stringify(marker)}\n`, 0o600);
+      writeAtomic(L.accountMarker, markerText(op, marker), 0o600);
     }
   } else if (system.user || system.group) {
     throw new HelperError('foreign-account',
@@ -126,7 +126,7 @@ async function ensureAccount(op, L) {
   } else {
     guard('record the account marker');
     marker = { ...accountFields(op), uid: null, gid: null, comment: newAccountComment() };
-    writeAtomic(L.accountMarker, `${JSON.stringify(marker)}\n`, 0o600);
+    writeAtomic(L.accountMarker, markerText(op, marker), 0o600);
   }
   if (!system.user) {
     guard('create the account');
@@ -143,7 +143,7 @@ async function ensureAccount(op, L) {
   denySchedulers(name);
   const ids = { uid: created.user.uid, gid: created.group.gid };
   guard('complete the account marker');
-  writeAtomic(L.accountMarker, `${JSON.stringify({ ...accountFields(op), ...ids, comment: marker.comment })}\n`, 0o600);
+  writeAtomic(L.accountMarker, markerText(op, { ...accountFields(op), ...ids, comment: marker.comment }), 0o600);
   progress('account', `created system account ${name} (uid ${ids.uid}, gid ${ids.gid})`);
   return { ...ids, changed: true };
 }
@@ -152,7 +152,7 @@ async function verifyAccount(op, L, agent) {
   expectDir(L.accounts);
   const marker = readMarker(L.accountMarker, 'foreign-account');
   if (!marker) throw new HelperError('foreign-account', `${L.accountMarker} is missing for Agent ${op.agent.id}`);
-  checkFields(marker, { ...accountFields(op), uid: agent.uid, gid: agent.gid }, L.accountMarker, 'foreign-account');
+  checkOwner(marker, { ...accountFields(op), uid: agent.uid, gid: agent.gid }, L.accountMarker, 'foreign-account');
   const system = await lookupAccount(op.agent.account);
   const why = accountMismatch(marker, system, op.agent.account);
   if (why) throw new HelperError('foreign-account', `account ${op.agent.account} does not match ${L.accountMarker}: ${why}`);

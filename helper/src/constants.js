@@ -7,6 +7,12 @@ const STARTED_AT = Date.now();
 
 const PROTOCOL_VERSION = 2;
 
+// The format of the markers this helper writes. 1: those of the first releases, which
+// carried no format (the helper of 0.2.0 and before); 2: each marker names its format
+// and who wrote it (\`writtenBy\`). A helper reads every format up to its own and
+// refuses, changing nothing, a newer one (helper/README.md, "Markers across releases").
+const MARKER_FORMAT = 2;
+
 // The transport kills an operation at 180 s; stopping at 170 s leaves time to report.
 const DEFAULT_DEADLINE_MS = 170000;
 
@@ -50,7 +56,7 @@ const ROOT_GID = typeof process.getgid === 'function' ? process.getgid() : 0;
 const PERMANENT_CODES = new Set([
   'foreign-marker', 'changed-snapshot', 'unexpected-symlink', 'foreign-unit',
   'foreign-account', 'invalid-operation', 'missing-namespace', 'missing-revision',
-  'no-free-port', 'probe-failed', 'superseded', 'revision-conflict',
+  'no-free-port', 'probe-failed', 'superseded', 'revision-conflict', 'newer-format',
 ]);
 
 class HelperError extends Error {
@@ -61,7 +67,7 @@ class HelperError extends Error {
 }
 
 module.exports = {
-  STARTED_AT, PROTOCOL_VERSION, DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, LOCK_WAIT_SECONDS,
+  STARTED_AT, PROTOCOL_VERSION, MARKER_FORMAT, DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, LOCK_WAIT_SECONDS,
   DEFAULT_READINESS_MS, HEARTBEAT_MS, NODE_MAJOR, TRAVERSE_ONLY, READY_POLL_MS, READY_REQUEST_MS,
   RESTART_JOB_MS, RESTART_POLL_MS, FLOCK_TIMEOUT_EXIT, TEMP_PREFIX, SAFE_PATH_ENV, UNIT_PREFIX,
   HEADER_FIRST_LINE, ROOT_UID, ROOT_GID, PERMANENT_CODES, HelperError,

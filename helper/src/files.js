@@ -6,7 +6,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const crypto = require('node:crypto');
 
-const { HelperError, ROOT_GID, ROOT_UID, TEMP_PREFIX } = require('./constants');
+const { HelperError, MARKER_FORMAT, ROOT_GID, ROOT_UID, TEMP_PREFIX } = require('./constants');
 const { guard } = require('./session');
 
 function lstatOrNull(p) {
@@ -68,7 +68,25 @@ function readMarker(p, code = 'foreign-marker') {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new HelperError(code, `${p} is not a JSON object`);
   }
+  checkFormat(value, p, code);
   return value;
+}
+
+// A marker without a format is format 1 (the first releases wrote none). One newer than
+// this helper writes was written by a later release: refused before anything changes,
+// naming the release to roll forward to; a rollback never rewrites what it cannot read.
+function checkFormat(marker, p, code) {
+  if (marker.format === undefined) return;
+  if (!Number.isSafeInteger(marker.format) || marker.format < 1) {
+    throw new HelperError(code, `${p}: format ${JSON.stringify(marker.format)} is not a marker format`);
+  }
+  if (marker.format > MARKER_FORMAT) {
+    const by = marker.writtenBy !== null && typeof marker.writtenBy === 'object' &&
+      typeof marker.writtenBy.implementation === 'string' ? marker.writtenBy.implementation : 'a later release';
+    throw new HelperError('newer-format',
+      `${p} is marker format ${marker.format}, written by ${by}; this helper reads formats 1 to ` +
+      `${MARKER_FORMAT}: roll forward to at least ${by}`);
+  }
 }
 
 function checkFields(marker, expected, file, code) {

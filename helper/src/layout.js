@@ -5,7 +5,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 
-const { HelperError, ROOT_UID, TRAVERSE_ONLY } = require('./constants');
+const { HelperError, MARKER_FORMAT, ROOT_UID, TRAVERSE_ONLY } = require('./constants');
 const { guard } = require('./session');
 const {
   checkFields, expectDir, expectFile, lstatOrNull, operatorDirExists, readMarker
@@ -47,16 +47,48 @@ function layout(op) {
   return L;
 }
 
+// What owns host state across releases: the Driver id and the implementation without
+// its version. OCC names a packaged Driver \`<package>@<version>\`, and every release of
+// the package manages what the others deployed (an upgrade, a rollback); another
+// package or another Driver id stays foreign. An implementation with no version after
+// its last \`@\` (occ/ssh, @scope/pkg, pkg@) is compared whole.
+function ownerOf(implementation) {
+  const at = implementation.lastIndexOf('@');
+  return at > 0 && at < implementation.length - 1 ? implementation.slice(0, at) : implementation;
+}
+
 // The exact Driver and Namespace a marker belongs to: two Driver selections sharing a
-// root never adopt each other's objects.
+// root never adopt each other's objects. \`implementation\` is the one the Namespace
+// recorded when it was made (set by verifyNamespace), so that every marker below it
+// names the same one, whichever release wrote it: a release before these rules, which
+// compares it whole, still manages what it deployed after a later one redeployed it.
 const namespaceOwner = (op) => ({
-  driverId: op.driver.id, implementation: op.driver.implementation,
+  driverId: op.driver.id, implementation: op.recorded ?? op.driver.implementation,
   namespaceId: op.namespace.id, namespaceName: op.namespace.name,
 });
 
 const agentOwner = (op) => ({
   ...namespaceOwner(op), agentId: op.agent.id, servicePrincipalId: op.agent.servicePrincipalId,
 });
+
+// A marker of \`expected\`'s owner: the same Driver id, the same implementation but for
+// its version, and every other field exact.
+function checkOwner(marker, expected, file, code) {
+  const { implementation, ...exact } = expected;
+  if (typeof marker.implementation !== 'string' || ownerOf(marker.implementation) !== ownerOf(implementation)) {
+    throw new HelperError(code,
+      `${file}: implementation is ${JSON.stringify(marker.implementation)}, expected ${JSON.stringify(ownerOf(implementation))} (any version)`);
+  }
+  checkFields(marker, exact, file, code);
+}
+
+// A marker's text as this helper writes it: its fields, its format and who wrote it
+// (the implementation with its version, and the SHA-256 of the helper text the host's
+// loader ran, null when the loader named none).
+function markerText(op, fields) {
+  const writtenBy = { implementation: op.driver.implementation, helper: op.helperSha256 ?? null };
+  return `${JSON.stringify({ ...fields, format: MARKER_FORMAT, writtenBy })}\n`;
+}
 
 // true when the Namespace tree exists and is ours; false when absent.
 function verifyNamespace(op, L, required) {
@@ -66,7 +98,8 @@ function verifyNamespace(op, L, required) {
   }
   const marker = readMarker(L.nsMarker);
   if (!marker) throw new HelperError('foreign-marker', `${L.nsDir} has no namespace.json`);
-  checkFields(marker, namespaceOwner(op), L.nsMarker, 'foreign-marker');
+  checkOwner(marker, namespaceOwner(op), L.nsMarker, 'foreign-marker');
+  op.recorded = marker.implementation;
   expectDir(L.agentsDir);
   return true;
 }
@@ -94,7 +127,7 @@ function readAgent(op, L) {
   if (!expectDir(L.agentDir)) return null;
   const marker = readMarker(L.agentMarker);
   if (!marker) throw new HelperError('foreign-marker', `${L.agentDir} has no agent.json`);
-  checkFields(marker, { ...agentOwner(op), account: op.agent.account }, L.agentMarker, 'foreign-marker');
+  checkOwner(marker, { ...agentOwner(op), account: op.agent.account }, L.agentMarker, 'foreign-marker');
   for (const key of ['uid', 'gid']) {
     if (!Number.isSafeInteger(marker[key]) || marker[key] <= 0) {
       throw new HelperError('foreign-marker', `${L.agentMarker}: ${key} is not a valid id`);
@@ -122,7 +155,7 @@ function readCurrent(L) {
 function readServed(op, L) {
   const marker = readMarker(L.served);
   if (!marker) return null;
-  checkFields(marker, agentOwner(op), L.served, 'foreign-marker');
+  checkOwner(marker, agentOwner(op), L.served, 'foreign-marker');
   return marker;
 }
 
@@ -145,7 +178,7 @@ function verifyRevision(op, L, agentGid) {
   if (!expectDir(L.revDir)) return null;
   const marker = readMarker(L.revMarker);
   if (!marker) throw new HelperError('foreign-marker', `${L.revDir} has no revision.json`);
-  checkFields(marker, agentOwner(op), L.revMarker, 'foreign-marker');
+  checkOwner(marker, agentOwner(op), L.revMarker, 'foreign-marker');
   checkFields(marker, {
     revisionId: op.revision.id, revisionNumber: op.revision.number,
     configurationSha256: op.revision.configurationSha256, harness: op.revision.harness,
@@ -177,7 +210,7 @@ function currentRevision(op, L, currentHash) {
   if (!expectDir(path.join(L.revisions, currentHash))) return null;
   const marker = readMarker(path.join(L.revisions, currentHash, 'revision.json'));
   if (!marker) return null;
-  checkFields(marker, agentOwner(op), path.join(L.revisions, currentHash, 'revision.json'), 'foreign-marker');
+  checkOwner(marker, agentOwner(op), path.join(L.revisions, currentHash, 'revision.json'), 'foreign-marker');
   return Number.isSafeInteger(marker.revisionNumber) ? { number: marker.revisionNumber, id: marker.revisionId } : null;
 }
 
@@ -209,6 +242,6 @@ function readUnit(unitPath, namespaceId, agentId) {
 }
 
 module.exports = {
-  layout, namespaceOwner, agentOwner, verifyNamespace, tightenTree, readAgent, readCurrent,
+  layout, ownerOf, namespaceOwner, agentOwner, checkOwner, markerText, verifyNamespace, tightenTree, readAgent, readCurrent,
   readServed, revisionMarker, verifyRevision, currentRevision, refuseNumberConflict, readUnit,
 };

@@ -6,7 +6,7 @@ const fs = require('node:fs');
 
 const {
   DEFAULT_DEADLINE_MS, DEFAULT_READINESS_MS, HEADER_FIRST_LINE, HEARTBEAT_MS, HelperError,
-  MAX_DEADLINE_MS, PERMANENT_CODES, PROTOCOL_VERSION, STARTED_AT, UNIT_PREFIX
+  MARKER_FORMAT, MAX_DEADLINE_MS, PERMANENT_CODES, PROTOCOL_VERSION, STARTED_AT, UNIT_PREFIX
 } = require('./constants');
 const { emit, remainingMs, session, stopWith, watchSession } = require('./session');
 const { oneLine } = require('./children');
@@ -127,7 +127,7 @@ function readInput() {
   return args;
 }
 
-async function main() {
+async function main(helperSha256) {
   let op;
   try {
     const [operation, envelope] = readInput();
@@ -135,6 +135,8 @@ async function main() {
     // content: a hash of both arguments.
     process.title = `occ-ssh-helper ${sha256Hex(`${operation} ${envelope}`).slice(0, 12)}`;
     op = parseOperation(operation, envelope);
+    // The markers this run writes name the helper that wrote them.
+    op.helperSha256 = helperSha256;
   } catch (error) {
     await finish(errorResult(error));
     return;
@@ -158,18 +160,20 @@ async function main() {
   }
 }
 
-// Run the helper: what the loader does with the shipped program.
-function run() {
+// Run the helper: what the loader does with the shipped program. `helperSha256` is
+// the SHA-256 the loader took of this program's text (null from a loader that took
+// none): the hash the operator approved, which every marker written names.
+function run(helperSha256) {
   watchSession();
   releaseLockOnExit();
   process.on('uncaughtException', (error) => finish(errorResult(error)));
   process.on('unhandledRejection', (error) => finish(errorResult(error)));
-  main();
+  main(typeof helperSha256 === 'string' && /^[0-9a-f]{64}$/.test(helperSha256) ? helperSha256 : null);
 }
 
 // What the tests and the host read of the helper: its tables and pure functions.
 const api = {
-  PROTOCOL_VERSION, OPERATIONS, PERMANENT_CODES, HEADER_FIRST_LINE, UNIT_PREFIX, SAFE_PATH,
+  PROTOCOL_VERSION, MARKER_FORMAT, OPERATIONS, PERMANENT_CODES, HEADER_FIRST_LINE, UNIT_PREFIX, SAFE_PATH,
   DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, DEFAULT_READINESS_MS, PLACEHOLDER_NAME, PLACEHOLDER_VALUE,
   RESERVED_PLACEHOLDER, MAX_PLACEHOLDERS, HelperError, parseEnvelope, parseOperation,
   renderSnapshot, renderUnit, canonicalJson, agentAccountName, unitHeader, WORKSPACE_FILE_NAMES,

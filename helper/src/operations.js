@@ -21,8 +21,9 @@ const {
 const { renderUnit } = require('./render');
 const { applyWorkspaceSetup, planWorkspaceSetup } = require('./workspace-setup');
 const {
-  agentOwner, currentRevision, layout, namespaceOwner, readAgent, readCurrent, readServed,
-  readUnit, refuseNumberConflict, revisionMarker, tightenTree, verifyNamespace, verifyRevision
+  agentOwner, currentRevision, layout, markerText, namespaceOwner, readAgent, readCurrent,
+  readServed, readUnit, refuseNumberConflict, revisionMarker, tightenTree, verifyNamespace,
+  verifyRevision
 } = require('./layout');
 const { accountFields, accountIdentity, ensureAccount, loadAgent } = require('./accounts');
 const { allocatePort } = require('./ports');
@@ -113,7 +114,7 @@ async function opEnsureNamespace(op) {
   }
   guard('create the Namespace');
   createDirAtomic(L.nsDir, TRAVERSE_ONLY, ROOT_UID, ROOT_GID, (temp) => {
-    writeNewFile(path.join(temp, 'namespace.json'), `${JSON.stringify(namespaceOwner(op))}\n`, 0o600, ROOT_UID, ROOT_GID);
+    writeNewFile(path.join(temp, 'namespace.json'), markerText(op, namespaceOwner(op)), 0o600, ROOT_UID, ROOT_GID);
     makeDir(path.join(temp, 'agents'), TRAVERSE_ONLY);
   });
   tightenTree(L);
@@ -166,7 +167,7 @@ async function opPrepare(op) {
     // 0750 root:<agent group>: the Agent's own account can traverse to its home, state
     // and snapshot; sibling Agents, in other groups, cannot enter.
     createDirAtomic(L.agentDir, 0o750, ROOT_UID, account.gid, (temp) => {
-      writeNewFile(path.join(temp, 'agent.json'), `${JSON.stringify(agent)}\n`, 0o600, ROOT_UID, ROOT_GID);
+      writeNewFile(path.join(temp, 'agent.json'), markerText(op, agent), 0o600, ROOT_UID, ROOT_GID);
       makeDir(path.join(temp, 'home'), 0o700, account.uid, account.gid);
       makeDir(path.join(temp, 'state'), 0o700, account.uid, account.gid);
       makeDir(path.join(temp, 'revisions'), 0o750, ROOT_UID, account.gid);
@@ -200,7 +201,7 @@ async function opPrepare(op) {
       // admitted document, and sibling Agents cannot read it.
       writeNewFile(path.join(temp, 'openclaw.json'), op.snapshot.text, 0o640, ROOT_UID, account.gid);
       writeNewFile(path.join(temp, 'revision.json'),
-        `${JSON.stringify(revisionMarker(op, op.snapshot.sha256))}\n`, 0o600, ROOT_UID, ROOT_GID);
+        markerText(op, revisionMarker(op, op.snapshot.sha256)), 0o600, ROOT_UID, ROOT_GID);
     });
     progress('snapshot', `wrote ${L.revDir}`);
     changed = true;
@@ -362,11 +363,11 @@ async function opActivate(op) {
     throw new HelperError('readiness-timeout', `${op.agent.unitName} is ${state.ActiveState} after readiness`);
   }
   guard('write served.json');
-  writeAtomic(L.served, `${JSON.stringify({
+  writeAtomic(L.served, markerText(op, {
     ...agentOwner(op), revisionId: op.revision.id,
     revisionNumber: op.revision.number, configurationSha256: op.revision.configurationSha256,
     servedAt: new Date().toISOString(),
-  })}\n`, 0o600);
+  }), 0o600);
   progress('served', `served.json names revision ${op.revision.id}`);
   return { changed: true, port: agent.port, readyAfterMs };
 }

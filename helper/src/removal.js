@@ -17,8 +17,8 @@ const {
 } = require('./files');
 const { sha12 } = require('./values');
 const {
-  agentOwner, layout, namespaceOwner, readAgent, readCurrent, readServed, readUnit,
-  verifyNamespace
+  agentOwner, checkOwner, layout, namespaceOwner, ownerOf, readAgent, readCurrent, readServed,
+  readUnit, verifyNamespace
 } = require('./layout');
 const {
   accountIdentity, checkAccountForRemoval, isAgentAccount, quiesceAccount, removeAccount
@@ -36,7 +36,7 @@ function removalTarget(op, L, name) {
   const file = path.join(agentDir, 'agent.json');
   const marker = readMarker(file);
   if (!marker) throw new HelperError('foreign-marker', `${agentDir} has no agent.json`);
-  checkFields(marker, namespaceOwner(op), file, 'foreign-marker');
+  checkOwner(marker, namespaceOwner(op), file, 'foreign-marker');
   if (typeof marker.agentId !== 'string' || sha12(marker.agentId) !== name) {
     throw new HelperError('foreign-marker', `${file} does not name the Agent of ${name}`);
   }
@@ -61,7 +61,7 @@ function removalTarget(op, L, name) {
       const revFile = path.join(SL.revisions, rev, 'revision.json');
       const revMarker = readMarker(revFile);
       if (!revMarker) throw new HelperError('foreign-marker', `${path.dirname(revFile)} has no revision.json`);
-      checkFields(revMarker, agentOwner(scoped), revFile, 'foreign-marker');
+      checkOwner(revMarker, agentOwner(scoped), revFile, 'foreign-marker');
     }
   }
   readUnit(SL.unitPath, op.namespace.id, marker.agentId);
@@ -105,9 +105,10 @@ async function namespaceAccounts(op, L) {
     const file = path.join(L.accounts, name);
     const marker = readMarker(file, 'foreign-account');
     const owner = namespaceOwner(op);
-    if (marker.driverId !== owner.driverId || marker.implementation !== owner.implementation ||
+    if (marker.driverId !== owner.driverId || typeof marker.implementation !== 'string' ||
+        ownerOf(marker.implementation) !== ownerOf(owner.implementation) ||
         marker.namespaceId !== owner.namespaceId) continue;
-    checkFields(marker, owner, file, 'foreign-account');
+    checkOwner(marker, owner, file, 'foreign-account');
     if (typeof marker.account !== 'string' || `${marker.account}.json` !== name) {
       throw new HelperError('foreign-account', `${file} names account ${JSON.stringify(marker.account)}`);
     }
@@ -183,7 +184,7 @@ async function opDeleteAgent(op) {
   if (expectDir(L.accounts)) {
     const marker = readMarker(L.accountMarker, 'foreign-account');
     if (marker) {
-      checkFields(marker, { ...namespaceOwner(op), agentId: op.agent.id, account: op.agent.account },
+      checkOwner(marker, { ...namespaceOwner(op), agentId: op.agent.id, account: op.agent.account },
         L.accountMarker, 'foreign-account');
       const identity = present ? targets[0].identity : null;
       if (identity && marker.uid !== null && (marker.uid !== identity.uid || marker.gid !== identity.gid)) {

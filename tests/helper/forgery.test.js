@@ -99,7 +99,7 @@ test('an Agent whose IDs carry unit syntax gets exactly the unit the helper rend
   assert.equal(unitProp('Description'), `OpenClaw gateway of OCC Agent ${L.sha12(AGENT)}`);
   // The markers carry the IDs as JSON strings, exactly.
   const marker = (file) => JSON.parse(L.sh(`cat ${file}`));
-  assert.deepEqual(marker(`${p.nsDir}/namespace.json`), fx.namespaceOwner(NS));
+  assert.deepEqual(marker(`${p.nsDir}/namespace.json`), { ...fx.namespaceOwner(NS), ...fx.written() });
   assert.equal(marker(`${p.agentDir}/agent.json`).agentId, AGENT);
   assert.equal(marker(`${p.agentDir}/agent.json`).servicePrincipalId, `sp-${AGENT}`);
   assert.equal(marker(`${p.revDir}/revision.json`).revisionId, REV);

@@ -68,7 +68,7 @@ test('activate starts a real gateway and writes served.json only after /readyz 2
   const served = JSON.parse(L.sh(`cat ${p.agentDir}/served.json`));
   assert.deepEqual(served, {
     ...fx.agentOwner(NS, AGENT), revisionId: 'rev-1', revisionNumber: 1,
-    configurationSha256: L.sha256(L.GATEWAY_CONFIG), servedAt: served.servedAt,
+    configurationSha256: L.sha256(L.GATEWAY_CONFIG), servedAt: served.servedAt, ...fx.written(),
   });
   assert.ok(Date.parse(served.servedAt) >= started, served.servedAt);
   assert.equal(L.statHost([`${p.agentDir}/served.json`])[`${p.agentDir}/served.json`].mode, '600');

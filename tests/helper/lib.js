@@ -329,6 +329,12 @@ class Fixture {
     return { ...this.namespaceOwner(nsId), agentId, servicePrincipalId: `sp-${agentId}` };
   }
 
+  // What every marker this helper writes adds: its format, and who wrote it (the
+  // implementation with its version, the SHA-256 of the text the loader ran).
+  written() {
+    return { format: H.MARKER_FORMAT, writtenBy: { implementation: this.driver.implementation, helper: sha256(HELPER_SOURCE) } };
+  }
+
   // Removes everything this fixture may have left on the host: units, accounts, root.
   cleanup() {
     const script = `

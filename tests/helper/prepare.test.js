@@ -85,28 +85,30 @@ test('prepare creates the layout with exact markers, modes and owners', async ()
 
   // Each marker names the exact Driver (its id and implementation) and the Namespace
   // (its id and name) that own it.
+  // Each also names its format and who wrote it (the implementation, the helper's hash).
   assert.deepEqual(JSON.parse(read(`${p.nsDir}/namespace.json`)), {
     driverId: 'compute-ssh', implementation: 'occ/ssh', namespaceId: 'ns-a', namespaceName: L.HOST_ALIAS,
+    format: 2, writtenBy: { implementation: 'occ/ssh', helper: L.sha256(L.HELPER_SOURCE) },
   });
   const owner = fx.agentOwner('ns-a', 'agent-1');
   // The account carries the marker's comment: proof that the driver made it.
   const accountMarker = JSON.parse(read(p.accountMarker));
   assert.match(accountMarker.comment, /^occ-ssh [0-9a-f]{24}$/);
-  assert.deepEqual(accountMarker, { ...owner, account, uid: result.uid, gid: result.gid, comment: accountMarker.comment });
+  assert.deepEqual(accountMarker, { ...owner, account, uid: result.uid, gid: result.gid, comment: accountMarker.comment, ...fx.written() });
   assert.equal(L.sh(`getent passwd ${account}`).trim().split(':')[4], accountMarker.comment);
   // Denied cron (its deny list created, as the host had neither list) and at.
   assert.ok(read('/etc/cron.deny').split('\n').includes(account), 'in /etc/cron.deny');
   assert.ok(read('/etc/at.deny').split('\n').includes(account), 'in /etc/at.deny');
   assert.match(L.sh(`runuser -u ${account} -- crontab -l`, { allowFailure: true }).stderr, /not allowed/);
   assert.match(L.sh(`echo true | runuser -u ${account} -- at now + 1 hour`, { allowFailure: true }).stderr, /not allowed|permission/i);
-  assert.deepEqual(JSON.parse(read(`${p.agentDir}/agent.json`)), { ...owner, account, uid: result.uid, gid: result.gid, port: 19000 });
+  assert.deepEqual(JSON.parse(read(`${p.agentDir}/agent.json`)), { ...owner, account, uid: result.uid, gid: result.gid, port: 19000, ...fx.written() });
   // The snapshot is the helper's rendering of the controller's document; the marker
   // records the document's hash (the controller's) and the snapshot's (what is on disk).
   const snapshot = read(`${p.revDir}/openclaw.json`);
   assert.equal(snapshot, L.snapshotText(L.GATEWAY_CONFIG));
   assert.deepEqual(JSON.parse(read(`${p.revDir}/revision.json`)), {
     ...owner, revisionId: 'rev-1', revisionNumber: 1, configurationSha256: L.sha256(L.GATEWAY_CONFIG),
-    snapshotSha256: L.sha256(snapshot), harness: 'openclaw/embedded',
+    snapshotSha256: L.sha256(snapshot), harness: 'openclaw/embedded', ...fx.written(),
   });
   assert.match(read(`${p.agentDir}/gateway-password.env`), /^OPENCLAW_GATEWAY_PASSWORD=[0-9a-f]{64}\n$/);
   // Prepare never touches current, served.json, the unit or the operator's env file.
@@ -223,10 +225,12 @@ test('foreign markers are refused and nothing changes', async () => {
   otherSp.envelope.agent.servicePrincipalId = 'sp-intruder';
   await expectRefusal(otherSp, 'foreign-marker', /agent\.json: servicePrincipalId is "sp-agent-1", expected "sp-intruder"/);
   // This Namespace's marker, seen by another Driver selection sharing the root: another
-  // driver id, another implementation, or the same Namespace id under another name.
+  // driver id, another implementation (with a version or without), or the same
+  // Namespace id under another name.
   for (const [edit, why] of [
     [(e) => { e.driver.id = 'compute-other'; }, /namespace\.json: driverId is "compute-ssh", expected "compute-other"/],
-    [(e) => { e.driver.implementation = 'occ/other'; }, /namespace\.json: implementation is "occ\/ssh", expected "occ\/other"/],
+    [(e) => { e.driver.implementation = 'occ/other'; }, /namespace\.json: implementation is "occ\/ssh", expected "occ\/other" \(any version\)/],
+    [(e) => { e.driver.implementation = 'occ-other@1.0.0'; }, /namespace\.json: implementation is "occ\/ssh", expected "occ-other" \(any version\)/],
     [(e) => { e.namespace.name = 'other-host'; }, /namespace\.json: namespaceName is/],
   ]) {
     for (const request of [fx.prepare('ns-a', 'agent-1', 'rev-1', 1), fx.ensureNamespace('ns-a'), fx.deleteNamespace('ns-a'),
@@ -256,6 +260,54 @@ test('foreign markers are refused and nothing changes', async () => {
     await expectRefusal(fx.prepare('ns-a', 'agent-bare', 'rev-1', 1), 'foreign-marker', /no agent.json/);
   } finally {
     L.sh(`rmdir ${bare.agentDir}`);
+  }
+});
+
+test('markers across releases: another version of the implementation manages them; a newer format is refused and nothing changes', async () => {
+  const p = fx.paths('ns-a', 'agent-1', 'rev-1');
+  // The same implementation with a version (how OCC names a package) owns what it made.
+  const versioned = (request) => {
+    request.envelope.driver.implementation = 'occ/ssh@9.9.9';
+    return request;
+  };
+  const again = await L.helper(versioned(fx.prepare('ns-a', 'agent-1', 'rev-1', 1)));
+  assert.equal(again.ok, true, JSON.stringify(again));
+  assert.equal(again.changed, false);
+  assert.equal((await L.helper(versioned(fx.ensureNamespace('ns-a')))).ok, true);
+  // A marker a later release wrote in a format this helper does not know: every
+  // operation that reads it refuses, permanently, naming the file, the format and the
+  // release to roll forward to, and changes nothing.
+  const later = (file, edit) => {
+    const marker = JSON.parse(read(file));
+    L.sh(`cp -p ${file} ${file}.keep && printf '%s\\n' '${JSON.stringify({ ...marker, ...edit })}' > ${file}`);
+    return () => L.sh(`mv -f ${file}.keep ${file}`);
+  };
+  const newer = { format: 99, writtenBy: { implementation: 'occ/ssh@99.0.0', helper: 'f'.repeat(64) } };
+  const roll = (file) => new RegExp(`${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} is marker format 99, written by occ/ssh@99\\.0\\.0; ` +
+    'this helper reads formats 1 to 2: roll forward to at least occ/ssh@99\\.0\\.0');
+  let restore = later(`${p.nsDir}/namespace.json`, newer);
+  try {
+    for (const request of [fx.ensureNamespace('ns-a'), fx.prepare('ns-a', 'agent-1', 'rev-1', 1), fx.deleteNamespace('ns-a'),
+      fx.agentOp('stop', 'ns-a', 'agent-1', 'rev-1', 1), fx.deleteAgent('ns-a', 'agent-1')]) {
+      await expectRefusal(request, 'newer-format', roll(`${p.nsDir}/namespace.json`));
+    }
+  } finally {
+    restore();
+  }
+  restore = later(`${p.agentDir}/agent.json`, newer);
+  try {
+    for (const request of [fx.prepare('ns-a', 'agent-1', 'rev-1', 1), fx.deleteNamespace('ns-a'), fx.deleteAgent('ns-a', 'agent-1')]) {
+      await expectRefusal(request, 'newer-format', roll(`${p.agentDir}/agent.json`));
+    }
+  } finally {
+    restore();
+  }
+  // A format that is no format at all is a foreign marker.
+  restore = later(`${p.revDir}/revision.json`, { format: 'two' });
+  try {
+    await expectRefusal(fx.prepare('ns-a', 'agent-1', 'rev-1', 1), 'foreign-marker', /revision\.json: format "two" is not a marker format/);
+  } finally {
+    restore();
   }
 });
 
