@@ -61,6 +61,9 @@ import sys
 import time
 
 NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+# The newest runtime layout this script knows (the workspace script's
+# LAYOUT_FORMAT): a runtime a later release laid out is refused, not run in.
+LAYOUT_FORMAT = 2
 GRACE_SECONDS = 2.0
 MARKER = "OCC_SANDBOX_EXEC_ID"
 
@@ -117,7 +120,35 @@ def open_workdir(root, runtime, mount, rel):
         finally:
             os.close(fd)
         fd = nxt
+        if index == 0:
+            layout_format(fd, "%s/%s" % (root, runtime))
     return fd
+
+
+def layout_format(runfd, where):
+    """Refuse a runtime whose layout record names a newer format than this
+    script knows; none is format 1."""
+    try:
+        lfd = os.open("layout.json", os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=runfd)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            return
+        os.close(runfd)
+        raise SetupError("invalid-layout", "%s/layout.json: %s" % (where, e.strerror))
+    try:
+        record = json.loads(os.read(lfd, 4097).decode("utf-8", "replace"))
+    except ValueError:
+        record = None
+    finally:
+        os.close(lfd)
+    fmt = record.get("format") if isinstance(record, dict) else None
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 1:
+        os.close(runfd)
+        raise SetupError("invalid-layout", "%s/layout.json is not a layout record" % where)
+    if fmt > LAYOUT_FORMAT:
+        os.close(runfd)
+        raise SetupError("newer-format", "%s is runtime layout format %d, from a later release; this exec script "
+                         "reads formats 1 to %d: roll forward" % (where, fmt, LAYOUT_FORMAT))
 
 
 def read_envelope(text, mode, mount):

@@ -55,6 +55,16 @@ NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLO
 MOUNTS = ("workspace", "agent")
 CHUNK = 1 << 16
 
+# The format of a scope's runtime as this script lays it out, recorded in
+# LAYOUT_FILE at its top when a stage is made. 1: the runtimes of the first
+# releases, which recorded none; 2: the same layout, with the record. A
+# runtime of a newer format than this script's is refused, changing nothing:
+# a later release made it (docs/operators.md, "Upgrading and rolling back").
+LAYOUT_FORMAT = 2
+LAYOUT_FILE = "layout.json"
+# Who lays runtimes out: the release this script ships in.
+WRITTEN_BY = "occ-driver-host 0.3.0"
+
 
 class Refusal(Exception):
     def __init__(self, code, message, path=None):
@@ -86,6 +96,7 @@ def token():
 # directories a changing operation may not touch.
 
 import errno
+import json
 import os
 import stat
 
@@ -152,7 +163,7 @@ def open_runtime(root, runtime):
     if rootfd is None:
         raise Refusal("no-runtime", "no runtime root %s/%s" % (root, runtime))
     try:
-        return os.open(runtime, NOFOLLOW_DIR, dir_fd=rootfd)
+        runfd = os.open(runtime, NOFOLLOW_DIR, dir_fd=rootfd)
     except OSError as e:
         if e.errno == errno.ENOENT:
             raise Refusal("no-runtime", "no runtime root %s/%s" % (root, runtime))
@@ -161,6 +172,40 @@ def open_runtime(root, runtime):
         raise
     finally:
         os.close(rootfd)
+    try:
+        check_layout(runfd, "%s/%s" % (root, runtime))
+    except BaseException:
+        os.close(runfd)
+        raise
+    return runfd
+
+
+def check_layout(runfd, where):
+    """A runtime without a layout record is format 1, a first release's,
+    adopted as it is; one of a newer format than this script's is refused
+    before anything in it is touched."""
+    try:
+        fd = os.open(LAYOUT_FILE, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=runfd)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            return
+        raise Refusal("invalid-layout", "%s/%s: %s" % (where, LAYOUT_FILE, e.strerror))
+    try:
+        text = os.read(fd, 4097)
+    finally:
+        os.close(fd)
+    try:
+        record = json.loads(text.decode("utf-8")) if len(text) <= 4096 else None
+    except ValueError:
+        record = None
+    fmt = record.get("format") if isinstance(record, dict) else None
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 1:
+        raise Refusal("invalid-layout", "%s/%s is not a layout record" % (where, LAYOUT_FILE))
+    if fmt > LAYOUT_FORMAT:
+        by = record.get("writtenBy")
+        by = by if isinstance(by, str) and by.isprintable() and len(by) <= 100 else "a later release"
+        raise Refusal("newer-format", "%s is runtime layout format %d, made by %s; this workspace script reads "
+                      "formats 1 to %d: roll forward to at least %s" % (where, fmt, by, LAYOUT_FORMAT, by))
 
 
 def open_mount(root, runtime, mount):
@@ -897,6 +942,17 @@ def op_stage(root, runtime, stage):
     rootfd = open_root(root, create=True)
     try:
         os.mkdir(stage, 0o700, dir_fd=rootfd)
+        # The runtime this stage becomes says its layout's format.
+        stagefd = os.open(stage, NOFOLLOW_DIR, dir_fd=rootfd)
+        try:
+            fd = os.open(LAYOUT_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=stagefd)
+            try:
+                record = '{"format": %d, "writtenBy": "%s"}\n' % (LAYOUT_FORMAT, WRITTEN_BY)
+                os.write(fd, record.encode("utf-8"))
+            finally:
+                os.close(fd)
+        finally:
+            os.close(stagefd)
     finally:
         os.close(rootfd)
     return {"stage": stage}

@@ -67,6 +67,11 @@ pub enum Code {
     Refused,
     /// The target's disk (or quota) had no room for a write.
     DiskFull,
+    /// The scope's runtime was laid out by a later release than the
+    /// scripts that ran: roll forward (nothing was changed).
+    NewerFormat,
+    /// The scope's runtime holds a layout record that is not one.
+    InvalidLayout,
     /// Anything else the target reported.
     Remote,
 }
@@ -103,6 +108,8 @@ impl Code {
             Code::Cancelled => "cancelled",
             Code::Refused => "refused",
             Code::DiskFull => "disk-full",
+            Code::NewerFormat => "newer-format",
+            Code::InvalidLayout => "invalid-layout",
             Code::Remote => "remote",
         }
     }
@@ -124,6 +131,8 @@ impl Code {
             "too-large" => Code::TooLarge,
             "missing-capability" => Code::MissingCapability,
             "disk-full" => Code::DiskFull,
+            "newer-format" => Code::NewerFormat,
+            "invalid-layout" => Code::InvalidLayout,
             "remote" => Code::Remote,
             _ => return None,
         })

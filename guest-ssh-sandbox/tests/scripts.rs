@@ -1791,3 +1791,103 @@ fn the_shipped_workspace_script_is_what_its_modules_make() {
         assert!(err.contains(want), "{file}: wanted {want:?} in: {err}");
     }
 }
+
+/// A scope's runtime across releases: a stage records its layout's format and
+/// the release that made it; a runtime with no record (a first release's) is
+/// read as it is; one of a newer format is refused by every operation that
+/// would touch it, the workspace and the exec script alike, naming the release
+/// to roll forward to, and nothing changes; a record that is not one is
+/// refused too. The release named is this crate's.
+#[test]
+fn runtimes_carry_their_layout_format_and_a_newer_one_is_refused() {
+    let t = Target::new();
+    let read = t.envelope("readFile", false).to_json();
+    let write = t.envelope("writeFile", true).to_json();
+    let remove = t.envelope("remove", true).to_json();
+    let exec_env = t.envelope("exec", true).to_json();
+    let runtime = t.dir.path().join("root").join(RUNTIME);
+
+    // A stage, published, says what it is.
+    let fresh = "openclaw-ssh-shared-0123abcd";
+    let stage = format!("{fresh}.bootstrap-{}", "e".repeat(32));
+    let mut envelope = t.envelope("ensureRuntime", true);
+    envelope.runtime_id = Some(fresh.into());
+    let (status, line) = workspace(&envelope.to_json(), &["stage", &stage], b"");
+    assert_eq!(status, Some(0), "{line}");
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(t.dir.path().join("root").join(&stage).join("layout.json")).unwrap(),
+    )
+    .unwrap();
+    let release = format!("occ-driver-host {}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        record,
+        serde_json::json!({"format": 2, "writtenBy": release})
+    );
+
+    // No record: the layout of the first releases, served as it is.
+    let (status, out) = workspace_answer(&read, &["read", "workspace", "README.md", "100"], b"");
+    assert_eq!((status, out.contains("hello")), (Some(0), true), "{out}");
+    assert!(!runtime.join("layout.json").exists(), "nothing was recorded");
+
+    // A later release's runtime.
+    std::fs::write(
+        runtime.join("layout.json"),
+        r#"{"format": 3, "writtenBy": "occ-driver-host 9.0.0"}"#,
+    )
+    .unwrap();
+    let before = t.tree();
+    let newer = format!(
+        "{}/{RUNTIME} is runtime layout format 3, made by occ-driver-host 9.0.0; this workspace script reads formats 1 to 2: roll forward to at least occ-driver-host 9.0.0",
+        t.root()
+    );
+    for (envelope, args) in [
+        (&read, vec!["read", "workspace", "README.md", "100"]),
+        (&write, vec!["write", "workspace", "new.txt", "0"]),
+        (&remove, vec!["remove", "workspace", "README.md", "0", "0"]),
+        (&exec_env, vec!["skills"]),
+    ] {
+        let (status, line) = workspace(envelope, &args, b"data");
+        assert_ne!(status, Some(0), "{args:?}: {line}");
+        assert_eq!(code_of(&line), "newer-format", "{args:?}: {line}");
+        assert!(line.contains(&newer), "{args:?}: {line}");
+    }
+    // The exec script, given a command that would leave a mark: it never runs.
+    let header = format!(
+        "{{\"command\":\"touch {}/ran\",\"env\":{{}},\"args\":[],\"nonce\":\"{}\"}}",
+        t.dir.path().display(),
+        "0".repeat(32)
+    );
+    let exec = t.envelope("exec", true).to_json();
+    let len = header.len().to_string();
+    let text = std::fs::read_to_string(scripts().join("exec.py")).unwrap();
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(text)
+        .arg("exec")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = args_frame(&[exec.as_str(), "exec", "workspace", "", "1000", &len]);
+    input.extend_from_slice(header.as_bytes());
+    {
+        use std::io::Write;
+        let _ = child.stdin.take().unwrap().write_all(&input);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("newer-format") && stderr.contains("is runtime layout format 3"),
+        "{stderr}"
+    );
+    assert_eq!(t.tree(), before, "a refused operation changed the target");
+
+    // A record that is not one.
+    for text in ["not json", r#"{"format": "two"}"#, r#"{"format": 0}"#, "[]"] {
+        std::fs::write(runtime.join("layout.json"), text).unwrap();
+        let (status, line) = workspace(&read, &["read", "workspace", "README.md", "100"], b"");
+        assert_ne!(status, Some(0), "{text}: {line}");
+        assert_eq!(code_of(&line), "invalid-layout", "{text}: {line}");
+    }
+}

@@ -8,6 +8,16 @@ NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLO
 MOUNTS = ("workspace", "agent")
 CHUNK = 1 << 16
 
+# The format of a scope's runtime as this script lays it out, recorded in
+# LAYOUT_FILE at its top when a stage is made. 1: the runtimes of the first
+# releases, which recorded none; 2: the same layout, with the record. A
+# runtime of a newer format than this script's is refused, changing nothing:
+# a later release made it (docs/operators.md, "Upgrading and rolling back").
+LAYOUT_FORMAT = 2
+LAYOUT_FILE = "layout.json"
+# Who lays runtimes out: the release this script ships in.
+WRITTEN_BY = "occ-driver-host 0.3.0"
+
 
 class Refusal(Exception):
     def __init__(self, code, message, path=None):

@@ -7,7 +7,7 @@ import os
 import re
 import stat
 import sys
-from .base import NOFOLLOW_DIR, Refusal, token
+from .base import LAYOUT_FILE, LAYOUT_FORMAT, NOFOLLOW_DIR, WRITTEN_BY, Refusal, token
 from .walk import (
     check_name, check_stage, lstat_at, open_dir, open_mount, open_root,
     open_runtime
@@ -37,6 +37,17 @@ def op_stage(root, runtime, stage):
     rootfd = open_root(root, create=True)
     try:
         os.mkdir(stage, 0o700, dir_fd=rootfd)
+        # The runtime this stage becomes says its layout's format.
+        stagefd = os.open(stage, NOFOLLOW_DIR, dir_fd=rootfd)
+        try:
+            fd = os.open(LAYOUT_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=stagefd)
+            try:
+                record = '{"format": %d, "writtenBy": "%s"}\n' % (LAYOUT_FORMAT, WRITTEN_BY)
+                os.write(fd, record.encode("utf-8"))
+            finally:
+                os.close(fd)
+        finally:
+            os.close(stagefd)
     finally:
         os.close(rootfd)
     return {"stage": stage}

@@ -4,9 +4,10 @@
 # directories a changing operation may not touch.
 
 import errno
+import json
 import os
 import stat
-from .base import MOUNTS, NOFOLLOW_DIR, Refusal
+from .base import LAYOUT_FILE, LAYOUT_FORMAT, MOUNTS, NOFOLLOW_DIR, Refusal
 
 
 def check_name(name, path):
@@ -71,7 +72,7 @@ def open_runtime(root, runtime):
     if rootfd is None:
         raise Refusal("no-runtime", "no runtime root %s/%s" % (root, runtime))
     try:
-        return os.open(runtime, NOFOLLOW_DIR, dir_fd=rootfd)
+        runfd = os.open(runtime, NOFOLLOW_DIR, dir_fd=rootfd)
     except OSError as e:
         if e.errno == errno.ENOENT:
             raise Refusal("no-runtime", "no runtime root %s/%s" % (root, runtime))
@@ -80,6 +81,40 @@ def open_runtime(root, runtime):
         raise
     finally:
         os.close(rootfd)
+    try:
+        check_layout(runfd, "%s/%s" % (root, runtime))
+    except BaseException:
+        os.close(runfd)
+        raise
+    return runfd
+
+
+def check_layout(runfd, where):
+    """A runtime without a layout record is format 1, a first release's,
+    adopted as it is; one of a newer format than this script's is refused
+    before anything in it is touched."""
+    try:
+        fd = os.open(LAYOUT_FILE, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=runfd)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            return
+        raise Refusal("invalid-layout", "%s/%s: %s" % (where, LAYOUT_FILE, e.strerror))
+    try:
+        text = os.read(fd, 4097)
+    finally:
+        os.close(fd)
+    try:
+        record = json.loads(text.decode("utf-8")) if len(text) <= 4096 else None
+    except ValueError:
+        record = None
+    fmt = record.get("format") if isinstance(record, dict) else None
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 1:
+        raise Refusal("invalid-layout", "%s/%s is not a layout record" % (where, LAYOUT_FILE))
+    if fmt > LAYOUT_FORMAT:
+        by = record.get("writtenBy")
+        by = by if isinstance(by, str) and by.isprintable() and len(by) <= 100 else "a later release"
+        raise Refusal("newer-format", "%s is runtime layout format %d, made by %s; this workspace script reads "
+                      "formats 1 to %d: roll forward to at least %s" % (where, fmt, by, LAYOUT_FORMAT, by))
 
 
 def open_mount(root, runtime, mount):

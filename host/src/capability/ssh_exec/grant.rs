@@ -137,10 +137,12 @@ pub enum ExecPolicy {
     /// (`drivers.sandbox.approvedScripts`) and the interpreter is what the
     /// script's first line names (`#!/bin/sh`: `/bin/sh`; `#!/usr/bin/env
     /// python3`: `python3`). The arguments and stdin are data, bounded by
-    /// [`ExecBounds`]. An empty map approves nothing.
+    /// [`ExecBounds`]. An empty map approves nothing. A name may be approved
+    /// with more than one hash: during a rollout, the old release's script
+    /// and the new one's.
     PinnedScripts {
-        /// Script name to SHA-256.
-        approved: BTreeMap<String, Sha256>,
+        /// Script name to every SHA-256 approved for it.
+        approved: BTreeMap<String, Vec<Sha256>>,
     },
 }
 
@@ -150,9 +152,9 @@ impl ExecPolicy {
     pub fn approves(&self, name: &str, sha256: &Sha256) -> bool {
         match self {
             ExecPolicy::NodeHelper { approved } => approved.iter().any(|a| a == sha256),
-            ExecPolicy::PinnedScripts { approved } => {
-                approved.get(name).is_some_and(|a| a == sha256)
-            }
+            ExecPolicy::PinnedScripts { approved } => approved
+                .get(name)
+                .is_some_and(|hashes| hashes.contains(sha256)),
         }
     }
 }

@@ -188,10 +188,13 @@ impl SshExecState {
                                 approved.keys().cloned().collect::<Vec<_>>().join(", ")
                             )));
                         }
-                        Some(pinned) if *pinned != sha => {
+                        Some(pinned) if !pinned.contains(&sha) => {
+                            let pinned: Vec<&str> = pinned.iter().map(Sha256::as_str).collect();
                             return Err(ExecError::Refused(format!(
-                                "script {name_shown:?} has SHA-256 {sha}, not the approved {pinned}; audit it and \
-                                 update drivers.sandbox.approvedScripts, or run the approved one"
+                                "script {name_shown:?} has SHA-256 {sha}, not the approved {}; audit it and \
+                                 approve it under drivers.sandbox.approvedScripts.{name_shown} (a list holds the old \
+                                 release's and the new one's while both roll out), or run the approved one",
+                                pinned.join(" or ")
                             )));
                         }
                         Some(_) => {}

@@ -69,7 +69,7 @@ fn run_builds_the_exec_of_a_shipped_program_from_the_hosts_own_text() {
 
     let script: &[u8] = b"#!/usr/bin/env python3\nprint(1)\n";
     let scripts = exec(ExecPolicy::PinnedScripts {
-        approved: BTreeMap::from([("exec".to_string(), Sha256::of(script))]),
+        approved: BTreeMap::from([("exec".to_string(), vec![Sha256::of(script)])]),
     })
     .with_shipped([("exec", script), ("preflight", b"#!/bin/sh\n".as_slice())]);
     let (argv, stdin) = scripts
@@ -142,7 +142,7 @@ fn shipped_programs_are_approved_once_by_their_hash() {
 
     let script: &[u8] = b"#!/bin/sh\nexit 0\n";
     let scripts = exec(ExecPolicy::PinnedScripts {
-        approved: BTreeMap::from([("exec".to_string(), Sha256::of(script))]),
+        approved: BTreeMap::from([("exec".to_string(), vec![Sha256::of(script)])]),
     })
     .with_shipped([("exec", script), ("workspace", script)]);
     assert!(scripts.ships_approved("exec"));

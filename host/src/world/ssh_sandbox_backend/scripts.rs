@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use occ_ssh_target::digest::{Sha256, sha256_hex};
+use occ_ssh_target::digest::sha256_hex;
 
 use super::SandboxBackend;
 use crate::capability::ssh_exec::{self, ExecPolicy};
@@ -54,7 +54,9 @@ impl SandboxBackend {
         scripts_of(&self.linked.component)
             .into_iter()
             .map(|s| {
-                let ok = approved.get(&s.name).map(Sha256::as_str) == Some(s.sha256.as_str());
+                let ok = approved
+                    .get(&s.name)
+                    .is_some_and(|hashes| hashes.iter().any(|h| h.as_str() == s.sha256.as_str()));
                 (s, ok)
             })
             .collect()

@@ -122,8 +122,9 @@ pub struct SandboxInstallation {
     pub id: String,
     /// The component file, resolved against the installation's directory.
     pub component: PathBuf,
-    /// `approvedScripts`: script name to SHA-256.
-    pub approved_scripts: BTreeMap<String, Sha256>,
+    /// `approvedScripts`: script name to every SHA-256 approved for it (a
+    /// hash, or a list of them while two releases roll out).
+    pub approved_scripts: BTreeMap<String, Vec<Sha256>>,
     /// `localWorkspaces`.
     pub local_workspaces: Vec<PathBuf>,
     /// `maxRunSeconds`: the host's bound of one remote run.
@@ -205,11 +206,22 @@ impl SandboxInstallation {
             None => BTreeMap::new(),
             Some(Value::Object(m)) => m
                 .iter()
-                .map(|(name, sha)| match sha.as_str().and_then(Sha256::parse) {
-                    Some(sha) => Ok((name.clone(), sha)),
-                    None => Err(err(format!(
-                        "drivers.sandbox.approvedScripts.{name}: must be a SHA-256 in lowercase hex (64 characters), as `occ-driver-host inspect` prints it"
-                    ))),
+                .map(|(name, shas)| {
+                    let listed = match shas {
+                        Value::Array(items) if !items.is_empty() => items.iter().collect(),
+                        Value::Array(_) => Vec::new(),
+                        one => vec![one],
+                    };
+                    let parsed: Option<Vec<Sha256>> = listed
+                        .iter()
+                        .map(|sha| sha.as_str().and_then(Sha256::parse))
+                        .collect();
+                    match parsed {
+                        Some(hashes) if !hashes.is_empty() => Ok((name.clone(), hashes)),
+                        _ => Err(err(format!(
+                            "drivers.sandbox.approvedScripts.{name}: must be a SHA-256 in lowercase hex (64 characters), as `occ-driver-host inspect` prints it, or a list of them (the old and the new release's while both roll out)"
+                        ))),
+                    }
                 })
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(err("drivers.sandbox.approvedScripts: must map script names to SHA-256 hashes".into())),
@@ -471,7 +483,7 @@ fn client(ssh: &Map<String, Value>) -> Result<SshClient, GrantError> {
 /// component's rules (a test runs both over the same cases).
 pub fn sandbox_ssh_grant(
     configuration: &Value,
-    approved: &BTreeMap<String, Sha256>,
+    approved: &BTreeMap<String, Vec<Sha256>>,
     max_run: Duration,
 ) -> Result<SshGrant, GrantError> {
     let ssh = sandbox_block(configuration)

@@ -235,6 +235,17 @@ fn the_sandbox_selection() {
     let i = SandboxInstallation::from_document(path, &doc, None).unwrap();
     assert_eq!(i.component, PathBuf::from("/etc/occ/sbx.wasm"));
     assert_eq!(i.id, DEFAULT_ID);
+    let ab = Sha256::parse(&"ab".repeat(32)).unwrap();
+    assert_eq!(i.approved_scripts["exec"], vec![ab.clone()]);
+    // During a rollout a script is approved with the old release's hash and the new one's.
+    let cd = Sha256::parse(&"cd".repeat(32)).unwrap();
+    let both = text.replace(
+        &format!("exec: {}", "ab".repeat(32)),
+        &format!("exec: [{}, {}]", "ab".repeat(32), "cd".repeat(32)),
+    );
+    let doc_both = crate::installation::parse_yaml(&both).unwrap();
+    let i_both = SandboxInstallation::from_document(path, &doc_both, None).unwrap();
+    assert_eq!(i_both.approved_scripts["exec"], vec![ab, cd]);
     assert_eq!(i.local_workspaces, vec![PathBuf::from("/srv/ws")]);
     assert_eq!(i.max_run, Duration::from_secs(DEFAULT_MAX_RUN_SECONDS));
     assert_eq!(i.reconnect, Duration::from_secs(DEFAULT_RECONNECT_SECONDS));
@@ -295,6 +306,11 @@ fn the_sandbox_selection() {
             "drivers.sandbox.approvedScripts.exec: must be a SHA-256",
         ),
         (
+            "drivers: {sandbox: {component: c, configuration: {}, approvedScripts: {exec: []}}}",
+            "drivers.sandbox.approvedScripts.exec: must be a SHA-256",
+        ),
+
+        (
             "drivers: {sandbox: {component: c, configuration: {}, maxRunSeconds: 4294968}}",
             "drivers.sandbox.maxRunSeconds: must be a whole number of seconds from 1 to 4294967, not 4294968",
         ),
@@ -326,4 +342,17 @@ fn the_sandbox_selection() {
             .to_string();
         assert!(e.contains(expected), "{bad}: {e}");
     }
+    // One bad hash in a list refuses the list.
+    let bad = format!(
+        "drivers: {{sandbox: {{component: c, configuration: {{}}, approvedScripts: {{exec: [{}, abc]}}}}}}",
+        "ab".repeat(32)
+    );
+    let doc = crate::installation::parse_yaml(&bad).unwrap();
+    let e = SandboxInstallation::from_document(path, &doc, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("drivers.sandbox.approvedScripts.exec: must be a SHA-256 in lowercase hex (64 characters), as `occ-driver-host inspect` prints it, or a list of them"),
+        "{e}"
+    );
 }
