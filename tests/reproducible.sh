@@ -15,50 +15,25 @@
 # tests, when the tree is the commit: the second build is then the only one.
 # Each clone path keeps its target directory under $OCC_REPRO_DIR (default:
 # $CARGO_TARGET_DIR/repro, or /var/cache/occ/repro), so later runs rebuild only
-# what the commit changed; the first build of the host takes minutes.
-# Dependencies come from this machine's cargo registry, offline: the test needs
-# no network once the workspace has been built here.
+# what the commit changed; the first build of the host takes minutes
+# (tests/release-build.sh). Dependencies come from this machine's cargo
+# registry, offline: the test needs no network once the workspace has been
+# built here.
 set -euo pipefail
+# shellcheck source=tests/release-build.sh
+. "$(dirname "$0")/release-build.sh"
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
 against=
 if [[ ${1:-} == --against ]]; then
 	against=$(cd "$2" && pwd)
 	shift 2
 fi
 commit=$(git -C "$repo" rev-parse "${1:-HEAD}")
-base=${OCC_REPRO_DIR:-${CARGO_TARGET_DIR:-/var/cache/occ/target}/repro}
-real_cargo_home=${CARGO_HOME:-$HOME/.cargo}
-export RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}
-# The toolchain's proxies, wherever this HOME keeps them.
-export PATH="$real_cargo_home/bin:$PATH"
-unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS CARGO_TARGET_DIR CARGO_BUILD_TARGET_DIR
+started=$SECONDS
 
 build() { # <name> <clone path>: prints the release directory
-	local name=$1 clone=$2 home="$base/home-$1" out="$base/dist-$1"
-	mkdir -p "$home/.cargo/registry" "$(dirname "$clone")"
-	# The registry's index and downloaded crates, not its unpacked sources:
-	# each HOME unpacks its own, at its own path.
-	for part in index cache; do
-		if [[ -d $real_cargo_home/registry/$part ]]; then
-			mkdir -p "$home/.cargo/registry/$part"
-			cp -an "$real_cargo_home/registry/$part/." "$home/.cargo/registry/$part/"
-		fi
-	done
-	if [[ ! -d $clone/.git ]]; then
-		git clone --quiet --no-checkout "$repo" "$clone"
-	fi
-	git -C "$clone" fetch --quiet "$repo" "$commit"
-	git -C "$clone" checkout --quiet --force --detach "$commit"
-	git -C "$clone" clean --quiet -fdx
-	rm -rf "$out"
-	(
-		cd "$clone"
-		# Offline for xtask's own build too, not only the builds it starts.
-		HOME=$home CARGO_HOME=$home/.cargo CARGO_TARGET_DIR=$base/target-$name CARGO_NET_OFFLINE=true \
-			cargo xtask dist --out "$out" --offline --locked >&2
-	)
-	echo "$out"
+	release_build "$1" "$2" "$commit" "$base/dist-$1"
+	echo "$base/dist-$1"
 }
 
 hashes() { # <release dir>: "<sha256>  <file>" of every file in it
@@ -108,4 +83,4 @@ if ((status)); then
 	echo "reproducible: FAILED, the same commit built different bytes" >&2
 	exit 1
 fi
-echo "reproducible: ok, $count files byte-identical across clones, paths and HOMEs (tarballs: binary, components, packages)"
+echo "reproducible: ok, $count files byte-identical across clones, paths and HOMEs (tarballs: binary, components, packages), checked in $((SECONDS - started)) s"

@@ -97,10 +97,11 @@ export OCC_DRIVER_HOST
 
 step "rust: unit, property, record/replay, CLI and docs tests (no host)" \
   cargo xtask test "${NATIVE[@]}"
-# The helper's pure tests (the assembled text, its rendering, its envelope):
-# the rest of its suite needs a host.
+# The helper's pure tests (the assembled text, its rendering, its envelope, its
+# markers across releases): the rest of its suite needs a host.
 step "helper: its pure tests (no host)" \
-  node --test tests/helper/build.test.js tests/helper/render.test.js tests/helper/envelope.test.js
+  node --test tests/helper/build.test.js tests/helper/render.test.js tests/helper/envelope.test.js \
+  tests/helper/markers.test.js
 
 if [ "$mode" = quick ]; then
   exit 0
@@ -116,11 +117,32 @@ release() {
 }
 step "release: the npm packages, packed from the tested build (cargo xtask dist)" release
 
-# The reproducibility check builds the same commit in a second clone, at another
-# path under another HOME: minutes of CPU the first time, then only what the
-# commit changed. It runs beside the suites at the lowest priority and is
-# waited for at the end. A tree with uncommitted changes is not its commit: two
-# fresh clones then.
+# The release before this one, built from its own commit by its own cargo xtask
+# dist once per machine (tests/previous-release.sh), for the upgrade tests; then
+# the reproducibility check, which builds this commit in a second clone, at
+# another path under another HOME (the clone the previous release is built in:
+# they share their compiled dependencies). Minutes of CPU the first time, then
+# only what the commit changed. Both run beside the suites at the lowest
+# priority; the upgrade tests wait for the first, the run for the second. A tree
+# with uncommitted changes is not its commit: two fresh clones then.
+export OCC_PREVIOUS_DIST="$STEPS_LOGS/previous-release"
+previous_release() {
+  local dir
+  dir=$(nice -n 19 bash tests/previous-release.sh)
+  ln -sfn "$dir" "$OCC_PREVIOUS_DIST"
+}
+# previous_release_ready CMD...: CMD once the previous release is there; fails
+# at once when its build did.
+previous_release_ready() {
+  while [ ! -e "$OCC_PREVIOUS_DIST/manifest.json" ]; do
+    if [ -e "$STEPS_LOGS/previous-release.failed" ]; then
+      echo "the previous release could not be built: see its step's log" >&2
+      return 1
+    fi
+    sleep 2
+  done
+  "$@"
+}
 reproducible() {
   if grep -q '"commit": "[0-9a-f]*-modified"' "$OCC_DIST/manifest.json"; then
     nice -n 19 bash tests/reproducible.sh
@@ -128,7 +150,11 @@ reproducible() {
     nice -n 19 bash tests/reproducible.sh --against "$OCC_DIST"
   fi
 }
-lane_reproducible() { lane_step "reproducible release: a second clone, another path and HOME" reproducible; }
+lane_reproducible() {
+  lane_step "previous release: built from its commit, once per machine" previous_release
+  [ -e "$OCC_PREVIOUS_DIST/manifest.json" ] || touch "$STEPS_LOGS/previous-release.failed"
+  lane_step "reproducible release: a second clone, another path and HOME" reproducible
+}
 lane repro lane_reproducible
 
 # Test hosts: one rig per lane, so that lanes never share a host. The demo's host
@@ -138,18 +164,18 @@ RIG_STARTED_TRAP=no
 # shellcheck source=tests/rig/started.sh
 . tests/rig/started.sh
 RIG_COMPUTE=/run/occ-rig
-RIG_HELPER=/run/occ-rig-helper
 RIG_SANDBOX=/run/occ-rig-sandbox
+RIG_OPENCLAW=/run/occ-rig-openclaw
 hosts_up() {
   OCC_RIG=$RIG_COMPUTE bash tests/rig/up.sh occ-h1 occ-h2 &
   local a=$!
-  OCC_RIG=$RIG_HELPER bash tests/rig/up.sh occ-h3 &
-  local b=$!
   OCC_RIG=$RIG_SANDBOX bash tests/rig/up.sh occ-h31 occ-h32 &
+  local b=$!
+  OCC_RIG=$RIG_OPENCLAW bash tests/rig/up.sh occ-h33 &
   local c=$!
   wait $a && wait $b && wait $c
 }
-step "test hosts: up (occ-h1, occ-h2 | occ-h3 | occ-h31, occ-h32)" hosts_up
+step "test hosts: up (occ-h1, occ-h2 | occ-h31, occ-h32 | occ-h33)" hosts_up
 
 # The e2e crate's test binaries, built above, run directly: each lane runs the
 # ones it owns against its own rig.
@@ -203,25 +229,33 @@ lane_compute() {
   lane_step "compute: the host binary deploys real gateways (e2e, faults, OCC semantics)" \
     e2e "$RIG_COMPUTE" e2e faults occ_semantics agent_turn hostile template tenant_cmdline \
     transport trusted_effects -- --nocapture
-  lane_step "compute: OCC's driver package (Node)" node_tests "$RIG_COMPUTE" 'host/node/compute/test/*.test.mjs'
+  lane_step "compute: OCC's driver package (Node)" node_tests "$RIG_COMPUTE" \
+    $(ls host/node/compute/test/*.test.mjs | grep -v upgrade)
+  lane_step "compute: upgrade and roll back from the previous release (Node)" previous_release_ready \
+    node_tests "$RIG_COMPUTE" host/node/compute/test/upgrade.test.mjs
 }
-lane_helper() {
-  lane_step "helper: its suite on a host" with_rig "$RIG_HELPER" env OCC_HELPER_RIG_HOST=occ-h3 \
-    bash tests/helper/run.sh
-}
+# The helper's suite and the sandbox backend's share a rig, one after the other:
+# the helper's runs on its first host; the backend's on both (the second host's
+# tests change it and restore it). The long-lived workspace worker is the
+# default; targets that want no long-lived process get the one-shot path, held
+# to the same tests.
 lane_sandbox() {
-  # The long-lived workspace worker is the default; targets that want no
-  # long-lived process get the one-shot path, held to the same tests. The
-  # plugin's suite runs each of its tests of the backend on both paths itself
-  # (sharing OpenClaw's own backend, the reference, between them).
+  lane_step "helper: its suite on a host" with_rig "$RIG_SANDBOX" env OCC_HELPER_RIG_HOST=occ-h31 \
+    bash tests/helper/run.sh
   lane_step "sandbox: the backend end to end (worker)" e2e "$RIG_SANDBOX" sandbox --
   lane_step "sandbox: the backend end to end (one-shot)" oneshot e2e "$RIG_SANDBOX" sandbox --
-  lane_step "sandbox: OpenClaw with the plugin (both paths)" node_tests "$RIG_SANDBOX" \
-    'host/node/openclaw-plugin/test/*.test.mjs'
+}
+# OpenClaw with the plugin: its suite runs each of its tests of the backend on
+# both paths itself (sharing OpenClaw's own backend, the reference, between them).
+lane_openclaw() {
+  lane_step "openclaw: OpenClaw with the plugin (both paths)" node_tests "$RIG_OPENCLAW" \
+    $(ls host/node/openclaw-plugin/test/*.test.mjs | grep -v upgrade)
+  lane_step "openclaw: upgrade and roll back the plugin from the previous release" previous_release_ready \
+    node_tests "$RIG_OPENCLAW" host/node/openclaw-plugin/test/upgrade.test.mjs
 }
 lane compute lane_compute
-lane helper lane_helper
 lane sandbox lane_sandbox
+lane openclaw lane_openclaw
 printf '\n== the suites on the hosts, side by side (at %d s); each lane logs to %s\n' \
   "$((SECONDS - STEPS_STARTED))" "$STEPS_LOGS" >&2
 lanes_wait

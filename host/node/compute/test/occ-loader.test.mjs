@@ -14,12 +14,11 @@
 // Needs the disposable test hosts: tests/run.sh brings them up and exports OCC_RIG_*.
 
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import test from "node:test";
 
@@ -32,35 +31,11 @@ const { rig, onHost } = occ;
 delete process.env.OCC_DRIVER_HOST;
 delete process.env.OCC_DRIVER_COMPONENT;
 
-const PLATFORM_PACKAGE = "occ-driver-host-linux-x64-gnu";
+const { PLATFORM_PACKAGE } = occ;
 const dist = process.env.OCC_DIST;
 const release = dist ? JSON.parse(readFileSync(join(dist, "manifest.json"), "utf8")) : null;
 const needs = rig && dist ? false : process.env.CI ? false : "needs the test hosts and a release: run tests/run.sh";
-
-/**
- * A controller-like package in `dir` that depends on the driver package at
- * exactly `version`, installed from the release's tarballs, offline, with
- * Node 24 and npm alone on PATH; `npmArgs` are added to npm's.
- */
-function install(dir, version, npmArgs = []) {
-  mkdirSync(dir, { recursive: true });
-  const tarball = (name) => `file:${join(dist, `${name}-${version}.tgz`)}`;
-  writeFileSync(join(dir, "package.json"), JSON.stringify({
-    name: "occ-controller-under-test", version: "0.0.0", private: true, type: "module",
-    dependencies: { "occ-driver-host-compute": tarball("occ-driver-host-compute") },
-    // The driver package names the platform package by its exact version, as
-    // on a registry; these tarballs are the registry here.
-    overrides: { [PLATFORM_PACKAGE]: tarball(PLATFORM_PACKAGE) },
-  }));
-  const env = {
-    PATH: `${dirname(process.execPath)}:/usr/bin:/bin`,
-    HOME: join(dir, ".home"),
-    npm_config_cache: join(dir, ".npm-cache"),
-    npm_config_update_notifier: "false",
-  };
-  return execFileSync("npm", ["install", "--offline", "--ignore-scripts", "--omit=dev", "--no-audit", "--no-fund", ...npmArgs],
-    { cwd: dir, encoding: "utf8", env, stdio: ["ignore", "pipe", "pipe"] });
-}
+const install = (dir, version, npmArgs) => occ.installRelease(dir, dist, version, npmArgs);
 const hash12 = (s) => createHash("sha256").update(s).digest("hex").slice(0, 12);
 
 // The Console's create form pre-fills these four.

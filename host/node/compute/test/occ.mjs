@@ -4,7 +4,7 @@
 
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -15,8 +15,9 @@ const triple = `${{ x64: "x86_64", arm64: "aarch64" }[process.arch] ?? process.a
 export const hostBinary = process.env.OCC_DRIVER_HOST ?? join(target, triple, "release/occ-driver-host");
 export const component = process.env.OCC_DRIVER_COMPONENT ?? join(target, "wasm32-wasip2/release/guest_ssh_driver.wasm");
 
-/** How OCC names a packaged driver's implementation: `${packageName}@${version}`. */
-export const IMPLEMENTATION = "occ-driver-host-compute@0.2.0";
+/** How OCC names a packaged driver's implementation: `${packageName}@${version}`, this checkout's. */
+const compute = JSON.parse(readFileSync(join(repo, "host/node/compute/package.json"), "utf8"));
+export const IMPLEMENTATION = `${compute.name}@${compute.version}`;
 export const DRIVER_ID = "compute-ssh";
 
 const now = () => new Date().toISOString();
@@ -85,6 +86,34 @@ export const rig = process.env.OCC_RIG_IDENTITY
 // handshake costs tens of milliseconds of CPU on each side, thousands of times
 // a run); a master that an outage ended is replaced by the next command.
 const mux = () => ["-o", `ControlPath=${join(dirname(rig.identity), "mux-%C")}`, "-o", "ControlMaster=auto", "-o", "ControlPersist=60"];
+
+/** The package that carries the host binary for this machine. */
+export const PLATFORM_PACKAGE = "occ-driver-host-linux-x64-gnu";
+
+/**
+ * A controller-like package in `dir` that depends on the driver package at
+ * exactly `version`, installed from the tarballs of the release in `dist`,
+ * offline, with Node 24 and npm alone on PATH; `npmArgs` are added to npm's.
+ */
+export function installRelease(dir, dist, version, npmArgs = []) {
+  mkdirSync(dir, { recursive: true });
+  const tarball = (name) => `file:${join(dist, `${name}-${version}.tgz`)}`;
+  writeFileSync(join(dir, "package.json"), JSON.stringify({
+    name: "occ-controller-under-test", version: "0.0.0", private: true, type: "module",
+    dependencies: { "occ-driver-host-compute": tarball("occ-driver-host-compute") },
+    // The driver package names the platform package by its exact version, as
+    // on a registry; these tarballs are the registry here.
+    overrides: { [PLATFORM_PACKAGE]: tarball(PLATFORM_PACKAGE) },
+  }));
+  const env = {
+    PATH: `${dirname(process.execPath)}:/usr/bin:/bin`,
+    HOME: join(dir, ".home"),
+    npm_config_cache: join(dir, ".npm-cache"),
+    npm_config_update_notifier: "false",
+  };
+  return execFileSync("npm", ["install", "--offline", "--ignore-scripts", "--omit=dev", "--no-audit", "--no-fund", ...npmArgs],
+    { cwd: dir, encoding: "utf8", env, stdio: ["ignore", "pipe", "pipe"] });
+}
 
 /** Run `script` on a rig host as root, as an operator would look; its trimmed stdout. */
 export function onHost(host, script) {

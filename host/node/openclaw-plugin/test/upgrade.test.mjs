@@ -1,0 +1,142 @@
+// Upgrading and rolling back the OpenClaw plugin while a scope lives on its
+// target, as an OpenClaw user does it (docs/operators.md, "Upgrading and
+// rolling back"): the previous release's tarball ($OCC_PREVIOUS_DIST, built
+// from its commit by tests/previous-release.sh) installed with `openclaw
+// plugins install`, an agent turn; this release's tarball ($OCC_DIST)
+// installed over it with --force and both releases' scripts approved, the next
+// turn, with the workspace the first one left; the previous release installed
+// back, its scripts approved again, a third turn over what this one did. The
+// scope's runtime, laid out by the previous release, is adopted as it is.
+//
+//   OCC_RIG=/run/occ-rig-sandbox OCC_DIST=... OCC_PREVIOUS_DIST=... \
+//     $NODE24 --test host/node/openclaw-plugin/test/upgrade.test.mjs
+
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import test from "node:test";
+
+import { agentTurn, scriptedModel, scriptedProvider, toolResults } from "./model.mjs";
+import { rig, sh, unique } from "./rig.mjs";
+
+const host = rig.hosts[0];
+const manifest = (dir) => (dir ? JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) : null);
+const current = manifest(process.env.OCC_DIST);
+const previous = manifest(process.env.OCC_PREVIOUS_DIST);
+const PLUGIN = "@occ/openclaw-sandbox-ssh";
+const tarball = (dir, release) => join(dir, release.packages.find((p) => p.name === PLUGIN).file);
+const scriptsOf = (release) =>
+  Object.fromEntries(Object.entries(release.components.find((c) => c.file === "guest_ssh_sandbox.wasm").scripts).map(([k, v]) => [k, v.sha256]));
+
+test("openclaw plugins install --force of this release over the previous one with a scope on the target: the next turn runs with the workspace it had, and so does one after a rollback", {
+  skip: current && previous ? false : process.env.CI ? false : "needs both releases: run tests/run.sh",
+  timeout: 900_000,
+}, async () => {
+  assert.ok(current && previous, "CI is set but OCC_DIST or OCC_PREVIOUS_DIST is not: a release is missing");
+  assert.notEqual(current.version, previous.version);
+  const base = mkdtempSync(join(tmpdir(), "occ-upgrade-"));
+  const workspaceRoot = `/tmp/${unique("occ-sbx-upgrade")}`;
+  for (const d of ["home", "state", "state/workspace"]) mkdirSync(join(base, d));
+  writeFileSync(join(base, "state/workspace/seed.txt"), "seeded before the upgrade\n");
+  const configPath = join(base, "state/openclaw.json");
+  writeFileSync(configPath, "{}\n");
+  const env = {
+    PATH: `${dirname(process.execPath)}:/usr/bin:/bin`,
+    HOME: join(base, "home"),
+    OPENCLAW_STATE_DIR: join(base, "state"),
+    OPENCLAW_CONFIG_PATH: configPath,
+    npm_config_offline: "true",
+    npm_config_cache: join(base, "npm-cache"),
+    npm_config_update_notifier: "false",
+  };
+  const openclaw = (...args) => {
+    const r = spawnSync(process.execPath, [rig.openclaw, ...args], { env, encoding: "utf8", timeout: 300_000 });
+    assert.equal(r.status, 0, `openclaw ${args.join(" ")}:\n${r.stdout}\n${r.stderr}`);
+    return r.stdout + r.stderr;
+  };
+  // The plugin of `release` installed over whatever is there, with
+  // `approvedScripts`; the rest of the configuration stays as the user wrote it.
+  const install = (dir, release, approvedScripts) => {
+    assert.match(openclaw("plugins", "install", "--force", "--accept-capabilities", tarball(dir, release)), /Installed plugin: occ-ssh/);
+    const config = JSON.parse(readFileSync(configPath, "utf8"));
+    config.plugins ??= {};
+    config.plugins.entries ??= {};
+    config.plugins.entries["occ-ssh"] = { ...config.plugins.entries["occ-ssh"], config: { approvedScripts } };
+    writeFileSync(configPath, JSON.stringify(config));
+    const installed = JSON.parse(readFileSync(join(base, "state/extensions/occ-ssh/package.json"), "utf8"));
+    assert.equal(installed.version, release.version);
+  };
+  const turn = async (steps, message) => {
+    const model = await scriptedModel(steps);
+    try {
+      const config = JSON.parse(readFileSync(configPath, "utf8"));
+      config.models = scriptedProvider(model.port);
+      writeFileSync(configPath, JSON.stringify(config));
+      const { code, stderr } = await agentTurn(rig.openclaw, env, message);
+      assert.equal(code, 0, stderr);
+      return toolResults(model.requests);
+    } finally {
+      model.server.close();
+    }
+  };
+  const runtime = () => sh(host, `cd ${workspaceRoot} && ls -d openclaw-ssh-workspace-*`);
+  try {
+    install(process.env.OCC_PREVIOUS_DIST, previous, scriptsOf(previous));
+    const config = JSON.parse(readFileSync(configPath, "utf8"));
+    config.tools = { profile: "coding" };
+    config.agents = {
+      defaults: {
+        workspace: join(base, "state/workspace"),
+        model: { primary: "scripted/steps" },
+        sandbox: {
+          mode: "all",
+          backend: "occ-ssh",
+          scope: "session",
+          workspaceAccess: "rw",
+          ssh: { target: `root@${host.address}:22`, workspaceRoot, identityFile: rig.identity, knownHostsFile: rig.knownHosts, updateHostKeys: false },
+        },
+      },
+    };
+    writeFileSync(configPath, JSON.stringify(config));
+    openclaw("plugins", "enable", "occ-ssh");
+
+    // The previous release's turn: its scope's runtime, laid out by it (no
+    // layout record: format 1).
+    const first = await turn([
+      { tool: "write", args: { path: "one.txt", content: `written with ${previous.version}\n` } },
+      { tool: "exec", args: { command: "cat seed.txt one.txt" } },
+      { text: "done" },
+    ], "write a note");
+    assert.equal(first[1].trimEnd(), `seeded before the upgrade\nwritten with ${previous.version}`);
+    const made = runtime();
+    assert.equal(sh(host, `[ -e ${workspaceRoot}/${made}/layout.json ] && echo record || echo none`), "none");
+
+    // This release over it, both releases' scripts approved (a list each):
+    // the next turn finds the workspace as it was and adds to it.
+    const both = Object.fromEntries(Object.entries(scriptsOf(current)).map(([k, v]) => [k, [scriptsOf(previous)[k], v]]));
+    install(process.env.OCC_DIST, current, both);
+    const second = await turn([
+      { tool: "exec", args: { command: "cat one.txt" } },
+      { tool: "write", args: { path: "two.txt", content: `written with ${current.version}\n` } },
+      { text: "done" },
+    ], "read the note and write another");
+    assert.equal(second[0].trimEnd(), `written with ${previous.version}`);
+    assert.equal(runtime(), made, "the same runtime, adopted, not made anew");
+    assert.equal(sh(host, `[ -e ${workspaceRoot}/${made}/layout.json ] && echo record || echo none`), "none", "adopted as it is");
+
+    // Rolled back: the previous release, its own scripts approved again,
+    // works on in what this one left.
+    install(process.env.OCC_PREVIOUS_DIST, previous, scriptsOf(previous));
+    const third = await turn([
+      { tool: "exec", args: { command: "cat one.txt two.txt" } },
+      { text: "done" },
+    ], "read both notes");
+    assert.equal(third[0].trimEnd(), `written with ${previous.version}\nwritten with ${current.version}`);
+    assert.equal(runtime(), made);
+  } finally {
+    sh(host, `rm -rf ${workspaceRoot}`);
+    rmSync(base, { recursive: true, force: true });
+  }
+});
