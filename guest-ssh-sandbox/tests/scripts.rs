@@ -1827,7 +1827,10 @@ fn runtimes_carry_their_layout_format_and_a_newer_one_is_refused() {
     // No record: the layout of the first releases, served as it is.
     let (status, out) = workspace_answer(&read, &["read", "workspace", "README.md", "100"], b"");
     assert_eq!((status, out.contains("hello")), (Some(0), true), "{out}");
-    assert!(!runtime.join("layout.json").exists(), "nothing was recorded");
+    assert!(
+        !runtime.join("layout.json").exists(),
+        "nothing was recorded"
+    );
 
     // A later release's runtime.
     std::fs::write(

@@ -20,7 +20,11 @@ pub fn target_dir() -> PathBuf {
         .ancestors()
         .find(tagged)
         .unwrap_or_else(|| panic!("{} is not inside a cargo target directory", exe.display()));
-    nearest.parent().filter(tagged).unwrap_or(nearest).to_path_buf()
+    nearest
+        .parent()
+        .filter(tagged)
+        .unwrap_or(nearest)
+        .to_path_buf()
 }
 
 /// The `occ-driver-host` binary of the same build as these tests: beside

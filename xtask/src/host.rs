@@ -44,7 +44,8 @@ pub(crate) fn triple() -> Result<String, String> {
 impl Build {
     /// The commit of the checkout, marked when the tree differs from it.
     pub(crate) fn commit(&self) -> Result<String, String> {
-        let git = |args: &[&str]| output(Command::new("git").current_dir(&self.workspace).args(args));
+        let git =
+            |args: &[&str]| output(Command::new("git").current_dir(&self.workspace).args(args));
         let head = git(&["rev-parse", "HEAD"])?;
         let status = git(&["status", "--porcelain", "--untracked-files=no"])?;
         let head = head.trim().to_string();
@@ -79,10 +80,7 @@ impl Build {
 
     /// Where [`Build::host_cargo`] puts the binary.
     pub(crate) fn host_binary(&self) -> Result<PathBuf, String> {
-        Ok(self
-            .target
-            .join(triple()?)
-            .join("release/occ-driver-host"))
+        Ok(self.target.join(triple()?).join("release/occ-driver-host"))
     }
 }
 
@@ -115,7 +113,10 @@ pub(crate) fn main_host(build: &Build, args: &[String]) -> ExitCode {
         .cloned()
         .collect();
     let result = build
-        .host_cargo("build", &[vec!["-p".into(), "occ-driver-host".into()], rest].concat())
+        .host_cargo(
+            "build",
+            &[vec!["-p".into(), "occ-driver-host".into()], rest].concat(),
+        )
         .and_then(|mut command| {
             if quiet {
                 command.arg("--quiet");

@@ -151,7 +151,9 @@ impl Build {
         // `strip = true` drops every custom section at link time, rustc's
         // producers entry with them; keep that one so that `inspect` shows
         // the toolchain.
-        let packages = packages.iter().flat_map(|p| ["-p".to_string(), p.to_string()]);
+        let packages = packages
+            .iter()
+            .flat_map(|p| ["-p".to_string(), p.to_string()]);
         self.cargo(
             "build",
             "wasm32-wasip2",

@@ -19,7 +19,11 @@ pub(crate) fn target_dir() -> PathBuf {
         .ancestors()
         .find(tagged)
         .unwrap_or_else(|| panic!("{} is not inside a cargo target directory", tmp.display()));
-    nearest.parent().filter(tagged).unwrap_or(nearest).to_path_buf()
+    nearest
+        .parent()
+        .filter(tagged)
+        .unwrap_or(nearest)
+        .to_path_buf()
 }
 
 /// A component `cargo guests` built, by crate name (`guest_ssh_driver`).

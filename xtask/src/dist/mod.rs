@@ -217,7 +217,11 @@ fn dist(build: &Build, out: &Path, cargo_args: &[String]) -> Result<(), String> 
     ));
     let host = build.host_cargo(
         "build",
-        &[&["-p".to_string(), "occ-driver-host".to_string()], cargo_args].concat(),
+        &[
+            &["-p".to_string(), "occ-driver-host".to_string()],
+            cargo_args,
+        ]
+        .concat(),
     )?;
     if run(host) != ExitCode::SUCCESS {
         return Err("building the host binary failed".into());

@@ -309,7 +309,6 @@ fn the_sandbox_selection() {
             "drivers: {sandbox: {component: c, configuration: {}, approvedScripts: {exec: []}}}",
             "drivers.sandbox.approvedScripts.exec: must be a SHA-256",
         ),
-
         (
             "drivers: {sandbox: {component: c, configuration: {}, maxRunSeconds: 4294968}}",
             "drivers.sandbox.maxRunSeconds: must be a whole number of seconds from 1 to 4294967, not 4294968",
