@@ -10,6 +10,7 @@
 //   plugins: {
 //     entries: { "occ-ssh": { config: {
 //       approvedScripts: { preflight: "<sha256>", workspace: "<sha256>", exec: "<sha256>" },
+//       // while two releases roll out, a name may list both: workspace: ["<old>", "<new>"]
 //       // from a checkout: component: "/opt/occ/guest_ssh_sandbox.wasm", hostBinary: "..."
 //     } } },
 //   }
