@@ -1507,12 +1507,20 @@ fn a_named_openssh_client_runs_the_whole_lifecycle() {
     assert_eq!(fx.remote_tree(&ws), fx.local_tree(&fx.workspace));
     s.call("removeRuntime", fx.p(json!({}))).ok();
     assert!(s.close().success());
-    // The host closed its master as it exited.
-    let left: Vec<(u32, String)> = processes_running(&client)
-        .into_iter()
-        .filter(|(_, args)| args.contains(&format!("/p{serve_pid}-")))
-        .collect();
-    assert_eq!(left, Vec::<(u32, String)>::new());
+    // The host closed its master as it exited: the master, told to end, is
+    // gone within moments (on a loaded machine it was once still unwinding
+    // as the host's own exit was seen).
+    let ours = || -> Vec<(u32, String)> {
+        processes_running(&client)
+            .into_iter()
+            .filter(|(_, args)| args.contains(&format!("/p{serve_pid}-")))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !ours().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(ours(), Vec::<(u32, String)>::new());
 }
 
 impl Fixture {

@@ -59,6 +59,9 @@ test("an Agent deployed by the previous release is ensured, redeployed, stopped 
   const host = rig.hosts[rig.hosts.length - 1];
   const root = `/var/lib/occ-upgrade-${process.pid}`;
   const drivers = [];
+  const namespaces = [];
+  let cleanup = null;
+  let passed = false;
   try {
     const old = await loadRelease(previous, join(scratch, "previous"));
     const now = await loadRelease(current, join(scratch, "current"));
@@ -82,8 +85,10 @@ test("an Agent deployed by the previous release is ensured, redeployed, stopped 
     };
     const before = driverOf(old);
     const after = driverOf(now);
+    cleanup = after;
 
     const namespace = occ.namespace("upgrade");
+    namespaces.push(namespace);
     const agent = occ.agent(namespace);
     const nsDir = `${root}/namespaces/${hash12(namespace.id)}`;
     const agentDir = `${nsDir}/agents/${hash12(agent.id)}`;
@@ -138,6 +143,7 @@ test("an Agent deployed by the previous release is ensured, redeployed, stopped 
 
     // What this release creates, the previous one refuses, changing nothing.
     const fresh = occ.namespace("upgrade-new");
+    namespaces.push(fresh);
     assert.deepEqual(await after.ensureNamespace(fresh), { namespaceId: fresh.id, namespaceReady: true });
     const freshDir = `${root}/namespaces/${hash12(fresh.id)}`;
     const state = () => onHost(host, `cd ${root} && find . | LC_ALL=C sort | xargs stat -c '%n %s %Y %a' && sha256sum ${freshDir}/namespace.json`);
@@ -156,9 +162,23 @@ test("an Agent deployed by the previous release is ensured, redeployed, stopped 
       assert.deepEqual(await after.deleteNamespace(ns), { namespaceId: ns.id, namespaceDeleted: true });
     }
     assert.equal(onHost(host, `ls -A ${root}/namespaces; ls /etc/systemd/system | grep -c ${hash12(agent.id)} || true`), "0");
+    passed = true;
   } finally {
-    for (const driver of drivers) await driver.close();
-    rmSync(scratch, { recursive: true, force: true });
-    if (rig) onHost(rig.hosts[rig.hosts.length - 1], `rm -rf ${root}`);
+    // After a failure, what the test made goes the way it would have (its
+    // gateways first), and a failure of that is reported, never in place of
+    // the test's own.
+    const tidy = async () => {
+      if (!passed && cleanup) for (const ns of namespaces) await cleanup.deleteNamespace(ns);
+      for (const driver of drivers) await driver.close();
+      if (rig) onHost(rig.hosts[rig.hosts.length - 1], `rm -rf ${root}`);
+    };
+    try {
+      await tidy();
+    } catch (error) {
+      if (passed) throw error;
+      process.stderr.write(`cleaning up after the failure: ${error.message}\n`);
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
   }
 });

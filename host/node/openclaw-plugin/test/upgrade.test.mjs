@@ -68,6 +68,9 @@ test("openclaw plugins install --force of this release over the previous one wit
     const installed = JSON.parse(readFileSync(join(base, "state/extensions/occ-ssh/package.json"), "utf8"));
     assert.equal(installed.version, release.version);
   };
+  // The turns are one session's: the model sees the earlier turns' tool
+  // results too, and each turn's are those after them.
+  let earlier = 0;
   const turn = async (steps, message) => {
     const model = await scriptedModel(steps);
     try {
@@ -76,7 +79,10 @@ test("openclaw plugins install --force of this release over the previous one wit
       writeFileSync(configPath, JSON.stringify(config));
       const { code, stderr } = await agentTurn(rig.openclaw, env, message);
       assert.equal(code, 0, stderr);
-      return toolResults(model.requests);
+      const all = toolResults(model.requests);
+      const mine = all.slice(earlier);
+      earlier = all.length;
+      return mine;
     } finally {
       model.server.close();
     }
