@@ -71,7 +71,9 @@ test("an Agent deployed by the previous release is ensured, redeployed, stopped 
     assert.notEqual(approvedHelpers[0], approvedHelpers[1], "the helper changed between the releases");
     const configuration = {
       ssh: { identityFile: rig.identity, knownHostsFile: rig.knownHosts, connectTimeoutSeconds: 5 },
-      hosts: { upgrade: { address: host.address, port: host.port ?? 22, user: "root", nodePath: rig.node, openclawPath: rig.openclaw } },
+      // A Namespace's name is its host's alias: two names, one host.
+      hosts: Object.fromEntries(["upgrade", "upgrade-new"].map((name) =>
+        [name, { address: host.address, port: host.port ?? 22, user: "root", nodePath: rig.node, openclawPath: rig.openclaw }])),
       runtime: { nodePath: rig.node, openclawPath: rig.openclaw, user: "openclaw", root, systemdUnitDirectory: "/etc/systemd/system" },
       network: { gatewayPortRange: { start: 19880, end: 19889 } },
       driverHost: { approvedHelpers },

@@ -56,15 +56,22 @@ test("openclaw plugins install --force of this release over the previous one wit
     assert.equal(r.status, 0, `openclaw ${args.join(" ")}:\n${r.stdout}\n${r.stderr}`);
     return r.stdout + r.stderr;
   };
-  // The plugin of `release` installed over whatever is there, with
-  // `approvedScripts`; the rest of the configuration stays as the user wrote it.
-  const install = (dir, release, approvedScripts) => {
-    assert.match(openclaw("plugins", "install", "--force", "--accept-capabilities", tarball(dir, release)), /Installed plugin: occ-ssh/);
+  // The plugin of `release` installed over whatever is there, then
+  // `approvedScripts`. OpenClaw checks the settings against the plugins'
+  // schemas as it installs, and 0.2.0's takes one hash per script: so the
+  // release's own scripts, one hash each, are approved first, which both
+  // schemas take. The rest of the configuration stays as the user wrote it.
+  const approve = (approvedScripts) => {
     const config = JSON.parse(readFileSync(configPath, "utf8"));
     config.plugins ??= {};
     config.plugins.entries ??= {};
     config.plugins.entries["occ-ssh"] = { ...config.plugins.entries["occ-ssh"], config: { approvedScripts } };
     writeFileSync(configPath, JSON.stringify(config));
+  };
+  const install = (dir, release, approvedScripts) => {
+    if (JSON.parse(readFileSync(configPath, "utf8")).plugins) approve(scriptsOf(release));
+    assert.match(openclaw("plugins", "install", "--force", "--accept-capabilities", tarball(dir, release)), /Installed plugin: occ-ssh/);
+    approve(approvedScripts);
     const installed = JSON.parse(readFileSync(join(base, "state/extensions/occ-ssh/package.json"), "utf8"));
     assert.equal(installed.version, release.version);
   };
