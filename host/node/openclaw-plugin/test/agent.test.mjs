@@ -146,7 +146,12 @@ async function turn(backend, steps, { execTimeoutSeconds, message = "talk to a p
 test("an agent turn writes to a running command's stdin and outlives no exec timeout, as with OpenClaw's own backend", { timeout: 600_000 }, async () => {
   const session = (results) => /session ([A-Za-z0-9_-]+)/.exec(results[0] ?? "")?.[1] ?? "none";
   const steps = [
-    { tool: "exec", args: { command: 'read line; echo "got $line"; read again; echo "then $again"', background: true } },
+    // Both lines are read before anything is printed, and printed in one
+    // write: OpenClaw's poll returns as soon as any output is pending, not
+    // when the process ends, so output printed between the two writes made
+    // the log that follows hold only the first line whenever the second's
+    // round trip outlasted two tool calls (seen once on a loaded machine).
+    { tool: "exec", args: { command: `read line; read again; printf 'got %s\\nthen %s\\n' "$line" "$again"`, background: true } },
     (r) => ({ tool: "process", args: { action: "write", sessionId: session(r), data: "hello\n" } }),
     (r) => ({ tool: "process", args: { action: "write", sessionId: session(r), data: "world\n", eof: true } }),
     (r) => ({ tool: "process", args: { action: "poll", sessionId: session(r), timeout: 20000 } }),
