@@ -148,7 +148,13 @@ test("an Agent deployed by the previous release is ensured, redeployed, stopped 
     namespaces.push(fresh);
     assert.deepEqual(await after.ensureNamespace(fresh), { namespaceId: fresh.id, namespaceReady: true });
     const freshDir = `${root}/namespaces/${hash12(fresh.id)}`;
-    const state = () => onHost(host, `cd ${root} && find . | LC_ALL=C sort | xargs stat -c '%n %s %Y %a' && sha256sum ${freshDir}/namespace.json`);
+    // Everything the helpers wrote; not the serving Agent's own home and
+    // state, which its gateway writes while it runs (npm's logs among them).
+    const state = () =>
+      onHost(
+        host,
+        `cd ${root} && find . \\( -path './namespaces/*/agents/*/home' -o -path './namespaces/*/agents/*/state' \\) -prune -o -print | LC_ALL=C sort | xargs stat -c '%n %s %Y %a' && sha256sum ${freshDir}/namespace.json`,
+      );
     const unchanged = state();
     assert.equal(JSON.parse(onHost(host, `cat ${freshDir}/namespace.json`)).format, 2);
     // (OCC's namespace calls answer with a result, never a rejection.)
@@ -157,7 +163,13 @@ test("an Agent deployed by the previous release is ensured, redeployed, stopped 
     assert.equal(refused.failure, "permanent");
     assert.match(JSON.stringify(refused.reason), /foreign-marker/);
     assert.deepEqual(await before.deleteNamespace(fresh), { namespaceId: fresh.id, namespaceDeleted: false, failure: "permanent" });
-    assert.equal(state(), unchanged);
+    // Compared line by line, so that a failure names what changed.
+    const later = new Set(state().split("\n"));
+    const was = new Set(unchanged.split("\n"));
+    assert.deepEqual(
+      { gone: [...was].filter((l) => !later.has(l)), added: [...later].filter((l) => !was.has(l)) },
+      { gone: [], added: [] },
+    );
 
     // This release removes both, the one the previous release made included.
     for (const ns of [namespace, fresh]) {
