@@ -256,7 +256,13 @@ pub fn unix_time_ms() -> u64 {
 pub struct Audit {
     log: Option<Arc<AuditLog>>,
     base: Map<String, Value>,
+    /// The first record of this view (one call) that could not be written.
+    lost: Arc<Mutex<Option<String>>>,
 }
+
+/// The code of a call that lost an audit record: retryable, since a log that
+/// cannot be written now (a full disk) may be writable later.
+pub const UNAVAILABLE: &str = "audit-unavailable";
 
 impl std::fmt::Debug for Audit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -279,7 +285,18 @@ impl Audit {
     /// An audit view writing to `log` (none: auditing is off) with `base`
     /// fields in every record.
     pub fn new(log: Option<Arc<AuditLog>>, base: Map<String, Value>) -> Audit {
-        Audit { log, base }
+        Audit {
+            log,
+            base,
+            lost: Arc::default(),
+        }
+    }
+
+    /// Which record of this view could not be written, and why, if one could
+    /// not: the call that made it fails with [`UNAVAILABLE`], whatever its
+    /// driver made of the capability's error.
+    pub fn lost(&self) -> Option<String> {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Whether records are written at all.
@@ -299,11 +316,30 @@ impl Audit {
         if let Value::Object(extra) = fields {
             record.extend(extra);
         }
-        log.write(&Value::Object(record))
-            .map_err(|source| AuditError {
+        let record = Value::Object(record);
+        log.write(&record).map_err(|source| {
+            let error = AuditError {
                 path: log.path.clone(),
                 source,
-            })
+            };
+            let mut what = format!("its {event} record");
+            if let Some(capability) = record.get("capability").and_then(Value::as_str) {
+                what = format!("the {event} record of its {capability}");
+                if let Some(host) = record.get("host").and_then(Value::as_str) {
+                    what.push_str(&format!(" on {host}"));
+                }
+            }
+            let effect = match event {
+                "begin" => " (which therefore did not run)",
+                "end" => " (which had run)",
+                _ => "",
+            };
+            self.lost
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert_with(|| format!("the call lost {what}{effect}: {error}"));
+            error
+        })
     }
 
     /// Write the `begin` record of an effect and return the span whose `end`

@@ -257,7 +257,11 @@ pub(crate) fn report_load_error(e: LoadError, json: bool) -> Result<ExitCode> {
     match e {
         LoadError::Configuration { error, .. } => Ok(report_error(&error, json)),
         LoadError::AuditLog(message) => Ok(report_error(
-            &CallError::new(FailureKind::Retryable, "audit-log", message),
+            &CallError::new(
+                FailureKind::Retryable,
+                occ_driver_host::audit::UNAVAILABLE,
+                message,
+            ),
             json,
         )),
         other => Err(other.into()),

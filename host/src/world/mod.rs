@@ -361,6 +361,24 @@ impl Calls {
     }
 }
 
+/// `result`, unless the call lost an audit record: then it fails with
+/// [`crate::audit::UNAVAILABLE`], retryable, naming the log and the record,
+/// whatever its driver made of the capability's error (a driver sees an I/O
+/// error of its exec, which it would report as its transport's).
+pub(crate) fn unless_audit_lost<T>(
+    scope: &CallScope,
+    result: Result<T, CallError>,
+) -> Result<T, CallError> {
+    match scope.audit.lost() {
+        Some(lost) => Err(CallError::new(
+            FailureKind::Retryable,
+            crate::audit::UNAVAILABLE,
+            lost,
+        )),
+        None => result,
+    }
+}
+
 /// Every world this host serves.
 pub const WORLDS: &[&WorldInfo] = &[&ssh_compute_driver::WORLD, &ssh_sandbox_backend::WORLD];
 

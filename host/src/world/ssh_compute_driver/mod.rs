@@ -401,11 +401,13 @@ impl Driver {
             .with_accepted(accepted),
             log: LogState::new(self.log_grant.clone(), scope.clone()),
         };
-        self.linked
+        let result = self
+            .linked
             .invoke(&self.runtime, data, &scope.cancel, f)
             .await
             .and_then(|result| result.map_err(driver_error))
-            .map_err(|e| e.with_refusal(scope.refusal()))
+            .map_err(|e| e.with_refusal(scope.refusal()));
+        super::unless_audit_lost(&scope, result)
     }
 
     /// Create a fresh store and instance and drop them: what every call pays

@@ -426,11 +426,13 @@ impl SandboxBackend {
             local: LocalWorkspaceState::new(self.local.clone(), roots, upload_exec, scope.clone()),
             log: LogState::new(self.log_grant.clone(), scope.clone()),
         };
-        self.linked
+        let result = self
+            .linked
             .invoke(&self.runtime, data, &scope.cancel, f)
             .await
             .and_then(|result| result.map_err(sandbox_error))
-            .map_err(|e| e.with_refusal(scope.refusal()))
+            .map_err(|e| e.with_refusal(scope.refusal()));
+        super::unless_audit_lost(&scope, result)
     }
 
     /// The scope's local directories must lie inside the installation's
