@@ -19,6 +19,26 @@ fn args_frame(args: &[&str]) -> Vec<u8> {
     frame
 }
 
+/// Run the exec script with `args` in its first frame and `header` after it;
+/// the result of writing that input (the script may refuse and exit before
+/// it reads it all) and the script's output.
+fn run_exec(args: &[&str], header: &str) -> (std::io::Result<()>, std::process::Output) {
+    use std::io::Write;
+    let text = std::fs::read_to_string(scripts().join("exec.py")).unwrap();
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(text)
+        .arg("exec")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = args_frame(args);
+    input.extend_from_slice(header.as_bytes());
+    let written = child.stdin.take().unwrap().write_all(&input);
+    (written, child.wait_with_output().unwrap())
+}
+
 fn scripts() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .join("scripts")
@@ -388,22 +408,10 @@ fn the_exec_and_preflight_scripts_refuse_what_the_envelope_does_not_grant() {
         let mut args = args.to_vec();
         let len = header.len().to_string();
         args[4] = &len;
-        let text = std::fs::read_to_string(scripts().join("exec.py")).unwrap();
-        let mut child = Command::new("python3")
-            .arg("-c")
-            .arg(text)
-            .arg("exec")
-            .stdin(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
         let mut request: Vec<&str> = vec![envelope];
         request.extend_from_slice(&args);
-        let mut input = args_frame(&request);
-        input.extend_from_slice(header.as_bytes());
-        child.stdin.take().unwrap().write_all(&input).unwrap();
-        let out = child.wait_with_output().unwrap();
+        let (written, out) = run_exec(&request, &header);
+        written.unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(125), "{what}: {stderr}");
         assert!(stderr.contains("invalid-operation"), "{what}: {stderr}");
@@ -1862,22 +1870,11 @@ fn runtimes_carry_their_layout_format_and_a_newer_one_is_refused() {
     );
     let exec = t.envelope("exec", true).to_json();
     let len = header.len().to_string();
-    let text = std::fs::read_to_string(scripts().join("exec.py")).unwrap();
-    let mut child = Command::new("python3")
-        .arg("-c")
-        .arg(text)
-        .arg("exec")
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = args_frame(&[exec.as_str(), "exec", "workspace", "", "1000", &len]);
-    input.extend_from_slice(header.as_bytes());
-    {
-        use std::io::Write;
-        let _ = child.stdin.take().unwrap().write_all(&input);
-    }
-    let out = child.wait_with_output().unwrap();
+    // It refuses before it reads its input: a failed write is expected.
+    let (_, out) = run_exec(
+        &[exec.as_str(), "exec", "workspace", "", "1000", &len],
+        &header,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert!(
