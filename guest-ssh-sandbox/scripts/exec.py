@@ -147,8 +147,10 @@ def layout_format(runfd, where):
         raise SetupError("invalid-layout", "%s/layout.json is not a layout record" % where)
     if fmt > LAYOUT_FORMAT:
         os.close(runfd)
-        raise SetupError("newer-format", "%s is runtime layout format %d, from a later release; this exec script "
-                         "reads formats 1 to %d: roll forward" % (where, fmt, LAYOUT_FORMAT))
+        by = record.get("writtenBy")
+        by = by if isinstance(by, str) and by.isprintable() and len(by) <= 100 else "a later release"
+        raise SetupError("newer-format", "%s is runtime layout format %d, made by %s; this exec script reads "
+                         "formats 1 to %d: roll forward to at least %s" % (where, fmt, by, LAYOUT_FORMAT, by))
 
 
 def read_envelope(text, mode, mount):

@@ -1878,7 +1878,11 @@ fn runtimes_carry_their_layout_format_and_a_newer_one_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert!(
-        stderr.contains("newer-format") && stderr.contains("is runtime layout format 3"),
+        stderr.contains("newer-format")
+            && stderr.contains(&format!(
+                "{}/{RUNTIME} is runtime layout format 3, made by occ-driver-host 9.0.0; this exec script reads formats 1 to 2: roll forward to at least occ-driver-host 9.0.0",
+                t.root()
+            )),
         "{stderr}"
     );
     assert_eq!(t.tree(), before, "a refused operation changed the target");
