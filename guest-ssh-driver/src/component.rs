@@ -27,7 +27,7 @@ const SHIPPED_HELPER: &str = occ_ssh_target::programs::HELPER;
 static HELPER_SECTION: [u8; include_bytes!("../../helper/helper.js").len()] =
     *include_bytes!("../../helper/helper.js");
 
-struct Component;
+pub(crate) struct Component;
 
 /// The generated export glue uses `unsafe` for the canonical ABI.
 #[allow(unsafe_code, unreachable_pub)]
@@ -37,7 +37,7 @@ mod export {
 }
 
 /// The real effects: the host's `ssh-exec`, `lifecycle-hooks` and `log` imports.
-struct Host;
+pub(crate) struct Host;
 
 fn hook_error(e: HookError) -> model::HookError {
     match e {
@@ -140,7 +140,7 @@ fn with_driver<T>(
 
 /// Every revision method goes through here: the binding and revision mapped from
 /// WIT once, then `f` on the driver.
-fn with_revision<T>(
+pub(crate) fn with_revision<T>(
     selection: wit::Selection,
     binding: Option<wit::AgentBinding>,
     revision: wit::Revision,

@@ -24,6 +24,8 @@ pub mod operation;
 mod bindings;
 #[cfg(target_arch = "wasm32")]
 mod component;
+#[cfg(target_arch = "wasm32")]
+mod runtime_export;
 
 #[cfg(test)]
 mod lifecycle_tests;

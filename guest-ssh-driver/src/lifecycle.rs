@@ -120,13 +120,32 @@ impl<'a, E: Effects> Driver<'a, E> {
     /// first failure is returned.
     pub fn preflight(&mut self) -> Result<Vec<Warning>, Error> {
         let mut first_failure = None;
+        let mut warnings = Vec::new();
         let placements: Vec<Placement<'_>> = self.config.placements().collect();
         for placement in placements {
             match run(self.fx, &placement, &Operation::new(Op::Probe)) {
-                Ok(_) => self.fx.log(
-                    Level::Info,
-                    &format!("host {}: preflight probe passed", placement.alias),
-                ),
+                Ok(result) => {
+                    self.fx.log(
+                        Level::Info,
+                        &format!("host {}: preflight probe passed", placement.alias),
+                    );
+                    // The helper's observations, each naming its host.
+                    for w in result
+                        .get("warnings")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        if let (Some(code), Some(message)) =
+                            (w["code"].as_str(), w["message"].as_str())
+                        {
+                            warnings.push(Warning {
+                                code: code.to_owned(),
+                                message: format!("host {}: {message}", placement.alias),
+                            });
+                        }
+                    }
+                }
                 Err(err) => {
                     self.fx
                         .log(Level::Error, &format!("preflight failed: {err}"));
@@ -134,7 +153,7 @@ impl<'a, E: Effects> Driver<'a, E> {
                 }
             }
         }
-        first_failure.map_or(Ok(Vec::new()), Err)
+        first_failure.map_or(Ok(warnings), Err)
     }
 
     /// Creates or verifies the Namespace marker, then runs `afterNamespacePrepared`.
@@ -335,6 +354,82 @@ impl<'a, E: Effects> Driver<'a, E> {
             .before_namespace_delete(namespace)
             .map_err(|e| hook_error("beforeNamespaceDelete", e))?;
         run(self.fx, &placement, &Operation::new(Op::DeleteNamespace)).map(drop)
+    }
+}
+
+/// The helper's deadline for a runtime read: well within OCC's 10 s for a
+/// runtime request, with room for a diagnosis's readiness probe.
+pub const READ_DEADLINE_MS: u64 = 25_000;
+
+impl<E: Effects> Driver<'_, E> {
+    /// One read of the revision's runtime through the helper (`describe-runtime`,
+    /// `read-logs` or `diagnose`): the same admission as every revision
+    /// operation (a binding that owns the revision, a revision committed for
+    /// this driver, a mapped Namespace), then the helper's result. What it reads
+    /// (the unit, the invocation, the bounds) is in the host's envelope.
+    pub fn read_runtime(
+        &mut self,
+        op: Op,
+        binding: Option<&AgentBinding>,
+        revision: &Revision,
+    ) -> Result<Map<String, Value>, Error> {
+        debug_assert!(matches!(
+            op,
+            Op::DescribeRuntime | Op::ReadLogs | Op::Diagnose
+        ));
+        let target = target(&self.config, &self.compute, binding, revision)?;
+        run(
+            self.fx,
+            &target.placement,
+            &Operation::new(op).with("deadlineMs", READ_DEADLINE_MS),
+        )
+    }
+
+    /// The diagnosis of the revision's deployment: the helper's checks, or,
+    /// when the host cannot be reached, the one check that says so (with the
+    /// transport's code) and nothing it could not look at.
+    pub fn diagnose(
+        &mut self,
+        binding: Option<&AgentBinding>,
+        revision: &Revision,
+    ) -> Result<Vec<Value>, Error> {
+        let target = target(&self.config, &self.compute, binding, revision)?;
+        let operation = Operation::new(Op::Diagnose).with("deadlineMs", READ_DEADLINE_MS);
+        match run(self.fx, &target.placement, &operation) {
+            Ok(result) => match result.get("checks") {
+                Some(Value::Array(checks)) => Ok(checks.clone()),
+                _ => Err(Error::HelperProtocol {
+                    host: target.placement.alias.to_owned(),
+                    op: Op::Diagnose.name(),
+                    detail: "the result has no checks".into(),
+                }),
+            },
+            Err(error @ Error::Transport { .. })
+                if matches!(
+                    &error,
+                    Error::Transport {
+                        error: ExecError::Connect(_)
+                            | ExecError::Auth(_)
+                            | ExecError::HostKey(_)
+                            | ExecError::Timeout,
+                        ..
+                    }
+                ) =>
+            {
+                let code = match error.code() {
+                    "ssh-connect" => "HOST_UNREACHABLE",
+                    "ssh-auth" => "SSH_AUTH_REFUSED",
+                    "host-key-mismatch" => "HOST_KEY_MISMATCH",
+                    _ => "SSH_TIMEOUT",
+                };
+                self.fx.log(Level::Warn, &format!("diagnosis: {error}"));
+                Ok(vec![serde_json::json!({
+                    "component": "host", "check": "reachable", "state": "failed",
+                    "checkedAt": null, "code": code,
+                })])
+            }
+            Err(other) => Err(other),
+        }
     }
 }
 

@@ -26,6 +26,9 @@ const {
   opStop
 } = require('./operations');
 const { opDeleteAgent, opDeleteNamespace } = require('./removal');
+const {
+  cutLines, journalTime, opDescribeRuntime, opDiagnose, opReadLogs, systemdTime, termination
+} = require('./runtime');
 
 const HANDLERS = {
   'probe': opProbe,
@@ -38,6 +41,9 @@ const HANDLERS = {
   'delete-namespace': opDeleteNamespace,
   'inspect-agent': opInspectAgent,
   'delete-agent': opDeleteAgent,
+  'describe-runtime': opDescribeRuntime,
+  'read-logs': opReadLogs,
+  'diagnose': opDiagnose,
 };
 
 function errorResult(error) {
@@ -177,7 +183,8 @@ const api = {
   DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, DEFAULT_READINESS_MS, PLACEHOLDER_NAME, PLACEHOLDER_VALUE,
   RESERVED_PLACEHOLDER, MAX_PLACEHOLDERS, HelperError, parseEnvelope, parseOperation,
   renderSnapshot, renderUnit, canonicalJson, agentAccountName, unitHeader, WORKSPACE_FILE_NAMES,
-  WORKSPACE_SETUP_SOURCE, WORKSPACE_SETUP_FAILED, checkWorkspaceSetup,
+  WORKSPACE_SETUP_SOURCE, WORKSPACE_SETUP_FAILED, checkWorkspaceSetup, cutLines, termination,
+  systemdTime, journalTime,
 };
 
 module.exports = { run, api };

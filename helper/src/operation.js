@@ -53,14 +53,23 @@ const OPERATIONS = {
   'delete-namespace': { namespace: true, agent: false, revision: false, fields: [] },
   'inspect-agent': { namespace: true, agent: true, revision: false, fields: [] },
   'delete-agent': { namespace: true, agent: true, revision: false, fields: [] },
+  'describe-runtime': { namespace: true, agent: true, revision: true, fields: [] },
+  'read-logs': { namespace: true, agent: true, revision: true, fields: [] },
+  'diagnose': { namespace: true, agent: true, revision: true, fields: [] },
 };
 
 const COMMON_FIELDS = ['version', 'op', 'deadlineMs'];
 
 const ENVELOPE_FIELDS = [
   'version', 'method', 'ops', 'host', 'driver', 'runtime', 'gatewayPortRange', 'namespace', 'agent',
-  'revision', 'launchEnvironment', 'workspaceSetup',
+  'revision', 'launchEnvironment', 'workspaceSetup', 'events', 'logRequest', 'maxSessions',
 ];
+
+// The controller's bounds on one log read (OCC asks 1 MiB and at most 1000 lines).
+const MAX_LOG_BYTES = 4 << 20;
+const MAX_LOG_LINES = 1000;
+const MAX_SINCE_SECONDS = 366 * 86400;
+const INVOCATION_ID = /^[0-9a-f]{32}$/;
 
 const MIN_GATEWAY_PORT = 1024;
 
@@ -164,7 +173,26 @@ function parseEnvelope(argument) {
   }
   const placeholders = env.launchEnvironment === undefined ? undefined : launchEnvironment(env.launchEnvironment);
   const workspaceSetup = env.workspaceSetup === undefined ? undefined : checkWorkspaceSetup(env.workspaceSetup, 'envelope.workspaceSetup');
-  return { env, placeholders, workspaceSetup };
+  if (env.events !== undefined && typeof env.events !== 'boolean') throw invalid('envelope.events must be a boolean');
+  if (env.maxSessions !== undefined) requireInt(env.maxSessions, 'envelope.maxSessions', 1, 64);
+  const logRequest = env.logRequest === undefined ? undefined : checkLogRequest(env.logRequest);
+  return { env, placeholders, workspaceSetup, logRequest };
+}
+
+// OCC's AgentRuntimeLogRequest as the host wrote it for this call: which unit and
+// invocation, and the bounds of the read.
+function checkLogRequest(value) {
+  const request = requireObject(value, 'envelope.logRequest');
+  closedKeys(request, ['pod', 'podUid', 'previous', 'tailLines', 'sinceSeconds', 'limitBytes'], 'envelope.logRequest');
+  requireId(request.pod, 'envelope.logRequest.pod');
+  if (typeof request.podUid !== 'string' || !INVOCATION_ID.test(request.podUid)) {
+    throw invalid('envelope.logRequest.podUid must be a systemd invocation id (32 lowercase hex characters)');
+  }
+  if (typeof request.previous !== 'boolean') throw invalid('envelope.logRequest.previous must be a boolean');
+  requireInt(request.tailLines, 'envelope.logRequest.tailLines', 1, MAX_LOG_LINES);
+  if (request.sinceSeconds !== undefined) requireInt(request.sinceSeconds, 'envelope.logRequest.sinceSeconds', 1, MAX_SINCE_SECONDS);
+  requireInt(request.limitBytes, 'envelope.logRequest.limitBytes', 1, MAX_LOG_BYTES);
+  return { ...request };
 }
 
 // The operation the component sent, checked against the envelope, merged with it into
@@ -172,7 +200,7 @@ function parseEnvelope(argument) {
 // operation runs (among those the envelope lists), deadlineMs and the fields of
 // OPERATIONS[op].fields.
 function parseOperation(argument, envelopeArgument) {
-  const { env, placeholders, workspaceSetup } = parseEnvelope(envelopeArgument);
+  const { env, placeholders, workspaceSetup, logRequest } = parseEnvelope(envelopeArgument);
   const sent = decodeJson(argument, 'operation');
   if (sent.version !== PROTOCOL_VERSION) throw invalid(`unsupported protocol version ${JSON.stringify(sent.version)}`);
   const shape = Object.hasOwn(OPERATIONS, sent.op) ? OPERATIONS[sent.op] : null;
@@ -234,6 +262,14 @@ function parseOperation(argument, envelopeArgument) {
     if (placeholders === undefined) throw invalid('activate needs envelope.launchEnvironment (what beforeWorkloadStart returned)');
     op.placeholders = placeholders;
   }
+  if (sent.op === 'read-logs') {
+    if (logRequest === undefined) throw invalid('read-logs needs envelope.logRequest (the controller\'s request)');
+    op.logRequest = logRequest;
+  } else if (logRequest !== undefined) {
+    throw invalid(`envelope.logRequest: ${sent.op} reads no log`);
+  }
+  if (sent.op === 'describe-runtime') op.events = env.events !== false;
+  if (sent.op === 'probe') op.maxSessions = env.maxSessions;
   if (workspaceSetup !== undefined) {
     // The controller's setup of this call's Agent, delivered by prepare and activate.
     if (sent.op !== 'prepare' && sent.op !== 'activate') throw invalid(`envelope.workspaceSetup: ${sent.op} delivers no workspace setup`);

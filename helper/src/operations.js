@@ -79,7 +79,39 @@ async function opProbe(op) {
     error.extra = { checks };
     throw error;
   }
-  return { changed: false, checks };
+  return { changed: false, checks, warnings: await probeWarnings(op) };
+}
+
+// What works now but an operator should know before Agents depend on it: sshd
+// allowing fewer sessions per connection than the installation keeps, and little
+// free space where Agents live.
+const LOW_SPACE_BYTES = 1024 * 1024 * 1024;
+async function probeWarnings(op) {
+  const warnings = [];
+  if (op.maxSessions !== undefined) {
+    const result = await run('sshd', ['-T'], { allowFailure: true, timeoutMs: 15000 })
+      .catch(() => ({ code: 1, stdout: '' }));
+    const m = /^maxsessions (\d+)$/m.exec(result.stdout);
+    if (result.code === 0 && m && Number(m[1]) < op.maxSessions) {
+      warnings.push({ code: 'SSH_SESSION_LIMIT', message:
+        `sshd allows ${m[1]} sessions per connection (MaxSessions), fewer than the ${op.maxSessions} ` +
+        `this installation keeps open (maxSessions): lower drivers.compute.maxSessions to ${m[1]} or raise MaxSessions` });
+    }
+  }
+  // The runtime root, or where it will be made: its nearest existing ancestor.
+  let where = op.root;
+  while (where !== '/' && !fs.existsSync(where)) where = path.dirname(where);
+  try {
+    const { bavail, bsize } = fs.statfsSync(where);
+    const free = bavail * bsize;
+    if (free < LOW_SPACE_BYTES) {
+      warnings.push({ code: 'LOW_DISK_SPACE', message:
+        `${where} has ${Math.floor(free / (1024 * 1024))} MiB free; every Agent needs its snapshots, home and state there` });
+    }
+  } catch (error) {
+    warnings.push({ code: 'LOW_DISK_SPACE', message: `cannot read the free space of ${where}: ${error.code || error.message}` });
+  }
+  return warnings;
 }
 
 async function opEnsureNamespace(op) {

@@ -149,4 +149,4 @@ async function waitReady(port, timeoutMs, account, unitName) {
   }
 }
 
-module.exports = { servingReady, waitRestarted, waitReady };
+module.exports = { servingReady, waitRestarted, waitReady, listenersOn: portListeners, readyStatus };

@@ -26,11 +26,18 @@ pub enum HelperOp {
     DeleteAgent,
     /// Remove every owned unit, file and account of the Namespace.
     DeleteNamespace,
+    /// Describe the Agent's gateway unit for one revision; no change.
+    DescribeRuntime,
+    /// Read one invocation of the Agent's gateway output within the
+    /// controller's bounds; no change.
+    ReadLogs,
+    /// Check the revision's deployment; no change.
+    Diagnose,
 }
 
 impl HelperOp {
     /// Every operation.
-    pub const ALL: [HelperOp; 10] = [
+    pub const ALL: [HelperOp; 13] = [
         HelperOp::Probe,
         HelperOp::EnsureNamespace,
         HelperOp::InspectAgent,
@@ -41,6 +48,9 @@ impl HelperOp {
         HelperOp::Retire,
         HelperOp::DeleteAgent,
         HelperOp::DeleteNamespace,
+        HelperOp::DescribeRuntime,
+        HelperOp::ReadLogs,
+        HelperOp::Diagnose,
     ];
 
     /// The operation's `op` field.
@@ -56,6 +66,9 @@ impl HelperOp {
             HelperOp::Retire => "retire",
             HelperOp::DeleteAgent => "delete-agent",
             HelperOp::DeleteNamespace => "delete-namespace",
+            HelperOp::DescribeRuntime => "describe-runtime",
+            HelperOp::ReadLogs => "read-logs",
+            HelperOp::Diagnose => "diagnose",
         }
     }
 

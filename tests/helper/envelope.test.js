@@ -35,6 +35,9 @@ const CALLS = {
   'retire': ['retireRevision', ['retire'], ['namespace', 'agent', 'revision']],
   'delete-agent': ['deleteAgentRuntimeCredentials', ['delete-agent'], ['namespace', 'agent']],
   'delete-namespace': ['deleteNamespace', ['delete-namespace'], ['namespace']],
+  'describe-runtime': ['describeAgentRuntime', ['describe-runtime'], ['namespace', 'agent', 'revision', 'events']],
+  'read-logs': ['readAgentRuntimeLogs', ['read-logs'], ['namespace', 'agent', 'revision', 'logRequest']],
+  'diagnose': ['diagnoseAgentDeployment', ['diagnose'], ['namespace', 'agent', 'revision']],
 };
 const OPS = Object.keys(CALLS);
 
@@ -43,6 +46,11 @@ const PARTS = {
   agent: { id: 'agent-1', servicePrincipalId: 'sp-1' },
   revision: { id: 'rev-1', number: 1, harness: 'openclaw/embedded', configurationSha256: sha256(CONFIGURATION) },
   launchEnvironment: { SLACK_BOT_TOKEN: 'opaque-cfg:slack.bot', IAM_SESSION: 'opaque-iam-7f3a' },
+  events: true,
+  logRequest: {
+    pod: `openclaw-enterprise-gateway-${sha12('agent-1')}.service`, podUid: 'f305315cd6ce4aceb4f28d27bacc6262',
+    previous: false, tailLines: 200, limitBytes: 1048576,
+  },
 };
 
 // The honest request of an op: { op, envelope }.
@@ -123,6 +131,56 @@ test('the honest request of every op parses into what the helper acts on', () =>
       assert.deepEqual(parsed.placeholders, [['IAM_SESSION', 'opaque-iam-7f3a'], ['SLACK_BOT_TOKEN', 'opaque-cfg:slack.bot']]);
     }
   }
+});
+
+test('a log read takes the unit, the invocation and its bounds from the envelope alone', () => {
+  const parsed = parse(honest('read-logs'));
+  assert.deepEqual(parsed.logRequest, PARTS.logRequest);
+  assert.equal(parse(honest('describe-runtime')).events, true);
+  const edits = [
+    [(r) => { delete r.envelope.logRequest; }, /^read-logs needs envelope\.logRequest/],
+    [(r) => { r.envelope.logRequest.podUid = '../../etc/shadow'; }, /podUid must be a systemd invocation id/],
+    [(r) => { r.envelope.logRequest.tailLines = 1001; }, /tailLines must be an integer in 1\.\.1000/],
+    [(r) => { r.envelope.logRequest.limitBytes = 0; }, /limitBytes must be an integer/],
+    [(r) => { r.envelope.logRequest.sinceSeconds = -1; }, /sinceSeconds must be an integer/],
+    [(r) => { r.envelope.logRequest.path = '/etc/shadow'; }, /envelope\.logRequest.*path/],
+    [(r) => { r.envelope.logRequest.pod = 'a\nb'; }, /pod must be a non-empty string without control characters/],
+    // The component cannot send a request of its own: the operation carries policy only.
+    [(r) => { r.op.logRequest = clone(PARTS.logRequest); }, /logRequest/],
+  ];
+  for (const [edit, why] of edits) refuses(forged('read-logs', edit), why, String(why));
+  // No other operation carries a log request.
+  refuses(forged('diagnose', (r) => { r.envelope.logRequest = clone(PARTS.logRequest); }),
+    /envelope\.logRequest: diagnose reads no log/, 'a log request in a diagnosis');
+});
+
+test('preflight reads the installation\'s sessions per connection from the envelope, checked', () => {
+  const probe = (edit) => forged('probe', (r) => { r.envelope.maxSessions = 8; edit(r); });
+  assert.equal(parse(probe(() => {})).maxSessions, 8);
+  refuses(probe((r) => { r.envelope.maxSessions = 0; }), /maxSessions must be an integer in 1\.\.64/, 'no sessions');
+  refuses(probe((r) => { r.op.maxSessions = 1; }), /maxSessions/, 'the component\'s own limit');
+});
+
+test('a log read is cut as it crosses: by its lines\' JSON text, the last line partial', () => {
+  const lines = [{ time: 't1', raw: 'abcd' }, { time: 't2', raw: 'efgh' }];
+  assert.deepEqual(H.cutLines(lines, 100), { lines, truncated: false });
+  assert.deepEqual(H.cutLines(lines, 5), { lines: [lines[0]], truncated: true });
+  assert.deepEqual(H.cutLines(lines, 8), { lines: [lines[0], { time: 't2', raw: 'ef' }], truncated: true });
+  // An escape costs what it costs on the link: six bytes for a control character.
+  assert.deepEqual(H.cutLines([{ time: null, raw: '\u001b[1m' }], 4), { lines: [], truncated: true });
+  assert.deepEqual(H.cutLines([{ time: null, raw: 'é' }], 3), { lines: [{ time: null, raw: 'é' }], truncated: false });
+});
+
+test('an exit systemd logged reads as OCC\'s lastTermination, and times as RFC 3339', () => {
+  assert.deepEqual(H.termination('killed', '9', 't'), { reason: 'Killed', exitCode: 137, finishedAt: 't' });
+  assert.deepEqual(H.termination('exited', '1', 't'), { reason: 'Error', exitCode: 1, finishedAt: 't' });
+  assert.deepEqual(H.termination('exited', '0', null), { reason: 'Completed', exitCode: 0, finishedAt: null });
+  assert.deepEqual(H.termination('dumped', 'SEGV', null), { reason: 'CoreDumped', exitCode: 139, finishedAt: null });
+  assert.equal(H.termination('', '0', null), null);
+  assert.equal(H.systemdTime('Sun 2026-12-06 07:48:57.123456 UTC'), '2026-12-06T07:48:57.123456Z');
+  assert.equal(H.systemdTime(''), null);
+  assert.equal(H.journalTime({ __REALTIME_TIMESTAMP: '1796543334379355' }), '2026-12-06T07:48:54.379355Z');
+  assert.equal(H.journalTime({ __REALTIME_TIMESTAMP: 'x' }), null);
 });
 
 test('the account is the first 19 characters of runtime.user, a dash and 12 hex', () => {

@@ -6,6 +6,10 @@
 //   unavailable.mjs  listens and answers 503 on /readyz, forever: it never becomes ready
 //   exits.mjs        exits with status 1 at once, as a gateway whose startup fails
 //
+// Every mode but `exits` prints a line when it listens and one per request (`GET
+// /<path>`): what the runtime-log tests read back from the unit's journal, each
+// Agent's gateway printing markers of its own.
+//
 // It holds a few tens of MB where the real gateway holds about 750 MB, so a hundred
 // Agents fit on one machine. It is never an OpenClaw: the reports name it a stand-in.
 import { createServer } from "node:http";
@@ -24,6 +28,7 @@ if (mode === "exits") {
 }
 const status = mode === "ready" ? 200 : 503;
 createServer((request, response) => {
+  console.log(`stand-in gateway: ${request.method} ${request.url}`);
   response.writeHead(status, { "content-type": "application/json" });
   response.end(JSON.stringify({ ready: status === 200, standIn: true }));
-}).listen(port, "127.0.0.1");
+}).listen(port, "127.0.0.1", () => console.log(`stand-in gateway: ${mode} on 127.0.0.1:${port}`));

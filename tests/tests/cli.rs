@@ -33,9 +33,9 @@ fn inspect_shows_only_granted_imports_for_the_ssh_driver() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    // The driver runs its helper by name (WIT 0.3.0); the contract it
-    // exports is 0.2.0's.
-    assert_eq!(v["world"], "occ:compute/ssh-compute-driver@0.3.0");
+    // The driver runs its helper by name (WIT 0.3.0) and reads an Agent's
+    // runtime (0.4.0); the contract it exports is 0.2.0's.
+    assert_eq!(v["world"], "occ:compute/ssh-compute-driver@0.4.0");
     assert_eq!(v["sha256"].as_str().unwrap().len(), 64);
     // The helper the component ships is the repository's, byte for byte.
     let helper = std::fs::read(repo_root().join("helper/helper.js")).unwrap();
@@ -55,7 +55,13 @@ fn inspect_shows_only_granted_imports_for_the_ssh_driver() {
             "{name}"
         );
     }
-    assert_eq!(v["exports"], json!(["occ:compute/compute-driver@0.2.0"]));
+    assert_eq!(
+        v["exports"],
+        json!([
+            "occ:compute/compute-driver@0.2.0",
+            "occ:compute/agent-runtime@0.4.0"
+        ])
+    );
 
     // A component built for 0.2.0 (it sends the helper itself) is served too.
     let out = run_host(&[

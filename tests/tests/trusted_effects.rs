@@ -128,6 +128,23 @@ const ATTACKS: &[(&str, &str, &str)] = &[
         "activateRevision",
         "operation.workspace: not a field",
     ),
+    // The runtime reads: the unit, the invocation and the bounds are the
+    // host's to write, as the Agent is.
+    (
+        "log-request",
+        "diagnoseAgentDeployment",
+        "operation.logRequest: not a field",
+    ),
+    (
+        "unit-name",
+        "describeAgentRuntime",
+        "operation.unitName: not a field",
+    ),
+    (
+        "other-op",
+        "describeAgentRuntime",
+        "describeAgentRuntime may run describe-runtime on a host, not delete-namespace",
+    ),
 ];
 
 #[test]
@@ -158,6 +175,9 @@ fn a_component_carrying_the_approved_helper_gets_nothing_beyond_the_envelope() {
         let params = match *method {
             "preflight" => json!({}),
             "ensureNamespace" => json!({"namespace": ns}),
+            "describeAgentRuntime" | "diagnoseAgentDeployment" => {
+                json!({"namespace": ns, "agent": agent.binding()["agent"], "revision": rev})
+            }
             _ => agent.params(&rev),
         };
         let before = tree(&rig, &host, &root);

@@ -105,6 +105,97 @@ export interface NamespaceDeleteResult {
   readonly failure?: NamespaceLifecycleFailure;
 }
 
+export interface ComputeAgentRevisionBinding extends ComputeAgentBinding {
+  readonly revision: Readonly<AgentRevision>;
+}
+
+/** OCC's runtime shapes (packages/contracts/src/index.ts). An SSH Agent's one pod is its gateway unit. */
+export interface AgentRuntimeContainerStatus {
+  readonly name: string;
+  readonly state: "waiting" | "running" | "terminated" | "unknown";
+  readonly reason: string | null;
+  readonly ready: boolean;
+  readonly restartCount: number;
+  readonly startedAt: string | null;
+  readonly lastTermination: { readonly reason: string | null; readonly exitCode: number | null; readonly finishedAt: string | null } | null;
+}
+export interface AgentRuntimeEvent {
+  readonly type: "Normal" | "Warning";
+  readonly container: string | null;
+  readonly reason: string;
+  readonly message: string;
+  readonly count: number;
+  readonly lastObservedAt: string | null;
+}
+export interface AgentRuntimePodStatus {
+  readonly role: "gateway" | "agent";
+  readonly cluster: "control" | "execution";
+  /** The gateway's systemd unit. */
+  readonly name: string;
+  /** The unit's InvocationID: a restart is a new uid. */
+  readonly uid: string;
+  readonly phase: string;
+  readonly ready: boolean;
+  readonly createdAt: string | null;
+  readonly containers: readonly AgentRuntimeContainerStatus[];
+  /** Newest first, at most 100. */
+  readonly events: readonly AgentRuntimeEvent[];
+}
+export interface AgentRuntimeLogSource {
+  readonly id: "gateway" | "agent" | "sandbox";
+  readonly kind: "container" | "sandbox";
+  readonly pods: readonly { readonly name: string; readonly uid: string; readonly container: string; readonly restartCount: number }[];
+  readonly available: boolean;
+  readonly unavailableCode?: "NO_POD";
+  readonly retention: string;
+}
+export interface AgentRuntimeDescription {
+  readonly revisionId: string;
+  readonly observedAt: string;
+  readonly pods: readonly AgentRuntimePodStatus[];
+  readonly sources: readonly AgentRuntimeLogSource[];
+}
+export interface AgentRuntimeDescribeOptions {
+  readonly source?: "gateway" | "agent";
+  readonly events?: boolean;
+}
+export interface AgentRuntimeLogRequest {
+  readonly source: "gateway" | "agent";
+  readonly pod: string;
+  readonly podUid: string;
+  readonly container: string;
+  readonly previous: boolean;
+  readonly tailLines: number;
+  readonly sinceSeconds?: number;
+  readonly limitBytes: number;
+  readonly signal?: AbortSignal;
+}
+export interface AgentRuntimeLogChunk {
+  readonly stream: { readonly source: "gateway"; readonly pod: string; readonly podUid: string; readonly container: string; readonly restartCount: number };
+  readonly observedAt: string;
+  readonly lines: readonly { readonly time: string | null; readonly raw: string }[];
+  readonly truncated: boolean;
+}
+export interface AgentDeploymentDiagnostics {
+  readonly revisionId: string;
+  readonly observedAt: string;
+  readonly checks: readonly {
+    readonly component: string;
+    readonly check: string;
+    readonly state: "succeeded" | "failed" | "unknown";
+    readonly checkedAt: string | null;
+    readonly code?: string;
+  }[];
+}
+export interface ComputePrepareRevisionFailureDiagnostic {
+  readonly code: string;
+  readonly stage: string;
+  readonly errorClass?: string;
+  readonly message?: string;
+  readonly status?: number;
+}
+export declare function describePrepareRevisionFailure(error: unknown): ComputePrepareRevisionFailureDiagnostic | undefined;
+
 export interface ComputeReadiness {
   readonly namespaceId: string;
   readonly agentId: string;
@@ -189,6 +280,14 @@ export interface ComputeDriver {
   stopRevision(revision: AgentRevision): Promise<void>;
   retireRevision(revision: AgentRevision): Promise<void>;
   deleteAgentRuntimeCredentials(binding: ComputeAgentBinding): Promise<void>;
+  describeAgentRuntime(
+    binding: ComputeAgentRevisionBinding,
+    signal?: AbortSignal,
+    options?: AgentRuntimeDescribeOptions,
+  ): Promise<AgentRuntimeDescription>;
+  readAgentRuntimeLogs(binding: ComputeAgentRevisionBinding, request: AgentRuntimeLogRequest): Promise<AgentRuntimeLogChunk>;
+  diagnoseAgentDeployment(binding: ComputeAgentRevisionBinding): Promise<AgentDeploymentDiagnostics>;
+  describePrepareRevisionFailure(error: unknown): ComputePrepareRevisionFailureDiagnostic | undefined;
   readonly pid: number | undefined;
   close(): Promise<void>;
 }

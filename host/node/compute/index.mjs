@@ -32,6 +32,41 @@ export { resolveHostBinary } from "occ-driver-host-rpc/host-binary";
 const here = dirname(fileURLToPath(import.meta.url));
 
 /**
+ * Where a refused preparation stopped: the driver host itself, the connection
+ * to the host, the helper's work on it, or (no host named) admission before
+ * any host was touched (docs/occ.md, "Why a deploy failed").
+ */
+const PREPARE_STAGES = {
+  host_connection: new Set([
+    "unknown-host", "exec-refused", "ssh-auth", "ssh-connect", "host-key-mismatch", "ssh-timeout",
+    "ssh-io", "output-too-large", "local-ssh-files",
+  ]),
+  driver_host: new Set(["audit-unavailable", "cpu-limit", "memory-limit", "call-timeout", "driver-panic",
+    "resource-limit", "host-missing", "closed", "cancelled"]),
+};
+
+/**
+ * OCC's `describePrepareRevisionFailure`: a rejected prepareRevision mapped to
+ * bounded operational fields (`code`, `stage`, `errorClass`, `message`). The
+ * code is ours, upper-cased with an `SSH_` prefix as OCC's drivers name theirs;
+ * the message is the operator's text, one line of at most 256 characters. An
+ * error that is not this package's is described by nothing.
+ */
+export function describePrepareRevisionFailure(error) {
+  if (!error || typeof error.code !== "string" || !/^[a-z0-9-]{1,64}$/.test(error.code)) return undefined;
+  // What fails with no host named was refused before any host was touched.
+  const stage = Object.entries(PREPARE_STAGES).find(([, codes]) => codes.has(error.code))?.[0] ??
+    (error.host ? "host_prepare" : "admission");
+  const message = String(error.message ?? "").replace(/[\x00-\x1f\x7f]+/g, " ").trim().slice(0, 256);
+  return {
+    code: `SSH_${error.code.toUpperCase().replace(/-/g, "_")}`,
+    stage,
+    errorClass: error.failure === "permanent" ? "PermanentDriverError" : "RetryableDriverError",
+    ...(message ? { message } : {}),
+  };
+}
+
+/**
  * The methods the host serves and how each takes its arguments: the one list
  * this package builds from (`methods.json`, kept equal to the host's by a test).
  */
@@ -263,9 +298,11 @@ export function createDriver({ id, implementation, configuration, getOperationAb
   };
   host = spawnServe();
 
-  const invoke = async (method, params) => {
+  const invoke = async (method, params, callSignal) => {
     started = true;
-    const signal = getOperationAbortSignal?.() ?? undefined;
+    const operation = getOperationAbortSignal?.() ?? undefined;
+    const signals = [operation, callSignal].filter(Boolean);
+    const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
     const serve = await current();
     const callId = serve.nextId();
     if (signal) operations.set(String(callId), signal);
@@ -275,6 +312,10 @@ export function createDriver({ id, implementation, configuration, getOperationAb
       operations.delete(String(callId));
     }
   };
+
+  const revisionBinding = (binding) => ({
+    namespace: binding?.namespace, agent: binding?.agent, revision: binding?.revision,
+  });
 
   // Namespace methods report failure in their result, exactly in OCC's shape
   // (NamespaceEnsureResult, NamespaceDeleteResult), and never reject.
@@ -348,6 +389,28 @@ export function createDriver({ id, implementation, configuration, getOperationAb
       await invoke("deleteAgentRuntimeCredentials", { namespace: binding?.namespace, agent: binding?.agent });
       bindings.delete(String(binding?.agent?.id));
     },
+    /**
+     * OCC's runtime view of one exact revision (the Console's Logs tab, `occ
+     * agent runtime`): its gateway unit as the one pod, the unit's events and
+     * the `gateway` log source. Read-only.
+     */
+    async describeAgentRuntime(binding, signal, options) {
+      const { source, events } = options ?? {};
+      const opts = { ...(source === undefined ? {} : { source }), ...(events === undefined ? {} : { events }) };
+      return invoke("describeAgentRuntime", {
+        ...revisionBinding(binding), ...(Object.keys(opts).length ? { options: opts } : {}),
+      }, signal);
+    },
+    /** Raw lines of the gateway unit's output, bounded on the host by the request. */
+    async readAgentRuntimeLogs(binding, request) {
+      const { signal, ...fields } = request ?? {};
+      return invoke("readAgentRuntimeLogs", { ...revisionBinding(binding), request: fields }, signal);
+    },
+    /** The current checks of the revision's deployment on its host. */
+    async diagnoseAgentDeployment(binding) {
+      return invoke("diagnoseAgentDeployment", revisionBinding(binding));
+    },
+    describePrepareRevisionFailure,
     /** The process id of the host serving now. */
     get pid() {
       return host?.pid;

@@ -7,6 +7,7 @@ mod check;
 mod inspect;
 mod progress;
 mod relay;
+mod runtime;
 mod schema;
 mod serve;
 
@@ -108,6 +109,10 @@ enum Command {
     Call(call::CallArgs),
     /// Serve the contract as JSON-RPC 2.0 (newline-delimited) on stdio or a Unix socket.
     Serve(serve::ServeArgs),
+    /// Print an Agent's gateway log (the unit's own output), once or following it.
+    Logs(runtime::LogsArgs),
+    /// Check an Agent's deployment on its host: one line per check, as OCC's Console shows it.
+    Diagnose(runtime::DiagnoseArgs),
     /// Run one sandbox exec through a serving host's socket, as if it were the command.
     Relay(relay::RelayArgs),
     /// Check an audit log's chain and summarise what drivers did, per driver and host.
@@ -247,6 +252,8 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
         Command::Schema(args) => schema::run(&ctx, args),
         Command::Call(args) => call::run(&ctx, args),
         Command::Serve(args) => serve::run(&ctx, args),
+        Command::Logs(args) => runtime::logs(&ctx, args),
+        Command::Diagnose(args) => runtime::diagnose(&ctx, args),
         Command::Relay(_) | Command::Audit(_) => unreachable!("handled above"),
     }
 }

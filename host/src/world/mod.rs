@@ -258,6 +258,11 @@ impl<W: World> Linked<W> {
 
     /// Run `f` against a fresh instance in a fresh store holding `data`,
     /// bounded by `runtime`'s limits and cancelled by `cancel`.
+    /// The component's prepared instantiation, its exports looked up.
+    pub(crate) fn pre(&self) -> &W::Pre {
+        &self.pre
+    }
+
     pub(crate) async fn invoke<R, F>(
         &self,
         runtime: &Runtime,

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
 
-import { DriverError, createDriver, validateConfiguration } from "../index.mjs";
+import { DriverError, createDriver, describePrepareRevisionFailure, validateConfiguration } from "../index.mjs";
 import * as occ from "./occ.mjs";
 
 const ROOT = "/var/lib/openclaw-enterprise";
@@ -217,6 +217,42 @@ test("OCC conformance: the package deploys, refuses, compensates, cancels and de
       assert.equal(readyz(), "200");
       await run(() => driver.deactivateRevision(first));
       assert.equal(served().revisionId, second.id, "deactivating the old revision touched the serving one");
+    });
+
+    await t.test("the Console's runtime view: the unit as OCC's pod, its journal bounded, its checks", async () => {
+      const binding = { namespace, agent, revision: second };
+      const invocation = onHost(host, `systemctl show -p InvocationID --value ${unit}.service`);
+      const described = await driver.describeAgentRuntime(binding, AbortSignal.timeout(10_000), { events: false });
+      assert.equal(described.revisionId, second.id);
+      assert.equal(described.pods.length, 1);
+      const [pod] = described.pods;
+      assert.equal(pod.name, `${unit}.service`);
+      assert.equal(pod.uid, invocation);
+      assert.equal(pod.ready, true);
+      assert.deepEqual(pod.events, [], "events: false lists none");
+      assert.deepEqual(described.sources.map((s) => [s.id, s.kind, s.available]), [["gateway", "container", true]]);
+      // The first revision does not run: no pod for it.
+      const old = await driver.describeAgentRuntime({ namespace, agent, revision: first }, AbortSignal.timeout(10_000));
+      assert.deepEqual(old.pods, []);
+      assert.equal(old.sources[0].unavailableCode, "NO_POD");
+      const chunk = await driver.readAgentRuntimeLogs(binding, {
+        source: "gateway", pod: pod.name, podUid: pod.uid, container: "gateway", previous: false,
+        tailLines: 5, limitBytes: 1024 * 1024, signal: AbortSignal.timeout(10_000),
+      });
+      assert.ok(chunk.lines.length > 0 && chunk.lines.length <= 5, JSON.stringify(chunk));
+      assert.equal(chunk.stream.podUid, invocation);
+      assert.equal(chunk.stream.source, "gateway");
+      const diagnosis = await driver.diagnoseAgentDeployment(binding);
+      const failed = diagnosis.checks.filter((c) => c.state !== "succeeded");
+      assert.deepEqual(failed, [], JSON.stringify(diagnosis));
+      // A request out of OCC's bounds is refused before any host is touched.
+      await assert.rejects(driver.readAgentRuntimeLogs(binding, {
+        source: "gateway", pod: pod.name, podUid: pod.uid, container: "gateway", previous: false,
+        tailLines: 5000, limitBytes: 1024,
+      }), (error) => error.failure === "permanent" && /tailLines/.test(error.message));
+      // A refused preparation described in OCC's bounded fields.
+      assert.deepEqual(describePrepareRevisionFailure({ code: "ssh-connect", failure: "retryable", host: "conformance", message: "x" }),
+        { code: "SSH_SSH_CONNECT", stage: "host_connection", errorClass: "RetryableDriverError", message: "x" });
     });
 
     await t.test("deleteAgentRuntimeCredentials removes the Agent's unit, tree and account; absent is success", async () => {

@@ -14,3 +14,16 @@ wasmtime::component::bindgen!({
         "occ:compute/log": crate::capability::log::bindings::occ::compute::log,
     },
 });
+
+/// The `agent-runtime` export of a 0.4.0 driver, looked up beside the
+/// contract: a component without it still loads.
+pub mod runtime {
+    wasmtime::component::bindgen!({
+        path: ["../wit/0.2.0", "../wit/0.3.0", "../wit/0.4.0"],
+        world: "occ:compute/agent-runtime-export@0.4.0",
+        exports: { default: async },
+        with: {
+            "occ:compute/types": crate::capability::hooks::bindings::occ::compute::types,
+        },
+    });
+}

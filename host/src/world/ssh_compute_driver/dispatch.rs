@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::envelope::Subjects;
 use super::params::{self, Binding, NamespaceParams, RevisionParams};
+use super::runtime_shape;
 use super::{CallGrant, CallOptions, Driver, Method};
 use crate::capability::Scope;
 use crate::capability::hooks::HookScope;
@@ -50,12 +51,17 @@ impl Driver {
             | Method::DeactivateRevision
             | Method::StopRevision
             | Method::RetireRevision => on.call_revision(params).await?,
+            Method::DescribeAgentRuntime
+            | Method::ReadAgentRuntimeLogs
+            | Method::DiagnoseAgentDeployment => on.call_runtime(params).await?,
         };
-        within_result_bound(
-            result,
-            self.runtime.limits().max_result_bytes,
-            &format!("the driver's {method}"),
-        )
+        // A log read may carry OCC's 1 MiB of lines, each with its time and
+        // escaped as JSON.
+        let bound = match method {
+            Method::ReadAgentRuntimeLogs => self.runtime.limits().max_result_bytes.max(4 << 20),
+            _ => self.runtime.limits().max_result_bytes,
+        };
+        within_result_bound(result, bound, &format!("the driver's {method}"))
     }
 
     /// The binding a revision call runs with: what bindAgent accepted for its
@@ -86,6 +92,28 @@ impl Driver {
                 ),
             )),
             (None, passed) => Ok(passed.clone()),
+        }
+    }
+
+    /// The binding a runtime read runs with: the one passed, which must name
+    /// the identities bindAgent accepted for its Agent when it accepted one.
+    fn runtime_binding(&self, p: &params::RuntimeParams) -> Result<Binding, CallError> {
+        let passed = p.binding();
+        let key = (passed.namespace.id.clone(), passed.agent.id.clone());
+        let accepted = self
+            .bound
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        match accepted {
+            Some(accepted) if !accepted.same_identities(&passed) => {
+                Err(CallError::invalid_params(format!(
+                    "namespace, agent: differ from what bindAgent accepted for agent {:?}",
+                    passed.agent.id
+                )))
+            }
+            _ => Ok(passed),
         }
     }
 
@@ -320,6 +348,102 @@ impl MethodCall<'_> {
             Method::StopRevision => plain!(call_stop_revision),
             Method::RetireRevision => plain!(call_retire_revision),
             other => unreachable!("{other} is no revision method"),
+        })
+    }
+}
+
+impl MethodCall<'_> {
+    /// An Agent's runtime read for one exact revision: described, its log read
+    /// within the controller's bounds, or diagnosed. Read-only; no hooks. A
+    /// driver without the runtime export (WIT before 0.4.0) answers
+    /// `not-implemented`, as OCC's driver without these methods does.
+    async fn call_runtime(self, params: &Value) -> Result<Value, CallError> {
+        let p: params::RuntimeParams = params::read(params, "")?;
+        let binding = self.driver.runtime_binding(&p)?;
+        if p.revision.namespace_id != p.namespace.id || p.revision.agent_id != p.agent.id {
+            return Err(CallError::invalid_params(format!(
+                "revision: {:?} is not a revision of agent {:?} in namespace {:?}",
+                p.revision.id, p.agent.id, p.namespace.id
+            )));
+        }
+        let source = p.options.as_ref().and_then(|o| o.source.clone());
+        if let Some(source) = &source
+            && !params::LOG_SOURCES.contains(&source.as_str())
+        {
+            return Err(CallError::invalid_params(format!(
+                "options.source: {source:?} is not a runtime log source (gateway, agent)"
+            )));
+        }
+        if let Some(request) = &p.request {
+            request.check()?;
+        }
+        let mut subjects = p.revision.subjects(Some(&binding));
+        let bound = Some(binding.to_wit());
+        let rev = p.revision.to_wit();
+        let revision_id = p.revision.id.clone();
+        let observed_at = super::runtime_shape::now_rfc3339;
+        let unimplemented = || {
+            CallError::new(
+                FailureKind::Permanent,
+                "not-implemented",
+                format!(
+                    "{}: this driver component does not export {} (it targets WIT before 0.4.0)",
+                    self.method,
+                    super::RUNTIME_EXPORT
+                ),
+            )
+        };
+        if !self.driver.reads_runtime() {
+            return Err(unimplemented());
+        }
+        let none = HookScope::default;
+        Ok(match self.method {
+            Method::DescribeAgentRuntime => {
+                let events = p.options.as_ref().and_then(|o| o.events).unwrap_or(true);
+                subjects.events = Some(events);
+                // An embedded Agent's one source is its gateway; asked for the
+                // agent's, there is nothing to describe.
+                if source.as_deref() == Some("agent") {
+                    return Ok(json!({
+                        "revisionId": revision_id, "observedAt": observed_at(),
+                        "pods": [], "sources": [],
+                    }));
+                }
+                let d = guest!(self, none(), subjects, |g, s, d| async move {
+                    let runtime = g.runtime.as_ref().expect("checked above");
+                    runtime
+                        .occ_compute0_4_0_agent_runtime()
+                        .call_describe_agent_runtime(s, d, bound.as_ref(), &rev, events)
+                        .await
+                })?;
+                runtime_shape::description(&revision_id, &observed_at(), d)?
+            }
+            Method::ReadAgentRuntimeLogs => {
+                let request = p.request.as_ref().ok_or_else(|| {
+                    CallError::invalid_params("request: missing (OCC's AgentRuntimeLogRequest)")
+                })?;
+                subjects.log_request = Some(request.envelope());
+                let wit_request = runtime_shape::log_request(request);
+                let chunk = guest!(self, none(), subjects, |g, s, d| async move {
+                    let runtime = g.runtime.as_ref().expect("checked above");
+                    runtime
+                        .occ_compute0_4_0_agent_runtime()
+                        .call_read_agent_runtime_logs(s, d, bound.as_ref(), &rev, &wit_request)
+                        .await
+                })?;
+                runtime_shape::chunk(request, &observed_at(), chunk)?
+            }
+            Method::DiagnoseAgentDeployment => {
+                let checks = guest!(self, none(), subjects, |g, s, d| async move {
+                    let runtime = g.runtime.as_ref().expect("checked above");
+                    runtime
+                        .occ_compute0_4_0_agent_runtime()
+                        .call_diagnose_agent_deployment(s, d, bound.as_ref(), &rev)
+                        .await
+                })?;
+                runtime_shape::diagnostics(&revision_id, &observed_at(), checks)?
+            }
+            other => unreachable!("{other} is no runtime method"),
         })
     }
 }

@@ -37,6 +37,12 @@ pub enum Method {
     DeleteAgentRuntimeCredentials,
     /// beforeNamespaceDelete, then remove every owned unit, file and account.
     DeleteNamespace,
+    /// The revision's gateway unit, its state, restarts and events; read-only.
+    DescribeAgentRuntime,
+    /// Raw lines of the gateway's output, within the request's bounds; read-only.
+    ReadAgentRuntimeLogs,
+    /// The current checks of the revision's deployment; read-only.
+    DiagnoseAgentDeployment,
 }
 
 method_names!(Method {
@@ -53,6 +59,9 @@ method_names!(Method {
     RetireRevision => "retireRevision",
     DeleteAgentRuntimeCredentials => "deleteAgentRuntimeCredentials",
     DeleteNamespace => "deleteNamespace",
+    DescribeAgentRuntime => "describeAgentRuntime",
+    ReadAgentRuntimeLogs => "readAgentRuntimeLogs",
+    DiagnoseAgentDeployment => "diagnoseAgentDeployment",
 });
 
 impl Method {
@@ -69,6 +78,15 @@ impl Method {
             }
             Method::PrepareRevision | Method::ActivateRevision => {
                 "{\"revision\": AgentRevision, \"context\"?: ComputeRevisionContext, \"binding\"?: {...}}"
+            }
+            Method::DescribeAgentRuntime => {
+                "{\"namespace\": Namespace, \"agent\": Agent, \"revision\": AgentRevision, \"options\"?: {\"source\"?, \"events\"?}}"
+            }
+            Method::ReadAgentRuntimeLogs => {
+                "{\"namespace\": Namespace, \"agent\": Agent, \"revision\": AgentRevision, \"request\": AgentRuntimeLogRequest}"
+            }
+            Method::DiagnoseAgentDeployment => {
+                "{\"namespace\": Namespace, \"agent\": Agent, \"revision\": AgentRevision}"
             }
             _ => "{\"revision\": AgentRevision, \"binding\"?: {...}}",
         }
@@ -99,6 +117,9 @@ impl Method {
             Method::RetireRevision => &[HelperOp::Retire],
             Method::DeleteAgentRuntimeCredentials => &[HelperOp::DeleteAgent],
             Method::DeleteNamespace => &[HelperOp::DeleteNamespace],
+            Method::DescribeAgentRuntime => &[HelperOp::DescribeRuntime],
+            Method::ReadAgentRuntimeLogs => &[HelperOp::ReadLogs],
+            Method::DiagnoseAgentDeployment => &[HelperOp::Diagnose],
             Method::ConfigurationSchema
             | Method::ValidateConfiguration
             | Method::BindAgent

@@ -14,6 +14,7 @@ pub mod installation;
 mod method;
 mod params;
 pub mod progress;
+mod runtime_shape;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
-use wasmtime::component::Linker;
+use wasmtime::component::{InstancePre, Linker};
 
 pub use dispatch::{present, reason};
 pub use method::{HelperOp, Method};
@@ -39,7 +40,8 @@ use crate::capability::ssh_exec::{
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, Linked, ProgressSink, World, WorldInfo};
-use bindings::{SshComputeDriver, SshComputeDriverPre};
+use bindings::runtime::{AgentRuntimeExport, AgentRuntimeExportIndices};
+use bindings::{SshComputeDriver, SshComputeDriverIndices};
 use envelope::{Subjects, TrustedRuntime};
 use installation::Installation;
 use params::Binding;
@@ -47,7 +49,7 @@ use params::Binding;
 /// The world as the host knows it before loading anything.
 pub const WORLD: WorldInfo = WorldInfo {
     name: "occ:compute/ssh-compute-driver",
-    versions: &["0.2.0", "0.3.0"],
+    versions: &["0.2.0", "0.3.0", "0.4.0"],
     export: "occ:compute/compute-driver@0.2.0",
     imports: &[
         "occ:compute/types@0.2.0",
@@ -146,8 +148,8 @@ pub(crate) struct ComputeWorld;
 impl World for ComputeWorld {
     const INFO: &'static WorldInfo = &WORLD;
     type Data = ComputeCall;
-    type Guest = SshComputeDriver;
-    type Pre = SshComputeDriverPre<ComputeCall>;
+    type Guest = ComputeGuest;
+    type Pre = ComputePre;
 
     fn link(linker: &mut Linker<ComputeCall>) -> wasmtime::Result<()> {
         ssh_exec::add_to_linker(linker, |c| &mut c.ssh)?;
@@ -155,7 +157,61 @@ impl World for ComputeWorld {
         log::add_to_linker(linker, |c| &mut c.log)
     }
 
-    generated_instance!();
+    fn prepare(pre: InstancePre<ComputeCall>) -> wasmtime::Result<ComputePre> {
+        let driver = SshComputeDriverIndices::new(&pre)?;
+        // A component that exports the runtime interface must export it whole
+        // and well typed; one without it is a driver of 0.2.0 or 0.3.0.
+        let runtime = match pre.component().get_export_index(None, RUNTIME_EXPORT) {
+            Some(_) => Some(AgentRuntimeExportIndices::new(&pre)?),
+            None => None,
+        };
+        Ok(ComputePre {
+            pre,
+            driver,
+            runtime,
+        })
+    }
+
+    fn instantiate<'a>(
+        pre: &'a ComputePre,
+        store: &'a mut Store<ComputeCall>,
+    ) -> CallFuture<'a, ComputeGuest> {
+        Box::pin(async move {
+            let instance = pre.pre.instantiate_async(&mut *store).await?;
+            let driver = pre.driver.load(&mut *store, &instance)?;
+            let runtime = match &pre.runtime {
+                Some(indices) => Some(indices.load(&mut *store, &instance)?),
+                None => None,
+            };
+            Ok(ComputeGuest { driver, runtime })
+        })
+    }
+}
+
+/// The export a driver reads an Agent's runtime through (WIT 0.4.0).
+pub const RUNTIME_EXPORT: &str = "occ:compute/agent-runtime@0.4.0";
+
+/// A driver's exports, looked up once per component.
+#[derive(Clone)]
+pub(crate) struct ComputePre {
+    pre: InstancePre<ComputeCall>,
+    driver: SshComputeDriverIndices,
+    runtime: Option<AgentRuntimeExportIndices>,
+}
+
+/// One instance of a driver: its contract, and its runtime export when the
+/// component has one.
+pub(crate) struct ComputeGuest {
+    driver: SshComputeDriver,
+    runtime: Option<AgentRuntimeExport>,
+}
+
+impl std::ops::Deref for ComputeGuest {
+    type Target = SshComputeDriver;
+
+    fn deref(&self) -> &SshComputeDriver {
+        &self.driver
+    }
 }
 
 /// A store's data for one call: the runtime's sandbox and each capability's state.
@@ -228,11 +284,12 @@ impl Driver {
             grant
         })
         .and_then(|grant| {
-            let trusted = TrustedRuntime::from_configuration(
+            let mut trusted = TrustedRuntime::from_configuration(
                 &installation.configuration,
                 &installation.driver_id,
                 &installation.implementation,
             )?;
+            trusted.max_sessions = installation.max_sessions;
             Ok((grant, trusted))
         })
         .map_err(|e| LoadError::Configuration {
@@ -327,6 +384,12 @@ impl Driver {
         &self.linked.component
     }
 
+    /// Whether the component exports [`RUNTIME_EXPORT`]: an Agent's runtime
+    /// can be described, its log read and its deployment diagnosed.
+    pub fn reads_runtime(&self) -> bool {
+        self.linked.pre().runtime.is_some()
+    }
+
     /// The installation it was opened from.
     pub fn installation(&self) -> &Installation {
         &self.installation
@@ -369,7 +432,7 @@ impl Driver {
     where
         R: Send + 'static,
         F: for<'a> FnOnce(
-                &'a SshComputeDriver,
+                &'a ComputeGuest,
                 &'a mut Store<ComputeCall>,
             ) -> CallFuture<'a, GuestResult<R>>
             + Send

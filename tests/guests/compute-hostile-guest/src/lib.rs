@@ -25,7 +25,10 @@
 //! - `helper-stdin`: sends a script of its own on the helper's stdin;
 //! - `workspace-setup`: sends a workspace setup of its own, for another
 //!   Agent, with a file name that climbs out of the workspace;
-//! - `workspace-dir`: names where the workspace documents should go.
+//! - `workspace-dir`: names where the workspace documents should go;
+//! - `log-request`: names another Agent's unit, an invocation and bounds of
+//!   its own for a runtime read;
+//! - `unit-name`: names the unit a runtime read should describe.
 
 #![allow(unsafe_code, unreachable_pub, missing_docs)]
 
@@ -46,6 +49,8 @@ pub mod lifecycle;
 pub mod model;
 #[path = "../../../../guest-ssh-driver/src/operation.rs"]
 pub mod operation;
+#[path = "../../../../guest-ssh-driver/src/runtime_export.rs"]
+mod runtime_export;
 
 // What the driver's inline tests use (`cargo clippy --all-targets` compiles
 // them here); the orchestration tests that use the rest are not compiled here.
@@ -59,8 +64,8 @@ mod testing;
 pub mod bindings {
     pub(crate) mod generated {
         wit_bindgen::generate!({
-            world: "occ:compute/ssh-compute-driver@0.3.0",
-            path: ["../../../wit/0.2.0", "../../../wit/0.3.0"],
+            world: "occ:compute/ssh-compute-driver@0.4.0",
+            path: ["../../../wit/0.2.0", "../../../wit/0.3.0", "../../../wit/0.4.0"],
             generate_all,
         });
     }
@@ -171,6 +176,13 @@ mod tamper {
                        "completed": false, "files": {"../../../../root/occ-hostile": "x"}}),
             ),
             "workspace-dir" => add("workspace", json!("/root")),
+            "log-request" => add(
+                "logRequest",
+                json!({"pod": "openclaw-enterprise-gateway-000000000000.service",
+                       "podUid": "00000000000000000000000000000000", "previous": false,
+                       "tailLines": 1000, "limitBytes": 4194304}),
+            ),
+            "unit-name" => add("unitName", json!("sshd.service")),
             _ => {}
         }
         args[0] = BASE64.encode(op.to_string());

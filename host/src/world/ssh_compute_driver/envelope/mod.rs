@@ -75,6 +75,9 @@ pub struct TrustedRuntime {
     pub port_range: (u16, u16),
     /// Each alias's executables.
     pub hosts: BTreeMap<String, HostPaths>,
+    /// `drivers.compute.maxSessions`: what preflight compares with each
+    /// host's sshd `MaxSessions`.
+    pub max_sessions: usize,
 }
 
 impl TrustedRuntime {
@@ -88,6 +91,7 @@ impl TrustedRuntime {
             user: String::new(),
             port_range: (0, 0),
             hosts: BTreeMap::new(),
+            max_sessions: grant::DEFAULT_MAX_SESSIONS,
         }
     }
 
@@ -161,6 +165,7 @@ impl TrustedRuntime {
             user,
             port_range: (start, end),
             hosts: paths,
+            max_sessions: grant::DEFAULT_MAX_SESSIONS,
         })
     }
 }
@@ -233,6 +238,12 @@ pub struct Subjects {
     /// (`params::RevisionContext::workspace_setup`): the documents the helper
     /// delivers into the Agent's workspace.
     pub workspace_setup: Option<Value>,
+    /// Whether a runtime description lists the unit's events
+    /// (`options.events` of describeAgentRuntime).
+    pub events: Option<bool>,
+    /// OCC's `AgentRuntimeLogRequest` of a log read, checked
+    /// (`params::LogRequest`): the unit, the invocation and the bounds.
+    pub log_request: Option<Value>,
 }
 
 /// The admission of every helper run of one call of `method`.
@@ -411,9 +422,26 @@ fn admit(
     {
         envelope.insert("workspaceSetup".into(), setup.clone());
     }
-    let envelope = Value::Object(envelope).to_string();
+    if op == HelperOp::Probe {
+        // What preflight compares each host's sshd with: the sessions this
+        // host keeps open on one connection.
+        envelope.insert("maxSessions".into(), json!(trusted.max_sessions));
+    }
+    if op == HelperOp::DescribeRuntime {
+        envelope.insert("events".into(), json!(subjects.events.unwrap_or(true)));
+    }
     let mut audit = Map::new();
     audit.insert("operation".into(), Value::String(op.name().to_string()));
+    if op == HelperOp::ReadLogs {
+        let request = subjects
+            .log_request
+            .as_ref()
+            .ok_or("read-logs runs only with the controller's log request")?;
+        envelope.insert("logRequest".into(), request.clone());
+        // Which stream and how much of it: the read's record names both.
+        audit.insert("logRequest".into(), request.clone());
+    }
+    let envelope = Value::Object(envelope).to_string();
     Ok(Admitted {
         argv: vec![
             program.clone(),

@@ -35,7 +35,7 @@ fn subjects() -> Subjects {
             harness: "openclaw/embedded".into(),
             configuration_sha256: sha256_hex(DOCUMENT.as_bytes()),
         }),
-        workspace_setup: None,
+        ..Subjects::default()
     }
 }
 

@@ -175,8 +175,7 @@ impl Binding {
                 id: self.agent.id.clone(),
                 service_principal_id: self.agent.service_principal_id.clone(),
             }),
-            revision: None,
-            workspace_setup: None,
+            ..Subjects::default()
         }
     }
 
@@ -484,6 +483,130 @@ pub(crate) struct HarnessAuthParams {
 impl HarnessAuthParams {
     pub(crate) fn secret_bindings(&self) -> Option<String> {
         raw(&self.secret_bindings)
+    }
+}
+
+/// OCC's `ComputeAgentRevisionBinding` (`{namespace, agent, revision}`) and
+/// what the runtime method of the call adds: `options` of
+/// describeAgentRuntime, `request` of readAgentRuntimeLogs.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RuntimeParams {
+    pub(crate) namespace: Namespace,
+    pub(crate) agent: Agent,
+    pub(crate) revision: Revision,
+    #[serde(default)]
+    pub(crate) options: Option<DescribeOptions>,
+    #[serde(default)]
+    pub(crate) request: Option<LogRequest>,
+}
+
+impl RuntimeParams {
+    /// The Namespace and Agent of the binding.
+    pub(crate) fn binding(&self) -> Binding {
+        Binding {
+            namespace: self.namespace.clone(),
+            agent: self.agent.clone(),
+        }
+    }
+}
+
+/// OCC's `AgentRuntimeDescribeOptions`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DescribeOptions {
+    /// `gateway` or `agent`: describe only this source.
+    #[serde(default)]
+    pub(crate) source: Option<String>,
+    /// `false` lists no events.
+    #[serde(default)]
+    pub(crate) events: Option<bool>,
+}
+
+/// The sources an embedded Agent has: its gateway alone.
+pub(crate) const LOG_SOURCES: [&str; 2] = ["gateway", "agent"];
+/// The most lines one read returns (OCC asks at most 1000).
+pub(crate) const MAX_TAIL_LINES: u32 = 1000;
+/// The most bytes one read returns (OCC asks 1 MiB).
+pub(crate) const MAX_LIMIT_BYTES: u32 = 1 << 20;
+/// The furthest back `sinceSeconds` reaches (OCC clamps a cursor to a day).
+pub(crate) const MAX_SINCE_SECONDS: u32 = 366 * 86_400;
+
+/// OCC's `AgentRuntimeLogRequest`, less its `signal`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LogRequest {
+    pub(crate) source: String,
+    pub(crate) pod: String,
+    pub(crate) pod_uid: String,
+    pub(crate) container: String,
+    pub(crate) previous: bool,
+    pub(crate) tail_lines: u32,
+    #[serde(default)]
+    pub(crate) since_seconds: Option<u32>,
+    pub(crate) limit_bytes: u32,
+}
+
+impl LogRequest {
+    /// Checked before the component runs: the gateway's source and container,
+    /// a systemd invocation id, and bounds within OCC's. A refused request
+    /// touches no host.
+    pub(crate) fn check(&self) -> Result<(), CallError> {
+        let refuse = |m: String| Err(CallError::invalid_params(format!("request.{m}")));
+        if self.source != "gateway" {
+            return refuse(format!(
+                "source: {:?} is not a source of an embedded Agent's runtime (only \"gateway\")",
+                self.source
+            ));
+        }
+        if self.container != "gateway" {
+            return refuse(format!(
+                "container: {:?} is not the gateway's container (\"gateway\")",
+                self.container
+            ));
+        }
+        if self.pod.is_empty() || self.pod.len() > 255 || self.pod.chars().any(char::is_control) {
+            return refuse("pod: must be the unit describeAgentRuntime listed".into());
+        }
+        if !(self.pod_uid.len() == 32
+            && self
+                .pod_uid
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        {
+            return refuse(
+                "podUid: must be the invocation id describeAgentRuntime listed (32 lowercase hex characters)"
+                    .into(),
+            );
+        }
+        if !(1..=MAX_TAIL_LINES).contains(&self.tail_lines) {
+            return refuse(format!("tailLines: must be from 1 to {MAX_TAIL_LINES}"));
+        }
+        if !(1..=MAX_LIMIT_BYTES).contains(&self.limit_bytes) {
+            return refuse(format!("limitBytes: must be from 1 to {MAX_LIMIT_BYTES}"));
+        }
+        if let Some(s) = self.since_seconds
+            && !(1..=MAX_SINCE_SECONDS).contains(&s)
+        {
+            return refuse(format!(
+                "sinceSeconds: must be from 1 to {MAX_SINCE_SECONDS}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the helper's envelope carries of it.
+    pub(crate) fn envelope(&self) -> Value {
+        let mut v = serde_json::json!({
+            "pod": self.pod,
+            "podUid": self.pod_uid,
+            "previous": self.previous,
+            "tailLines": self.tail_lines,
+            "limitBytes": self.limit_bytes,
+        });
+        if let Some(s) = self.since_seconds {
+            v["sinceSeconds"] = s.into();
+        }
+        v
     }
 }
 

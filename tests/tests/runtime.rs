@@ -1,0 +1,418 @@
+//! An Agent's runtime as OCC's Console reads it, on a real host: the gateway
+//! unit described as OCC's pod, its journal read within the controller's
+//! bounds, a restart seen as a new stream, and a diagnosis naming the check
+//! that fails. Two Agents share the host and each read returns its own lines
+//! alone.
+//!
+//! The gateways are the stand-in (`tests/rig/stand-in-gateway.mjs`): it prints
+//! a line per request, so each Agent's gateway logs markers of its own.
+//!
+//! Needs the rig: `tests/run.sh` brings it up and runs these with `--ignored`.
+
+use std::time::{Duration, Instant};
+
+use occ_e2e::compute::{Agent, Deployment, Sweep, config, stand_in, unique};
+use occ_e2e::rig::{Host, Rig};
+use occ_e2e::run_host;
+use serde_json::{Value, json};
+
+const PORTS: (u16, u16) = (19600, 19649);
+
+fn revision_binding(agent: &Agent, rev: &Value) -> Value {
+    json!({"namespace": agent.namespace, "agent": agent.binding()["agent"], "revision": rev})
+}
+
+/// Asks the Agent's gateway for `/<marker>`: one line `GET /<marker>` in its log.
+fn say(rig: &Rig, host: &Host, port: u64, marker: &str) {
+    rig.sh_ok(
+        host,
+        &format!("curl -s -o /dev/null http://127.0.0.1:{port}/{marker}"),
+    );
+}
+
+fn port_of(rig: &Rig, host: &Host, agent: &Agent, root: &str) -> u64 {
+    let text = rig.sh_ok(host, &format!("cat {}/agent.json", agent.dir_in(root)));
+    serde_json::from_str::<Value>(&text).unwrap()["port"]
+        .as_u64()
+        .unwrap()
+}
+
+fn invocation(rig: &Rig, host: &Host, agent: &Agent) -> String {
+    rig.sh_ok(
+        host,
+        &format!("systemctl show -p InvocationID --value {}", agent.unit()),
+    )
+}
+
+fn read(d: &Deployment, agent: &Agent, rev: &Value, request: Value) -> Value {
+    let mut params = revision_binding(agent, rev);
+    let mut full = json!({
+        "source": "gateway", "container": "gateway", "previous": false,
+        "tailLines": 1000, "limitBytes": 1 << 20,
+    });
+    full.as_object_mut()
+        .unwrap()
+        .extend(request.as_object().unwrap().clone());
+    params["request"] = full;
+    d.ok("readAgentRuntimeLogs", params)
+}
+
+fn raws(chunk: &Value) -> Vec<String> {
+    chunk["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["raw"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Waits until systemd has restarted the unit into a new invocation that is
+/// active again.
+fn wait_restarted(rig: &Rig, host: &Host, agent: &Agent, before: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = rig.sh_ok(
+            host,
+            &format!(
+                "systemctl show -p ActiveState -p SubState --value {}",
+                agent.unit()
+            ),
+        );
+        let now = invocation(rig, host, agent);
+        if now != before && state.split_whitespace().collect::<Vec<_>>() == ["active", "running"] {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} was not restarted: {state}",
+            agent.unit()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let root = format!("/var/lib/{}", unique("occ-runtime"));
+    let _sweep = Sweep::roots(&rig, &host, "occ-runtime");
+    let base = Deployment::of("guest_ssh_driver", &[("rt", &host)], None, &root, PORTS);
+    let d = base.with_entrypoint(&stand_in(&rig, &host, "ready"));
+    let ns = json!({"id": unique("ns-rt"), "name": "rt"});
+    d.ok("ensureNamespace", json!({"namespace": ns}));
+    let a = Agent::new(&ns);
+    let b = Agent::new(&ns);
+    let rev_a = a.revision(&unique("rev-a"), 1, config(json!({})));
+    let rev_b = b.revision(&unique("rev-b"), 1, config(json!({})));
+    for (agent, rev) in [(&a, &rev_a), (&b, &rev_b)] {
+        d.ok("prepareRevision", agent.params(rev));
+        d.ok("activateRevision", agent.params(rev));
+    }
+    let (port_a, port_b) = (
+        port_of(&rig, &host, &a, &root),
+        port_of(&rig, &host, &b, &root),
+    );
+
+    // The description: the unit is the pod, its invocation the uid.
+    let uid_a = invocation(&rig, &host, &a);
+    let described = d.ok("describeAgentRuntime", revision_binding(&a, &rev_a));
+    assert_eq!(described["revisionId"], rev_a["id"]);
+    let pod = &described["pods"][0];
+    assert_eq!(
+        described["pods"].as_array().unwrap().len(),
+        1,
+        "{described}"
+    );
+    assert_eq!(pod["name"], a.unit());
+    assert_eq!(pod["uid"], uid_a);
+    assert_eq!(pod["role"], "gateway");
+    assert_eq!(pod["phase"], "Running");
+    assert_eq!(pod["ready"], true, "{described}");
+    let container = &pod["containers"][0];
+    assert_eq!(container["name"], "gateway");
+    assert_eq!(container["state"], "running");
+    assert_eq!(container["restartCount"], 0);
+    assert!(container["startedAt"].as_str().unwrap().ends_with('Z'));
+    let source = &described["sources"][0];
+    assert_eq!(source["id"], "gateway");
+    assert_eq!(source["available"], true);
+    assert_eq!(source["pods"][0]["uid"], uid_a);
+    assert!(
+        source["retention"].as_str().unwrap().contains("journal"),
+        "{source}"
+    );
+    let events = pod["events"].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["reason"] == "Started"),
+        "{events:?}"
+    );
+
+    // Each Agent's read holds its own markers and none of the other's. (The
+    // description asked the gateway's /readyz: the markers come after it.)
+    for i in 0..5 {
+        say(&rig, &host, port_a, &format!("marker-a-{i}"));
+        say(&rig, &host, port_b, &format!("marker-b-{i}"));
+    }
+    let request = json!({"pod": a.unit(), "podUid": uid_a});
+    let lines_a = raws(&read(&d, &a, &rev_a, request.clone()));
+    let uid_b = invocation(&rig, &host, &b);
+    let lines_b = raws(&read(
+        &d,
+        &b,
+        &rev_b,
+        json!({"pod": b.unit(), "podUid": uid_b}),
+    ));
+    for i in 0..5 {
+        assert!(
+            lines_a.contains(&format!("stand-in gateway: GET /marker-a-{i}")),
+            "{lines_a:?}"
+        );
+        assert!(
+            lines_b.contains(&format!("stand-in gateway: GET /marker-b-{i}")),
+            "{lines_b:?}"
+        );
+    }
+    assert!(
+        !lines_a.iter().any(|l| l.contains("marker-b")),
+        "{lines_a:?}"
+    );
+    assert!(
+        !lines_b.iter().any(|l| l.contains("marker-a")),
+        "{lines_b:?}"
+    );
+    // A's pod named in B's read: refused, nothing of A returned.
+    let mut crossed = revision_binding(&b, &rev_b);
+    crossed["request"] = json!({"source": "gateway", "container": "gateway", "pod": a.unit(),
+        "podUid": uid_a, "previous": false, "tailLines": 10, "limitBytes": 4096});
+    let (code, v) = d.call("readAgentRuntimeLogs", crossed);
+    assert_ne!(code, 0, "{v}");
+    assert_eq!(v["code"], "stream-unavailable", "{v}");
+    assert!(!v.to_string().contains("marker-a"), "{v}");
+
+    // tailLines: the newest lines only.
+    let two = read(
+        &d,
+        &a,
+        &rev_a,
+        json!({"pod": a.unit(), "podUid": uid_a, "tailLines": 2}),
+    );
+    assert_eq!(
+        raws(&two),
+        [
+            "stand-in gateway: GET /marker-a-3",
+            "stand-in gateway: GET /marker-a-4"
+        ]
+    );
+    assert_eq!(two["truncated"], false);
+    assert!(two["lines"][0]["time"].as_str().unwrap().ends_with('Z'));
+    // limitBytes: cut on the host, the last line partial, truncated.
+    let cut = read(
+        &d,
+        &a,
+        &rev_a,
+        json!({"pod": a.unit(), "podUid": uid_a, "limitBytes": 50}),
+    );
+    let bytes: usize = raws(&cut).iter().map(|l| l.len() + 1).sum();
+    assert!(bytes <= 51, "{bytes}: {cut}");
+    assert_eq!(cut["truncated"], true, "{cut}");
+    // sinceSeconds: only what was written since.
+    std::thread::sleep(Duration::from_secs(3));
+    say(&rig, &host, port_a, "marker-a-late");
+    let recent = raws(&read(
+        &d,
+        &a,
+        &rev_a,
+        json!({"pod": a.unit(), "podUid": uid_a, "sinceSeconds": 2}),
+    ));
+    assert_eq!(recent, ["stand-in gateway: GET /marker-a-late"]);
+
+    // SIGKILL: systemd restarts the gateway into a new invocation.
+    rig.sh_ok(&host, &format!("systemctl kill -s KILL {}", a.unit()));
+    let uid_after = wait_restarted(&rig, &host, &a, &uid_a);
+    let described = d.ok("describeAgentRuntime", revision_binding(&a, &rev_a));
+    let pod = &described["pods"][0];
+    assert_eq!(pod["uid"], uid_after, "{described}");
+    let container = &pod["containers"][0];
+    assert_eq!(container["restartCount"], 1, "{described}");
+    assert_eq!(container["lastTermination"]["exitCode"], 137, "{described}");
+    assert_eq!(
+        container["lastTermination"]["reason"], "Killed",
+        "{described}"
+    );
+    let reasons: Vec<&str> = pod["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    // Newest first: the restart's start comes before the kill's exit.
+    let started = reasons.iter().position(|r| *r == "Started").unwrap();
+    let exited = reasons.iter().position(|r| *r == "ProcessExited").unwrap();
+    assert!(started < exited, "{reasons:?}");
+    // The current invocation has none of the earlier markers; `previous` has them.
+    let now = raws(&read(
+        &d,
+        &a,
+        &rev_a,
+        json!({"pod": a.unit(), "podUid": uid_after}),
+    ));
+    assert!(!now.iter().any(|l| l.contains("marker-a")), "{now:?}");
+    let before = raws(&read(
+        &d,
+        &a,
+        &rev_a,
+        json!({"pod": a.unit(), "podUid": uid_after, "previous": true}),
+    ));
+    assert!(
+        before.contains(&"stand-in gateway: GET /marker-a-late".to_string()),
+        "{before:?}"
+    );
+    assert!(!before.iter().any(|l| l.contains("marker-b")), "{before:?}");
+
+    // The diagnosis of a serving Agent: every check succeeds.
+    let diagnosis = d.ok("diagnoseAgentDeployment", revision_binding(&a, &rev_a));
+    let checks = diagnosis["checks"].as_array().unwrap();
+    assert!(checks.len() <= 32);
+    for name in [
+        "reachable",
+        "account-and-markers",
+        "snapshot",
+        "unit-active",
+        "port-bound",
+        "readyz",
+    ] {
+        let check = checks
+            .iter()
+            .find(|c| c["check"] == name)
+            .unwrap_or_else(|| panic!("{name}: {diagnosis}"));
+        assert_eq!(check["state"], "succeeded", "{name}: {diagnosis}");
+    }
+    // The same for an operator without OCC: `logs` and `diagnose`.
+    let agent_file = d.installation.with_file_name("agent-a.json");
+    std::fs::write(&agent_file, revision_binding(&a, &rev_a).to_string()).unwrap();
+    let agent_arg = format!("@{}", agent_file.display());
+    let installation = d.installation.to_str().unwrap();
+    let out = run_host(&[
+        "logs",
+        "-i",
+        installation,
+        "--agent",
+        &agent_arg,
+        "--tail",
+        "3",
+        "--previous",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .ends_with(" stand-in gateway: GET /marker-a-late"),
+        "{text}"
+    );
+    let out = run_host(&["diagnose", "-i", installation, "--agent", &agent_arg]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("succeeded gateway/readyz")),
+        "{text}"
+    );
+
+    // Every read is an audit record naming its operation, and the log read its bounds.
+    let audit = std::fs::read_to_string(&d.audit).unwrap();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"operation\":\"read-logs\"") && l.contains("\"tailLines\":2")),
+        "no audited log read with its bounds"
+    );
+
+    // A gateway whose start fails: the diagnosis names the failing check.
+    let failing = base.with_entrypoint(&stand_in(&rig, &host, "exits"));
+    let c = Agent::new(&ns);
+    let rev_c = c.revision(&unique("rev-c"), 1, config(json!({})));
+    failing.ok("prepareRevision", c.params(&rev_c));
+    let (code, v) = failing.call("activateRevision", c.params(&rev_c));
+    assert_ne!(code, 0, "{v}");
+    let diagnosis = failing.ok("diagnoseAgentDeployment", revision_binding(&c, &rev_c));
+    let unit_active = diagnosis["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "unit-active")
+        .unwrap();
+    assert_eq!(unit_active["state"], "failed", "{diagnosis}");
+    assert!(
+        unit_active["code"].as_str().unwrap().starts_with("UNIT_"),
+        "{diagnosis}"
+    );
+    let described = failing.ok("describeAgentRuntime", revision_binding(&c, &rev_c));
+    assert_eq!(described["pods"][0]["ready"], false, "{described}");
+    assert_ne!(
+        described["pods"][0]["containers"][0]["state"], "running",
+        "{described}"
+    );
+    let exits = raws(&read(
+        &failing,
+        &c,
+        &rev_c,
+        json!({"pod": c.unit(), "podUid": described["pods"][0]["uid"]}),
+    ));
+    let previous = raws(&read(
+        &failing,
+        &c,
+        &rev_c,
+        json!({"pod": c.unit(), "podUid": described["pods"][0]["uid"], "previous": true}),
+    ));
+    assert!(
+        exits
+            .iter()
+            .chain(&previous)
+            .any(|l| l.contains("exiting at start")),
+        "{exits:?} {previous:?}"
+    );
+
+    d.ok("deleteNamespace", json!({"namespace": ns}));
+}
+
+/// Preflight warns, naming the host, where a stock sshd allows fewer sessions
+/// per connection than the installation keeps open; with the default it is
+/// silent.
+#[test]
+#[ignore = "needs the disposable test hosts: run tests/run.sh"]
+fn preflight_warns_when_sshd_allows_fewer_sessions_than_the_installation_keeps() {
+    let rig = Rig::load();
+    let host = rig.hosts[0].clone();
+    let d = Deployment::new(&[("rt", &host)], None);
+    assert_eq!(d.ok("preflight", json!({}))["warnings"], json!([]));
+    let sshd = rig.sh_ok(&host, "sshd -T | sed -n 's/^maxsessions //p'");
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&d.installation).unwrap()).unwrap();
+    doc["drivers"]["compute"]["maxSessions"] = json!(sshd.parse::<u64>().unwrap() + 2);
+    std::fs::write(&d.installation, doc.to_string()).unwrap();
+    let warnings = d.ok("preflight", json!({}))["warnings"].clone();
+    let warning = warnings
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "SSH_SESSION_LIMIT")
+        .unwrap_or_else(|| panic!("no SSH_SESSION_LIMIT: {warnings}"));
+    let message = warning["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("host rt: sshd allows ") && message.contains("maxSessions"),
+        "{message}"
+    );
+}
