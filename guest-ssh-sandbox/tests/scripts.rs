@@ -838,7 +838,7 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
     // worker serves on.
     let marker = t.dir.path().join("still-running");
     let header = format!(
-        r#"{{"command":"sleep 30; touch {}","env":{{}},"args":[],"nonce":"{}"}}"#,
+        r#"{{"command":"sleep 29.75; touch {}","env":{{}},"args":[],"nonce":"{}"}}"#,
         marker.display(),
         "3".repeat(32)
     );
@@ -853,7 +853,8 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
     assert_eq!(status, 0);
     let sleeping = || {
         Command::new("pgrep")
-            .args(["-f", "^sleep 30$"])
+            // A duration no other test of this file sleeps: they run side by side.
+            .args(["-f", "^sleep 29.75$"])
             .output()
             .unwrap()
             .stdout
