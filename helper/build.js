@@ -13,7 +13,7 @@ const path = require('node:path');
 const MODULES = [
   'constants', 'session', 'children', 'files', 'lock', 'values', 'render', 'layout',
   'leftovers', 'accounts', 'workspace-setup', 'operation', 'ports', 'readiness',
-  'operations', 'removal', 'runtime', 'main',
+  'probe', 'operations', 'removal', 'journal', 'runtime', 'main',
 ];
 
 const PREAMBLE = `'use strict';

@@ -2619,37 +2619,17 @@ async function waitReady(port, timeoutMs, account, unitName) {
 
 module.exports = { servingReady, waitRestarted, waitReady, listenersOn: portListeners, readyStatus };
 },
-'operations': function (module, exports, require) {
+'probe': function (module, exports, require) {
 'use strict';
-// The operations: one function each (probe, ensure-namespace, inspect-agent, prepare,
-// activate, deactivate, stop, retire); each returns the result fields beyond event/ok.
+// The probe: what preflight checks on a host before any Agent depends on it (systemd,
+// the account tools, Node.js and the OpenClaw entrypoint), failing on what is
+// missing, and what it warns about (sshd's sessions per connection, free space).
 
 const fs = require('node:fs');
 const path = require('node:path');
-const crypto = require('node:crypto');
-const http = require('node:http');
 
-const {
-  DEFAULT_READINESS_MS, HelperError, NODE_MAJOR, ROOT_GID, ROOT_UID, TEMP_PREFIX, TRAVERSE_ONLY,
-  UNIT_PREFIX
-} = require('./constants');
-const { guard, progress } = require('./session');
-const { oneLine, run, systemctl, unitState } = require('./children');
-const { acquireLock, releaseLock } = require('./lock');
-const {
-  createDirAtomic, expectDir, expectFile, fsyncDir, makeDir, operatorDirExists, removeFile,
-  removeTree, sweep, tempName, writeAtomic, writeNewFile
-} = require('./files');
-const { renderUnit } = require('./render');
-const { applyWorkspaceSetup, planWorkspaceSetup } = require('./workspace-setup');
-const {
-  agentOwner, currentRevision, layout, markerText, namespaceOwner, readAgent, readCurrent,
-  readServed, readUnit, refuseNumberConflict, revisionMarker, tightenTree, verifyNamespace,
-  verifyRevision
-} = require('./layout');
-const { accountFields, accountIdentity, ensureAccount, loadAgent } = require('./accounts');
-const { allocatePort } = require('./ports');
-const { servingReady, waitReady, waitRestarted } = require('./readiness');
+const { HelperError, NODE_MAJOR } = require('./constants');
+const { oneLine, run } = require('./children');
 
 async function opProbe(op) {
   const checks = [];
@@ -2735,6 +2715,40 @@ async function probeWarnings(op) {
   }
   return warnings;
 }
+
+module.exports = { opProbe };
+},
+'operations': function (module, exports, require) {
+'use strict';
+// The operations: one function each (ensure-namespace, inspect-agent, prepare, activate,
+// deactivate, stop, retire); each returns the result fields beyond event/ok.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const crypto = require('node:crypto');
+const http = require('node:http');
+
+const {
+  DEFAULT_READINESS_MS, HelperError, ROOT_GID, ROOT_UID, TEMP_PREFIX, TRAVERSE_ONLY,
+  UNIT_PREFIX
+} = require('./constants');
+const { guard, progress } = require('./session');
+const { run, systemctl, unitState } = require('./children');
+const { acquireLock, releaseLock } = require('./lock');
+const {
+  createDirAtomic, expectDir, expectFile, fsyncDir, makeDir, operatorDirExists, removeFile,
+  removeTree, sweep, tempName, writeAtomic, writeNewFile
+} = require('./files');
+const { renderUnit } = require('./render');
+const { applyWorkspaceSetup, planWorkspaceSetup } = require('./workspace-setup');
+const {
+  agentOwner, currentRevision, layout, markerText, namespaceOwner, readAgent, readCurrent,
+  readServed, readUnit, refuseNumberConflict, revisionMarker, tightenTree, verifyNamespace,
+  verifyRevision
+} = require('./layout');
+const { accountFields, accountIdentity, ensureAccount, loadAgent } = require('./accounts');
+const { allocatePort } = require('./ports');
+const { servingReady, waitReady, waitRestarted } = require('./readiness');
 
 async function opEnsureNamespace(op) {
   const L = layout(op);
@@ -3133,7 +3147,7 @@ async function opInspectAgent(op) {
 }
 
 module.exports = {
-  opProbe, opEnsureNamespace, opPrepare, opActivate, opDeactivate, stopUnit, opStop, opRetire,
+  opEnsureNamespace, opPrepare, opActivate, opDeactivate, stopUnit, opStop, opRetire,
   opInspectAgent,
 };
 },
@@ -3348,37 +3362,27 @@ async function opDeleteAgent(op) {
 
 module.exports = { opDeleteNamespace, opDeleteAgent };
 },
-'runtime': function (module, exports, require) {
+'journal': function (module, exports, require) {
 'use strict';
-// The runtime of one Agent as OCC's Console reads it: its gateway unit described (one
-// "pod" per unit, its uid the unit's InvocationID), the unit's own output read from the
-// journal within the controller's bounds, and a diagnosis of the exact revision. Every
-// read is of the Agent the envelope names: the unit is the helper's own name for it,
-// journal matches are on fields journald writes itself (_SYSTEMD_UNIT,
-// _SYSTEMD_INVOCATION_ID, _PID=1), and nothing here changes anything on the host.
+// The journal and systemd as a runtime read sees them: `systemctl show` of a unit, the
+// unit's own records read from `journalctl -o json` one at a time (stopped as soon as
+// a reader has what it needs), PID 1's records about the unit as OCC's events and
+// exits, its invocations, and the journal's retention in words. Module of
+// helper/helper.js; runtime.js reads an Agent's unit through it.
 
 const fs = require('node:fs');
-const path = require('node:path');
 const { spawn } = require('node:child_process');
 
-const { HelperError, NODE_MAJOR, ROOT_UID } = require('./constants');
+const { HelperError } = require('./constants');
 const { remainingMs, session } = require('./session');
 const { oneLine, run } = require('./children');
-const { expectFile, lstatOrNull, operatorDirExists, readMarker } = require('./files');
-const { layout, readCurrent, readUnit, verifyRevision } = require('./layout');
-const { accountIdentity, loadAgent } = require('./accounts');
-const { listenersOn, readyStatus } = require('./readiness');
+const { operatorDirExists } = require('./files');
 
-// OCC's bound on a Pod's Events, and on a diagnosis.
+// OCC's bound on a Pod's Events, and on an event's message.
 const MAX_EVENTS = 100;
-const MAX_CHECKS = 32;
-// Bounds on what one read sends back: an event's message, a log request's lines.
 const MAX_EVENT_MESSAGE = 1024;
-const MAX_TAIL_LINES = 1000;
 // How many of PID 1's records about the unit are looked through for an invocation.
 const MAX_INVOCATION_RECORDS = 5000;
-// Below this much free space under the runtime root, a diagnosis fails `free-space`.
-const LOW_SPACE_BYTES = 512 * 1024 * 1024;
 
 // PID 1's journal records about a unit, by MESSAGE_ID (systemd's catalog): the reason
 // an event carries.
@@ -3558,6 +3562,63 @@ async function invocations(unitName) {
   return seen;
 }
 
+// What the host's journal keeps, in words: where it is, how much it holds, since when.
+async function retention() {
+  const persistent = operatorDirExists('/var/log/journal') && fs.readdirSync('/var/log/journal').length > 0;
+  let usage = null;
+  const result = await run('journalctl', ['--disk-usage'], { allowFailure: true, timeoutMs: 15000 });
+  const m = /take up (\S+) /.exec(result.stdout);
+  if (m) usage = m[1];
+  let oldest = null;
+  await journal(['--output-fields=_PID'], (entry) => {
+    oldest = journalTime(entry);
+    return false;
+  });
+  const where = persistent
+    ? 'the host\'s persistent journal (/var/log/journal, kept across reboots'
+    : 'the host\'s volatile journal (/run/log/journal, lost when the host reboots';
+  return `The gateway's output is in ${where}${usage ? `; ${usage} in use` : ''}` +
+    `${oldest ? `; oldest record ${oldest}` : ''}). journald removes the oldest records ` +
+    'when its size or age limits (journald.conf SystemMaxUse, MaxRetentionSec) are reached; ' +
+    'an Agent\'s output goes when its host\'s journal rotates it out, not when the Agent is deleted.';
+}
+
+
+module.exports = {
+  showUnit, systemdTime, journalTime, field, journal, unitEvents, termination, lastLoggedExit,
+  invocations, retention,
+};
+},
+'runtime': function (module, exports, require) {
+'use strict';
+// The runtime of one Agent as OCC's Console reads it: its gateway unit described (one
+// "pod" per unit, its uid the unit's InvocationID), the unit's own output read from the
+// journal within the controller's bounds, and a diagnosis of the exact revision. Every
+// read is of the Agent the envelope names: the unit is the helper's own name for it,
+// journal matches are on fields journald writes itself (_SYSTEMD_UNIT,
+// _SYSTEMD_INVOCATION_ID, _PID=1; journal.js), and nothing here changes anything on
+// the host.
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { HelperError, NODE_MAJOR, ROOT_UID } = require('./constants');
+const { run } = require('./children');
+const { expectFile, lstatOrNull, readMarker } = require('./files');
+const { layout, readCurrent, readUnit, verifyRevision } = require('./layout');
+const { accountIdentity, loadAgent } = require('./accounts');
+const { listenersOn, readyStatus } = require('./readiness');
+const {
+  field, invocations, journal, journalTime, lastLoggedExit, retention, showUnit, systemdTime,
+  termination, unitEvents
+} = require('./journal');
+
+// OCC's bound on a diagnosis, and on the lines of one log read.
+const MAX_CHECKS = 32;
+const MAX_TAIL_LINES = 1000;
+// Below this much free space under the runtime root, a diagnosis fails `free-space`.
+const LOW_SPACE_BYTES = 512 * 1024 * 1024;
+
 function containerState(state) {
   switch (state.ActiveState) {
     case 'active': case 'reloading': case 'deactivating':
@@ -3581,26 +3642,6 @@ function phase(state) {
   }
 }
 
-// What the host's journal keeps, in words: where it is, how much it holds, since when.
-async function retention() {
-  const persistent = operatorDirExists('/var/log/journal') && fs.readdirSync('/var/log/journal').length > 0;
-  let usage = null;
-  const result = await run('journalctl', ['--disk-usage'], { allowFailure: true, timeoutMs: 15000 });
-  const m = /take up (\S+) /.exec(result.stdout);
-  if (m) usage = m[1];
-  let oldest = null;
-  await journal(['--output-fields=_PID'], (entry) => {
-    oldest = journalTime(entry);
-    return false;
-  });
-  const where = persistent
-    ? 'the host\'s persistent journal (/var/log/journal), kept across reboots'
-    : 'the host\'s volatile journal (/run/log/journal), lost when the host reboots';
-  return `The gateway's output is kept in ${where}${usage ? `, ${usage} in use` : ''}` +
-    `${oldest ? `, its oldest record from ${oldest}` : ''}; journald removes the oldest records ` +
-    'when its size or age limits (journald.conf SystemMaxUse, MaxRetentionSec) are reached, and ' +
-    'an Agent\'s output goes when its host\'s journal rotates it out, not when the Agent is deleted.';
-}
 
 // The Agent, its unit and whether the unit runs the envelope's revision now: the one
 // reading every operation below starts from. The Agent must exist and be ours.
@@ -3657,6 +3698,31 @@ async function describe(op) {
       retention: await retention(),
     }],
   };
+}
+
+// Which of `listeners` a process of the unit holds: the socket inodes open in the
+// processes of the Agent's account whose cgroup is the unit's. A listener of the
+// same account outside the unit (an Agent's own background server) is not the
+// gateway's.
+function heldByUnit(listeners, uid, unitName) {
+  const wanted = new Set(listeners.map((l) => `socket:[${l.inode}]`));
+  const held = new Set();
+  for (const pid of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (fs.statSync(`/proc/${pid}`).uid !== uid) continue;
+      const cgroup = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8');
+      const inUnit = cgroup.split('\n').some((line) => line.startsWith('0::') && line.split('/').includes(unitName));
+      if (!inUnit) continue;
+      for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+        const link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+        if (wanted.has(link)) held.add(link);
+      }
+    } catch {
+      // A process that ended meanwhile holds nothing.
+    }
+  }
+  return listeners.filter((l) => held.has(`socket:[${l.inode}]`));
 }
 
 async function readyStatusOf(agent) {
@@ -3798,9 +3864,12 @@ async function diagnose(op) {
   const account = accountIdentity(agent);
   const listeners = listenersOn(agent.port);
   const foreign = listeners.some((l) => l.uid !== account.uid);
-  check('gateway', 'port-bound', listeners.length > 0 && !foreign,
-    foreign ? 'PORT_SQUATTED' : listeners.length === 0 ? 'PORT_NOT_BOUND' : undefined);
-  if (listeners.length > 0 && !foreign) {
+  // Bound by the unit's own processes: every listener on the port is held in the unit.
+  const byUnit = !foreign && listeners.length > 0 &&
+    heldByUnit(listeners, account.uid, op.agent.unitName).length === listeners.length;
+  check('gateway', 'port-bound', byUnit,
+    foreign ? 'PORT_SQUATTED' : listeners.length === 0 ? 'PORT_NOT_BOUND' : byUnit ? undefined : 'PORT_NOT_THE_UNITS');
+  if (byUnit) {
     const status = await readyStatus(agent.port);
     check('gateway', 'readyz', status === 200, status === 200 ? undefined : status === null ? 'READYZ_NO_ANSWER' : `READYZ_${status}`);
   } else {
@@ -3889,10 +3958,11 @@ const {
   WORKSPACE_FILE_NAMES, WORKSPACE_SETUP_FAILED, WORKSPACE_SETUP_SOURCE, checkWorkspaceSetup
 } = require('./workspace-setup');
 const {
-  opActivate, opDeactivate, opEnsureNamespace, opInspectAgent, opPrepare, opProbe, opRetire,
+  opActivate, opDeactivate, opEnsureNamespace, opInspectAgent, opPrepare, opRetire,
   opStop
 } = require('./operations');
 const { opDeleteAgent, opDeleteNamespace } = require('./removal');
+const { opProbe } = require('./probe');
 const {
   cutLines, journalTime, opDescribeRuntime, opDiagnose, opReadLogs, systemdTime, termination
 } = require('./runtime');

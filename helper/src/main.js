@@ -22,10 +22,11 @@ const {
   WORKSPACE_FILE_NAMES, WORKSPACE_SETUP_FAILED, WORKSPACE_SETUP_SOURCE, checkWorkspaceSetup
 } = require('./workspace-setup');
 const {
-  opActivate, opDeactivate, opEnsureNamespace, opInspectAgent, opPrepare, opProbe, opRetire,
+  opActivate, opDeactivate, opEnsureNamespace, opInspectAgent, opPrepare, opRetire,
   opStop
 } = require('./operations');
 const { opDeleteAgent, opDeleteNamespace } = require('./removal');
+const { opProbe } = require('./probe');
 const {
   cutLines, journalTime, opDescribeRuntime, opDiagnose, opReadLogs, systemdTime, termination
 } = require('./runtime');

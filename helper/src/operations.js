@@ -1,6 +1,6 @@
 'use strict';
-// The operations: one function each (probe, ensure-namespace, inspect-agent, prepare,
-// activate, deactivate, stop, retire); each returns the result fields beyond event/ok.
+// The operations: one function each (ensure-namespace, inspect-agent, prepare, activate,
+// deactivate, stop, retire); each returns the result fields beyond event/ok.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -8,11 +8,11 @@ const crypto = require('node:crypto');
 const http = require('node:http');
 
 const {
-  DEFAULT_READINESS_MS, HelperError, NODE_MAJOR, ROOT_GID, ROOT_UID, TEMP_PREFIX, TRAVERSE_ONLY,
+  DEFAULT_READINESS_MS, HelperError, ROOT_GID, ROOT_UID, TEMP_PREFIX, TRAVERSE_ONLY,
   UNIT_PREFIX
 } = require('./constants');
 const { guard, progress } = require('./session');
-const { oneLine, run, systemctl, unitState } = require('./children');
+const { run, systemctl, unitState } = require('./children');
 const { acquireLock, releaseLock } = require('./lock');
 const {
   createDirAtomic, expectDir, expectFile, fsyncDir, makeDir, operatorDirExists, removeFile,
@@ -28,91 +28,6 @@ const {
 const { accountFields, accountIdentity, ensureAccount, loadAgent } = require('./accounts');
 const { allocatePort } = require('./ports');
 const { servingReady, waitReady, waitRestarted } = require('./readiness');
-
-async function opProbe(op) {
-  const checks = [];
-  const check = (name, ok, detail) => checks.push({ name, ok, detail });
-  try {
-    const result = await run('systemctl', ['--version'], { allowFailure: true, timeoutMs: 15000 });
-    check('systemctl', result.code === 0, oneLine(result.stdout.split('\n')[0] || result.stderr));
-  } catch (error) {
-    check('systemctl', false, error.message);
-  }
-  const searchPath = (process.env.PATH || '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin').split(':');
-  for (const command of ['flock', 'getent', 'useradd', 'userdel', 'groupadd', 'groupdel']) {
-    const found = searchPath.map((dir) => path.join(dir || '.', command)).find((candidate) => {
-      try {
-        return fs.statSync(candidate).isFile() && (fs.accessSync(candidate, fs.constants.X_OK), true);
-      } catch {
-        return false;
-      }
-    });
-    check(command, Boolean(found), found || `${command} is not on PATH`);
-  }
-  try {
-    if (!fs.statSync(op.nodePath).isFile()) throw new Error('not a regular file');
-    fs.accessSync(op.nodePath, fs.constants.X_OK);
-    const result = await run(op.nodePath, ['--version'], { allowFailure: true, timeoutMs: 15000 });
-    const version = result.stdout.trim();
-    const major = /^v(\d+)\./.exec(version);
-    if (result.code !== 0) {
-      check('node', false, `${op.nodePath}: exit ${result.code}`);
-    } else if (!major || Number(major[1]) !== NODE_MAJOR) {
-      // The spec requires Node.js 24; the gateway itself needs it.
-      check('node', false, `${op.nodePath} is Node.js ${JSON.stringify(oneLine(version))}, Node.js ${NODE_MAJOR} is required`);
-    } else {
-      check('node', true, `${op.nodePath} ${version}`);
-    }
-  } catch (error) {
-    check('node', false, `${op.nodePath}: ${error.message}`);
-  }
-  try {
-    if (!fs.statSync(op.openclawPath).isFile()) throw new Error('not a regular file');
-    fs.accessSync(op.openclawPath, fs.constants.R_OK);
-    check('openclaw', true, op.openclawPath);
-  } catch (error) {
-    check('openclaw', false, `${op.openclawPath}: ${error.message}`);
-  }
-  const failed = checks.filter((c) => !c.ok);
-  if (failed.length > 0) {
-    const error = new HelperError('probe-failed', `failed checks: ${failed.map((c) => `${c.name} (${c.detail})`).join('; ')}`);
-    error.extra = { checks };
-    throw error;
-  }
-  return { changed: false, checks, warnings: await probeWarnings(op) };
-}
-
-// What works now but an operator should know before Agents depend on it: sshd
-// allowing fewer sessions per connection than the installation keeps, and little
-// free space where Agents live.
-const LOW_SPACE_BYTES = 1024 * 1024 * 1024;
-async function probeWarnings(op) {
-  const warnings = [];
-  if (op.maxSessions !== undefined) {
-    const result = await run('sshd', ['-T'], { allowFailure: true, timeoutMs: 15000 })
-      .catch(() => ({ code: 1, stdout: '' }));
-    const m = /^maxsessions (\d+)$/m.exec(result.stdout);
-    if (result.code === 0 && m && Number(m[1]) < op.maxSessions) {
-      warnings.push({ code: 'SSH_SESSION_LIMIT', message:
-        `sshd allows ${m[1]} sessions per connection (MaxSessions), fewer than the ${op.maxSessions} ` +
-        `this installation keeps open (maxSessions): lower drivers.compute.maxSessions to ${m[1]} or raise MaxSessions` });
-    }
-  }
-  // The runtime root, or where it will be made: its nearest existing ancestor.
-  let where = op.root;
-  while (where !== '/' && !fs.existsSync(where)) where = path.dirname(where);
-  try {
-    const { bavail, bsize } = fs.statfsSync(where);
-    const free = bavail * bsize;
-    if (free < LOW_SPACE_BYTES) {
-      warnings.push({ code: 'LOW_DISK_SPACE', message:
-        `${where} has ${Math.floor(free / (1024 * 1024))} MiB free; every Agent needs its snapshots, home and state there` });
-    }
-  } catch (error) {
-    warnings.push({ code: 'LOW_DISK_SPACE', message: `cannot read the free space of ${where}: ${error.code || error.message}` });
-  }
-  return warnings;
-}
 
 async function opEnsureNamespace(op) {
   const L = layout(op);
@@ -511,6 +426,6 @@ async function opInspectAgent(op) {
 }
 
 module.exports = {
-  opProbe, opEnsureNamespace, opPrepare, opActivate, opDeactivate, stopUnit, opStop, opRetire,
+  opEnsureNamespace, opPrepare, opActivate, opDeactivate, stopUnit, opStop, opRetire,
   opInspectAgent,
 };
