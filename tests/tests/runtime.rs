@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use occ_e2e::compute::{Agent, Deployment, Sweep, config, stand_in, unique};
 use occ_e2e::rig::{Host, Rig};
-use occ_e2e::run_host;
+use occ_e2e::{host_binary, run_host};
 use serde_json::{Value, json};
 
 const PORTS: (u16, u16) = (19600, 19649);
@@ -330,6 +330,69 @@ fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
             .any(|l| l.starts_with("succeeded gateway/readyz")),
         "{text}"
     );
+
+    // `logs --follow` prints what the gateway writes after it started, once.
+    let mut follow = std::process::Command::new(host_binary())
+        .args([
+            "logs",
+            "-i",
+            installation,
+            "--agent",
+            &agent_arg,
+            "--tail",
+            "1",
+            "--follow",
+            "--interval",
+            "1",
+        ])
+        .env(
+            "OCC_DRIVER_CACHE",
+            occ_e2e::target_dir().join("tmp/driver-cache"),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Its first read (the newest line), then two lines written while it follows.
+    let mut followed = vec![
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("a first line"),
+    ];
+    for i in 0..2 {
+        say(&rig, &host, port_a, &format!("marker-a-followed-{i}"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && !followed.iter().any(|l| l.contains("marker-a-followed-1")) {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(500)) {
+            followed.push(line);
+        }
+    }
+    // A few more reads: an overlap of the next poll must print nothing twice.
+    std::thread::sleep(Duration::from_secs(3));
+    followed.extend(rx.try_iter());
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+    for i in 0..2 {
+        let marker = format!("stand-in gateway: GET /marker-a-followed-{i}");
+        assert_eq!(
+            followed.iter().filter(|l| l.ends_with(&marker)).count(),
+            1,
+            "{marker} not printed once: {followed:?}"
+        );
+    }
 
     // Every read is an audit record naming its operation, and the log read its bounds.
     let audit = std::fs::read_to_string(&d.audit).unwrap();

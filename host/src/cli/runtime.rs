@@ -178,6 +178,7 @@ pub(crate) fn logs(setup: &Setup, args: LogsArgs) -> Result<ExitCode> {
     let mut last_time: Option<String> = None;
     let mut since = args.since;
     let mut current: Option<String> = None;
+    let mut first = true;
     loop {
         let (pod, uid) = match describe() {
             Ok(p) => p,
@@ -194,9 +195,12 @@ pub(crate) fn logs(setup: &Setup, args: LogsArgs) -> Result<ExitCode> {
             seen.clear();
         }
         current = Some(uid.clone());
+        // --tail bounds the first read; a follow read takes all that came since.
+        let tail = if first { args.tail } else { 1000 };
+        first = false;
         let mut request = json!({
             "source": "gateway", "pod": pod, "podUid": uid, "container": "gateway",
-            "previous": args.previous, "tailLines": args.tail, "limitBytes": args.limit_bytes,
+            "previous": args.previous, "tailLines": tail, "limitBytes": args.limit_bytes,
         });
         if let Some(s) = since {
             request["sinceSeconds"] = json!(s.max(1));
@@ -222,6 +226,8 @@ pub(crate) fn logs(setup: &Setup, args: LogsArgs) -> Result<ExitCode> {
                 println!("{time} {raw}");
                 last_time = Some(time);
             }
+            // Only lines at the newest time printed can come again.
+            seen.retain(|(t, _)| last_time.as_deref().is_none_or(|l| t.as_str() >= l));
             if chunk["truncated"] == json!(true) {
                 eprintln!("-- cut at {} bytes (--limit-bytes) --", args.limit_bytes);
             }
