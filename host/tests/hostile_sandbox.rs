@@ -41,6 +41,11 @@ fn setup(tokio: &tokio::runtime::Runtime) -> Setup {
 
 /// The same, with `sandbox` merged into `agents.defaults.sandbox`.
 fn setup_with(tokio: &tokio::runtime::Runtime, sandbox: Value) -> Setup {
+    setup_approving(tokio, sandbox, json!({}))
+}
+
+/// The same, with `approvals` replacing entries of `approvedScripts`.
+fn setup_approving(tokio: &tokio::runtime::Runtime, sandbox: Value, approvals: Value) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -68,6 +73,9 @@ fn setup_with(tokio: &tokio::runtime::Runtime, sandbox: Value) -> Setup {
         }}}}},
     }}});
     let mut doc = doc;
+    for (name, hashes) in approvals.as_object().into_iter().flatten() {
+        doc["drivers"]["sandbox"]["approvedScripts"][name] = hashes.clone();
+    }
     for (k, v) in sandbox.as_object().into_iter().flatten() {
         doc["drivers"]["sandbox"]["configuration"]["agents"]["defaults"]["sandbox"][k] = v.clone();
     }
@@ -278,6 +286,36 @@ fn every_attack_on_the_grant_is_refused_before_any_connection() {
     // SHA-256) before the component's arguments.
     assert!(begun[0]["argv"][4]["sha256"].is_string(), "{}", begun[0]);
     assert_eq!(begun[0]["argv"][5], "describe");
+}
+
+/// `approvedScripts` may name several hashes of one script (a rollout); a
+/// list in which neither is the script's approves nothing: its run is
+/// refused before any connection, naming the script.
+#[test]
+fn a_list_of_hashes_without_the_shipped_ones_approves_nothing() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let hash = |text: &str| -> String {
+        Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let s = setup_approving(
+        &tokio,
+        json!({}),
+        json!({"workspace": [hash("an older workspace.py"), hash("a newer workspace.py")]}),
+    );
+    // The honest run of the workspace script the attack guest makes.
+    let got = s.attack(&tokio, "approved");
+    assert!(
+        got.starts_with("refused: ") && got.contains("workspace"),
+        "{got}"
+    );
+    let audit = std::fs::read_to_string(&s.audit).unwrap();
+    assert!(
+        !audit.lines().any(|l| l.contains("\"event\":\"begin\"")),
+        "a run began: {audit}"
+    );
 }
 
 #[test]
