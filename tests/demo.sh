@@ -194,6 +194,27 @@ ssh_host "tail -n 1 $MODEL_DIR/requests.jsonl" | "$OCC_RIG_NODE" -e '
   r.tools.forEach((t, i) => console.log(`tool result ${i + 1}: ${t.trimEnd().replace(/\n/g, "\n               ")}`));'
 ssh_host "ls -l $AGENT_DIR/state/workspace/hello.txt && cat $AGENT_DIR/state/workspace/hello.txt"
 
+say "the Agent's runtime as OCC's Console reads it, through OCC's driver package"
+# The same installation as the calls above, as OCC's controller hands it to the
+# package: the driver configuration with the host binary, component and pin.
+"$OCC_RIG_NODE" -e '
+  const [file, binary, component, helper] = process.argv.slice(1);
+  const yaml = require("fs").readFileSync(file, "utf8");
+  const get = (key) => yaml.match(new RegExp(`^ +${key}: (.*)$`, "m"))[1];
+  const configuration = {
+    ssh: { identityFile: get("identityFile"), knownHostsFile: get("knownHostsFile"), connectTimeoutSeconds: 10 },
+    hosts: { demo: { address: get("address"), port: 22, user: "root" } },
+    runtime: { nodePath: get("nodePath"), openclawPath: get("openclawPath"), user: "openclaw",
+               root: "/var/lib/openclaw-enterprise", systemdUnitDirectory: "/etc/systemd/system" },
+    network: { gatewayPortRange: { start: 18800, end: 18899 } },
+    driverHost: { binary, component, approvedHelpers: [helper] },
+  };
+  require("fs").writeFileSync(process.argv[5], JSON.stringify(configuration, null, 2));
+' "$DEMO/installation.yaml" "$HOST_BIN" "$COMPONENT" "$HELPER_SHA" "$DEMO/configuration.json"
+"$OCC_RIG_NODE" tests/demo-runtime.mjs "$DEMO/configuration.json" "$DEMO/revision.json"
+printf '\nThe same without OCC:\n  %s logs -i %s --agent @%s --tail 20 [--follow]\n  %s diagnose -i %s --agent @%s\n' \
+  "$HOST_BIN" "$DEMO/installation.yaml" "$DEMO/revision.json" "$HOST_BIN" "$DEMO/installation.yaml" "$DEMO/revision.json"
+
 cat <<EOF
 
 The Agent is serving on $HOST_NAME ($ADDRESS), unit $UNIT.
