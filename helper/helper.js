@@ -2187,7 +2187,7 @@ const COMMON_FIELDS = ['version', 'op', 'deadlineMs'];
 
 const ENVELOPE_FIELDS = [
   'version', 'method', 'ops', 'host', 'driver', 'runtime', 'gatewayPortRange', 'namespace', 'agent',
-  'revision', 'launchEnvironment', 'workspaceSetup', 'events', 'logRequest', 'maxSessions',
+  'revision', 'launchEnvironment', 'workspaceSetup', 'events', 'logRequest', 'maxSessions', 'harnessVersion',
 ];
 
 // The controller's bounds on one log read (OCC asks 1 MiB and at most 1000 lines).
@@ -2300,6 +2300,7 @@ function parseEnvelope(argument) {
   const workspaceSetup = env.workspaceSetup === undefined ? undefined : checkWorkspaceSetup(env.workspaceSetup, 'envelope.workspaceSetup');
   if (env.events !== undefined && typeof env.events !== 'boolean') throw invalid('envelope.events must be a boolean');
   if (env.maxSessions !== undefined) requireInt(env.maxSessions, 'envelope.maxSessions', 1, 64);
+  if (env.harnessVersion !== undefined) requireId(env.harnessVersion, 'envelope.harnessVersion');
   const logRequest = env.logRequest === undefined ? undefined : checkLogRequest(env.logRequest);
   return { env, placeholders, workspaceSetup, logRequest };
 }
@@ -2395,6 +2396,7 @@ function parseOperation(argument, envelopeArgument) {
   }
   if (sent.op === 'describe-runtime') op.events = env.events !== false;
   if (sent.op === 'probe') op.maxSessions = env.maxSessions;
+  if (sent.op === 'diagnose') op.harnessVersion = env.harnessVersion;
   if (workspaceSetup !== undefined) {
     // The controller's setup of this call's Agent, delivered by prepare and activate.
     if (sent.op !== 'prepare' && sent.op !== 'activate') throw invalid(`envelope.workspaceSetup: ${sent.op} delivers no workspace setup`);
@@ -3833,6 +3835,12 @@ async function diagnose(op) {
   check('host', 'node-version', node, node ? undefined : 'NODE_VERSION');
   const openclaw = expectFileSafe(op.openclawPath);
   check('host', 'openclaw-entrypoint', openclaw, openclaw ? undefined : 'OPENCLAW_MISSING');
+  if (op.harnessVersion !== undefined) {
+    // The revision was committed for this OpenClaw; the host runs what is installed.
+    const installed = openclawVersion(op.openclawPath);
+    check('host', 'openclaw-version', installed === null ? null : installed === op.harnessVersion,
+      installed === null ? 'OPENCLAW_VERSION_UNKNOWN' : installed === op.harnessVersion ? undefined : 'OPENCLAW_VERSION');
+  }
 
   let unit;
   try {
@@ -3896,6 +3904,25 @@ async function diagnose(op) {
     check('agent', 'env-file', safe, safe ? undefined : st.isFile() ? 'ENV_FILE_MODE' : 'ENV_FILE_NOT_REGULAR');
   }
   return { checks: checks.slice(0, MAX_CHECKS) };
+}
+
+// The version in the package.json of the `openclaw` package the entrypoint is in
+// (its directory or one of the two above it), or null.
+function openclawVersion(entrypoint) {
+  let dir = path.dirname(entrypoint);
+  for (let i = 0; i < 3; i += 1) {
+    try {
+      const file = path.join(dir, 'package.json');
+      if (fs.statSync(file).size <= 1 << 20) {
+        const pkg = JSON.parse(fs.readFileSync(file, 'utf8'));
+        if (pkg && pkg.name === 'openclaw' && typeof pkg.version === 'string') return pkg.version;
+      }
+    } catch {
+      // No package.json here: look one directory up.
+    }
+    dir = path.dirname(dir);
+  }
+  return null;
 }
 
 function expectFileSafe(p) {

@@ -62,7 +62,7 @@ const COMMON_FIELDS = ['version', 'op', 'deadlineMs'];
 
 const ENVELOPE_FIELDS = [
   'version', 'method', 'ops', 'host', 'driver', 'runtime', 'gatewayPortRange', 'namespace', 'agent',
-  'revision', 'launchEnvironment', 'workspaceSetup', 'events', 'logRequest', 'maxSessions',
+  'revision', 'launchEnvironment', 'workspaceSetup', 'events', 'logRequest', 'maxSessions', 'harnessVersion',
 ];
 
 // The controller's bounds on one log read (OCC asks 1 MiB and at most 1000 lines).
@@ -175,6 +175,7 @@ function parseEnvelope(argument) {
   const workspaceSetup = env.workspaceSetup === undefined ? undefined : checkWorkspaceSetup(env.workspaceSetup, 'envelope.workspaceSetup');
   if (env.events !== undefined && typeof env.events !== 'boolean') throw invalid('envelope.events must be a boolean');
   if (env.maxSessions !== undefined) requireInt(env.maxSessions, 'envelope.maxSessions', 1, 64);
+  if (env.harnessVersion !== undefined) requireId(env.harnessVersion, 'envelope.harnessVersion');
   const logRequest = env.logRequest === undefined ? undefined : checkLogRequest(env.logRequest);
   return { env, placeholders, workspaceSetup, logRequest };
 }
@@ -270,6 +271,7 @@ function parseOperation(argument, envelopeArgument) {
   }
   if (sent.op === 'describe-runtime') op.events = env.events !== false;
   if (sent.op === 'probe') op.maxSessions = env.maxSessions;
+  if (sent.op === 'diagnose') op.harnessVersion = env.harnessVersion;
   if (workspaceSetup !== undefined) {
     // The controller's setup of this call's Agent, delivered by prepare and activate.
     if (sent.op !== 'prepare' && sent.op !== 'activate') throw invalid(`envelope.workspaceSetup: ${sent.op} delivers no workspace setup`);

@@ -241,6 +241,12 @@ async function diagnose(op) {
   check('host', 'node-version', node, node ? undefined : 'NODE_VERSION');
   const openclaw = expectFileSafe(op.openclawPath);
   check('host', 'openclaw-entrypoint', openclaw, openclaw ? undefined : 'OPENCLAW_MISSING');
+  if (op.harnessVersion !== undefined) {
+    // The revision was committed for this OpenClaw; the host runs what is installed.
+    const installed = openclawVersion(op.openclawPath);
+    check('host', 'openclaw-version', installed === null ? null : installed === op.harnessVersion,
+      installed === null ? 'OPENCLAW_VERSION_UNKNOWN' : installed === op.harnessVersion ? undefined : 'OPENCLAW_VERSION');
+  }
 
   let unit;
   try {
@@ -304,6 +310,25 @@ async function diagnose(op) {
     check('agent', 'env-file', safe, safe ? undefined : st.isFile() ? 'ENV_FILE_MODE' : 'ENV_FILE_NOT_REGULAR');
   }
   return { checks: checks.slice(0, MAX_CHECKS) };
+}
+
+// The version in the package.json of the `openclaw` package the entrypoint is in
+// (its directory or one of the two above it), or null.
+function openclawVersion(entrypoint) {
+  let dir = path.dirname(entrypoint);
+  for (let i = 0; i < 3; i += 1) {
+    try {
+      const file = path.join(dir, 'package.json');
+      if (fs.statSync(file).size <= 1 << 20) {
+        const pkg = JSON.parse(fs.readFileSync(file, 'utf8'));
+        if (pkg && pkg.name === 'openclaw' && typeof pkg.version === 'string') return pkg.version;
+      }
+    } catch {
+      // No package.json here: look one directory up.
+    }
+    dir = path.dirname(dir);
+  }
+  return null;
 }
 
 function expectFileSafe(p) {

@@ -37,7 +37,7 @@ const CALLS = {
   'delete-namespace': ['deleteNamespace', ['delete-namespace'], ['namespace']],
   'describe-runtime': ['describeAgentRuntime', ['describe-runtime'], ['namespace', 'agent', 'revision', 'events']],
   'read-logs': ['readAgentRuntimeLogs', ['read-logs'], ['namespace', 'agent', 'revision', 'logRequest']],
-  'diagnose': ['diagnoseAgentDeployment', ['diagnose'], ['namespace', 'agent', 'revision']],
+  'diagnose': ['diagnoseAgentDeployment', ['diagnose'], ['namespace', 'agent', 'revision', 'harnessVersion']],
 };
 const OPS = Object.keys(CALLS);
 
@@ -47,6 +47,7 @@ const PARTS = {
   revision: { id: 'rev-1', number: 1, harness: 'openclaw/embedded', configurationSha256: sha256(CONFIGURATION) },
   launchEnvironment: { SLACK_BOT_TOKEN: 'opaque-cfg:slack.bot', IAM_SESSION: 'opaque-iam-7f3a' },
   events: true,
+  harnessVersion: '2026.9.6',
   logRequest: {
     pod: `openclaw-enterprise-gateway-${sha12('agent-1')}.service`, podUid: 'f305315cd6ce4aceb4f28d27bacc6262',
     previous: false, tailLines: 200, limitBytes: 1048576,
@@ -137,6 +138,8 @@ test('a log read takes the unit, the invocation and its bounds from the envelope
   const parsed = parse(honest('read-logs'));
   assert.deepEqual(parsed.logRequest, PARTS.logRequest);
   assert.equal(parse(honest('describe-runtime')).events, true);
+  assert.equal(parse(honest('diagnose')).harnessVersion, '2026.9.6');
+  refuses(forged('diagnose', (r) => { r.envelope.harnessVersion = '1\n2'; }), /harnessVersion must be a non-empty string/, 'a version with a newline');
   const edits = [
     [(r) => { delete r.envelope.logRequest; }, /^read-logs needs envelope\.logRequest/],
     [(r) => { r.envelope.logRequest.podUid = '../../etc/shadow'; }, /podUid must be a systemd invocation id/],

@@ -289,6 +289,14 @@ fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
             .unwrap_or_else(|| panic!("{name}: {diagnosis}"));
         assert_eq!(check["state"], "succeeded", "{name}: {diagnosis}");
     }
+    // The stand-in is no `openclaw` package: its version cannot be known.
+    let version = checks
+        .iter()
+        .find(|c| c["check"] == "openclaw-version")
+        .unwrap();
+    assert_eq!(version["state"], "unknown", "{diagnosis}");
+    assert_eq!(version["code"], "OPENCLAW_VERSION_UNKNOWN", "{diagnosis}");
+
     // The same for an operator without OCC: `logs` and `diagnose`.
     let agent_file = d.installation.with_file_name("agent-a.json");
     std::fs::write(&agent_file, revision_binding(&a, &rev_a).to_string()).unwrap();
@@ -320,14 +328,21 @@ fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
     );
     let out = run_host(&["diagnose", "-i", installation, "--agent", &agent_arg]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
+    // One check could not be made (the stand-in's version): exit 1, every check shown.
+    assert_eq!(
+        out.status.code(),
+        Some(1),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
         text.lines()
             .any(|l| l.starts_with("succeeded gateway/readyz")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l == "unknown   host/openclaw-version (OPENCLAW_VERSION_UNKNOWN)"),
         "{text}"
     );
 

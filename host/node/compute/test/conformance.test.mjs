@@ -245,6 +245,13 @@ test("OCC conformance: the package deploys, refuses, compensates, cancels and de
       const diagnosis = await driver.diagnoseAgentDeployment(binding);
       const failed = diagnosis.checks.filter((c) => c.state !== "succeeded");
       assert.deepEqual(failed, [], JSON.stringify(diagnosis));
+      assert.ok(diagnosis.checks.some((c) => c.check === "openclaw-version"), JSON.stringify(diagnosis));
+      // The same revision as if committed for another OpenClaw: the check names it.
+      const other = { ...second, harness: { ...second.harness, version: "2026.1.0" } };
+      const mismatch = await driver.diagnoseAgentDeployment({ namespace, agent, revision: other });
+      assert.deepEqual(mismatch.checks.filter((c) => c.state !== "succeeded")
+        .map(({ component, check, state, code }) => ({ component, check, state, code })),
+      [{ component: "host", check: "openclaw-version", state: "failed", code: "OPENCLAW_VERSION" }]);
       // A request out of OCC's bounds is refused before any host is touched.
       await assert.rejects(driver.readAgentRuntimeLogs(binding, {
         source: "gateway", pod: pod.name, podUid: pod.uid, container: "gateway", previous: false,

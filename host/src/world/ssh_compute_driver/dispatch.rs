@@ -434,6 +434,7 @@ impl MethodCall<'_> {
                 runtime_shape::chunk(request, &observed_at(), chunk)?
             }
             Method::DiagnoseAgentDeployment => {
+                subjects.harness_version = Some(p.revision.harness.version.clone());
                 let checks = guest!(self, none(), subjects, |g, s, d| async move {
                     let runtime = g.runtime.as_ref().expect("checked above");
                     runtime

@@ -244,6 +244,9 @@ pub struct Subjects {
     /// OCC's `AgentRuntimeLogRequest` of a log read, checked
     /// (`params::LogRequest`): the unit, the invocation and the bounds.
     pub log_request: Option<Value>,
+    /// `revision.harness.version` of a diagnosis: the OpenClaw version the
+    /// revision was committed for, which the host's installed one must be.
+    pub harness_version: Option<String>,
 }
 
 /// The admission of every helper run of one call of `method`.
@@ -426,6 +429,11 @@ fn admit(
         // What preflight compares each host's sshd with: the sessions this
         // host keeps open on one connection.
         envelope.insert("maxSessions".into(), json!(trusted.max_sessions));
+    }
+    if op == HelperOp::Diagnose
+        && let Some(version) = &subjects.harness_version
+    {
+        envelope.insert("harnessVersion".into(), json!(version));
     }
     if op == HelperOp::DescribeRuntime {
         envelope.insert("events".into(), json!(subjects.events.unwrap_or(true)));

@@ -191,7 +191,7 @@ impl Binding {
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Harness {
     id: String,
-    version: String,
+    pub(crate) version: String,
     mode: String,
 }
 
@@ -224,7 +224,7 @@ pub(crate) struct Revision {
     configuration_kind: String,
     configuration_generation: u64,
     configuration: Value,
-    harness: Harness,
+    pub(crate) harness: Harness,
     harness_auth: Value,
     #[serde(default)]
     plugins: Option<Value>,
