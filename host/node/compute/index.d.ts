@@ -232,6 +232,8 @@ export interface DriverHostSettings {
   approvedHelpers?: string[];
   auditLog?: string;
   cacheDir?: string;
+  /** Sessions one SSH connection to a host keeps open at once (1 to 64, default 8). */
+  maxSessions?: number;
 }
 
 export interface SshComputeConfiguration {

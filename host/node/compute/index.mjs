@@ -90,6 +90,10 @@ const DRIVER_HOST_SCHEMA = Object.freeze({
     },
     auditLog: { type: "string", description: "Append an audit record for every capability call to this file." },
     cacheDir: { type: "string", description: "Directory of precompiled components (private to this user)." },
+    maxSessions: {
+      type: "integer", minimum: 1, maximum: 64,
+      description: "Sessions one SSH connection to a host keeps open at once (default 8); keep it at most the hosts' sshd MaxSessions (10 as shipped): preflight warns when a host allows fewer.",
+    },
   },
 });
 
@@ -109,8 +113,14 @@ function settings(configuration) {
       throw new DriverError(`configuration.driverHost.${key}: unknown key`, { failure: "permanent", code: "invalid-configuration" });
     }
   }
+  if (driverHost.maxSessions !== undefined &&
+      !(Number.isInteger(driverHost.maxSessions) && driverHost.maxSessions >= 1 && driverHost.maxSessions <= 64)) {
+    throw new DriverError("configuration.driverHost.maxSessions: must be a whole number of sessions from 1 to 64",
+      { failure: "permanent", code: "invalid-configuration" });
+  }
   const bundled = join(here, "guest_ssh_driver.wasm");
   return {
+    maxSessions: driverHost.maxSessions,
     binary: resolveHostBinary(driverHost.binary, "configuration.driverHost.binary"),
     component: driverHost.component ?? process.env.OCC_DRIVER_COMPONENT ?? (existsSync(bundled) ? bundled : undefined),
     approvedHelpers: driverHost.approvedHelpers ?? [],
@@ -138,6 +148,7 @@ function writeInstallation(id, implementation, s) {
         implementation,
         component: s.component,
         approvedHelpers: s.approvedHelpers,
+        ...(s.maxSessions === undefined ? {} : { maxSessions: s.maxSessions }),
         configuration: s.driverConfiguration,
       },
     },

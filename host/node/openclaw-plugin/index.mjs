@@ -50,6 +50,7 @@ export function installationFor(cfg, pluginConfig) {
         ...(pluginConfig.maxRunSeconds !== undefined ? { maxRunSeconds: pluginConfig.maxRunSeconds } : {}),
         ...(pluginConfig.workspaceWorker !== undefined ? { workspaceWorker: pluginConfig.workspaceWorker } : {}),
         ...(pluginConfig.reconnectSeconds !== undefined ? { reconnectSeconds: pluginConfig.reconnectSeconds } : {}),
+        ...(pluginConfig.maxSessions !== undefined ? { maxSessions: pluginConfig.maxSessions } : {}),
         configuration: { agents: { defaults: { sandbox: block } } },
       },
     },

@@ -38,7 +38,20 @@ test("the schema is the component's own, plus the package's closed driverHost bl
   const { driverHost, ...componentProperties } = pkg.configurationSchema.properties;
   assert.deepEqual({ ...pkg.configurationSchema, properties: componentProperties }, live);
   assert.equal(driverHost.additionalProperties, false);
-  assert.deepEqual(Object.keys(driverHost.properties).sort(), ["approvedHelpers", "auditLog", "binary", "cacheDir", "component"]);
+  assert.deepEqual(Object.keys(driverHost.properties).sort(),
+    ["approvedHelpers", "auditLog", "binary", "cacheDir", "component", "maxSessions"]);
+});
+
+test("driverHost.maxSessions reaches the host's installation, held to its bounds", () => {
+  const withSessions = (n) => ({ ...specConfiguration(), driverHost: { ...specConfiguration().driverHost, maxSessions: n } });
+  assert.equal(pkg.validateConfiguration(withSessions(4)), undefined);
+  for (const bad of [0, 65, 2.5, "8"]) {
+    assert.throws(() => pkg.validateConfiguration(withSessions(bad)), (error) => {
+      assert.equal(error.failure, "permanent");
+      assert.match(error.message, /^configuration\.driverHost\.maxSessions: must be a whole number of sessions from 1 to 64/);
+      return true;
+    }, String(bad));
+  }
 });
 
 test("validateConfiguration returns nothing for the spec's example and throws naming the key at fault", () => {
