@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use occ_e2e::compute::{Agent, Deployment, Sweep, config, stand_in, unique};
+use occ_e2e::compute::{Agent, Controller, Deployment, Sweep, config, stand_in, unique};
 use occ_e2e::rig::{Host, Rig};
 use occ_e2e::{host_binary, run_host};
 use serde_json::{Value, json};
@@ -461,6 +461,54 @@ fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
             .chain(&previous)
             .any(|l| l.contains("exiting at start")),
         "{exits:?} {previous:?}"
+    );
+
+    // What one read costs, beside what an operator runs by hand for the same
+    // lines (one ssh and journalctl): figures, not bounds.
+    let timed = |f: &dyn Fn()| {
+        let started = Instant::now();
+        for _ in 0..3 {
+            f();
+        }
+        started.elapsed().as_secs_f64() * 1000.0 / 3.0
+    };
+    let by_hand = timed(&|| {
+        rig.sh_ok(
+            &host,
+            &format!(
+                "journalctl -u {} -n 200 -o json --no-pager >/dev/null",
+                b.unit()
+            ),
+        );
+    });
+    let ours = timed(&|| {
+        read(
+            &d,
+            &b,
+            &rev_b,
+            json!({"pod": b.unit(), "podUid": uid_b, "tailLines": 200}),
+        );
+    });
+    let described = timed(&|| {
+        d.ok("describeAgentRuntime", revision_binding(&b, &rev_b));
+    });
+    // The same read through `serve`, as OCC's package makes it: the
+    // connection to the host stays open between calls.
+    let serve = Controller::start(&d.installation, &d.audit, None);
+    let mut params = revision_binding(&b, &rev_b);
+    params["request"] = json!({"source": "gateway", "container": "gateway", "pod": b.unit(),
+        "podUid": uid_b, "previous": false, "tailLines": 200, "limitBytes": 1 << 20});
+    serve.ok("readAgentRuntimeLogs", params.clone());
+    let served = timed(&|| {
+        serve.ok("readAgentRuntimeLogs", params.clone());
+    });
+    serve.close();
+    println!(
+        "runtime reads, mean of 3 calls: readAgentRuntimeLogs (200 lines) one-shot {ours:.0} ms, \
+         through serve {served:.0} ms; describeAgentRuntime one-shot {described:.0} ms; \
+         ssh + journalctl -n 200 by hand {by_hand:.0} ms (ratios {:.2} and {:.2})",
+        ours / by_hand,
+        served / by_hand
     );
 
     d.ok("deleteNamespace", json!({"namespace": ns}));
