@@ -3466,9 +3466,11 @@ function journal(args, each) {
     const timer = setTimeout(stop, Math.max(1000, Math.min(60000, remainingMs())));
     const onStop = () => stop();
     session.controller.signal.addEventListener('abort', onStop);
+    // Decoded as a stream: a character split between two reads stays whole.
+    child.stdout.setEncoding('utf8');
     child.stdout.on('data', (chunk) => {
       if (stopped) return;
-      pending += chunk.toString('utf8');
+      pending += chunk;
       let nl;
       while (!stopped && (nl = pending.indexOf('\n')) >= 0) {
         const line = pending.slice(0, nl);

@@ -7,8 +7,8 @@
 //   exits.mjs        exits with status 1 at once, as a gateway whose startup fails
 //
 // Every mode but `exits` prints a line when it listens and one per request (`GET
-// /<path>`): what the runtime-log tests read back from the unit's journal, each
-// Agent's gateway printing markers of its own.
+// /<path>`, percent-decoded): what the runtime-log tests read back from the unit's
+// journal, each Agent's gateway printing markers of its own.
 //
 // It holds a few tens of MB where the real gateway holds about 750 MB, so a hundred
 // Agents fit on one machine. It is never an OpenClaw: the reports name it a stand-in.
@@ -28,7 +28,13 @@ if (mode === "exits") {
 }
 const status = mode === "ready" ? 200 : 503;
 createServer((request, response) => {
-  console.log(`stand-in gateway: ${request.method} ${request.url}`);
+  let path = request.url;
+  try {
+    path = decodeURIComponent(path);
+  } catch {
+    // Not percent-encoding: logged as it came.
+  }
+  console.log(`stand-in gateway: ${request.method} ${path}`);
   response.writeHead(status, { "content-type": "application/json" });
   response.end(JSON.stringify({ ready: status === 200, standIn: true }));
 }).listen(port, "127.0.0.1", () => console.log(`stand-in gateway: ${mode} on 127.0.0.1:${port}`));

@@ -191,6 +191,31 @@ fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
     assert_eq!(v["code"], "stream-unavailable", "{v}");
     assert!(!v.to_string().contains("marker-a"), "{v}");
 
+    // Lines of two-byte characters, more of them than one read of the pipe
+    // holds: each comes back whole (a character split between two reads of
+    // journalctl's output was once decoded as two replacement characters).
+    let wide = "%C3%A9".repeat(200);
+    rig.sh_ok(
+        &host,
+        &format!(
+            "for i in $(seq 1 400); do curl -s -o /dev/null http://127.0.0.1:{port_b}/wide-$i-{wide}; done"
+        ),
+    );
+    let wide_lines: Vec<String> = raws(&read(
+        &d,
+        &b,
+        &rev_b,
+        json!({"pod": b.unit(), "podUid": uid_b, "tailLines": 400}),
+    ));
+    assert_eq!(wide_lines.len(), 400);
+    for (i, line) in wide_lines.iter().enumerate() {
+        assert_eq!(
+            line,
+            &format!("stand-in gateway: GET /wide-{}-{}", i + 1, "é".repeat(200)),
+            "line {i}"
+        );
+    }
+
     // tailLines: the newest lines only.
     let two = read(
         &d,
