@@ -42,7 +42,8 @@ const PREPARE_STAGES = {
     "ssh-io", "output-too-large", "local-ssh-files",
   ]),
   driver_host: new Set(["audit-unavailable", "cpu-limit", "memory-limit", "call-timeout", "driver-panic",
-    "resource-limit", "host-missing", "closed", "cancelled"]),
+    "driver-trap", "engine", "resource-limit", "result-too-large", "invalid-runtime-record",
+    "invalid-schema", "host-missing", "host-exited", "closed", "cancelled"]),
 };
 
 /**

@@ -42,6 +42,15 @@ test("the schema is the component's own, plus the package's closed driverHost bl
     ["approvedHelpers", "auditLog", "binary", "cacheDir", "component", "maxSessions"]);
 });
 
+test("describePrepareRevisionFailure: a failure of the host process itself is never admission", () => {
+  for (const code of ["driver-trap", "engine", "result-too-large", "invalid-runtime-record", "host-exited", "cpu-limit"]) {
+    assert.equal(pkg.describePrepareRevisionFailure({ code, failure: "retryable", message: "m" }).stage, "driver_host", code);
+  }
+  assert.equal(pkg.describePrepareRevisionFailure({ code: "unbound-agent", failure: "permanent" }).stage, "admission");
+  assert.equal(pkg.describePrepareRevisionFailure({ code: "foreign-marker", failure: "permanent", host: "a" }).stage, "host_prepare");
+  assert.equal(pkg.describePrepareRevisionFailure(new Error("not ours")), undefined);
+});
+
 test("driverHost.maxSessions reaches the host's installation, held to its bounds", () => {
   const withSessions = (n) => ({ ...specConfiguration(), driverHost: { ...specConfiguration().driverHost, maxSessions: n } });
   assert.equal(pkg.validateConfiguration(withSessions(4)), undefined);
