@@ -156,6 +156,17 @@ wait_host() {
     *) say "$name: systemd reports '${out:-unknown}'; failed units:"
        ssh_host "$k" systemctl --failed --no-legend --plain >&2 || true ;;
   esac
+  # Until systemd-user-sessions has run, /run/nologin refuses every account but
+  # root ("System is booting up"), and a test that logs in as one meets that
+  # instead of its command. Seen once: the unit failed at boot on a loaded
+  # machine. It is run again, and a host that still refuses is not handed out.
+  if ssh_host "$k" test -e /run/nologin; then
+    say "$name: /run/nologin is still there; systemd-user-sessions:"
+    ssh_host "$k" "journalctl -b -u systemd-user-sessions.service --no-pager -n 5 -o cat" >&2 || true
+    ssh_host "$k" "systemctl restart systemd-user-sessions.service" >&2 || true
+    ssh_host "$k" test ! -e /run/nologin || die "$name: /run/nologin stays after systemd-user-sessions ran again: accounts cannot log in"
+    say "$name: systemd-user-sessions ran again; accounts may log in"
+  fi
   if ! ssh_host "$k" test -x "$RIG_NODE" -a -r "$RIG_OPENCLAW"; then
     die "$name: Node 24 or OpenClaw is not visible inside the host at $RIG_NODE / $RIG_OPENCLAW"
   fi
