@@ -3611,7 +3611,7 @@ const { run } = require('./children');
 const { expectFile, lstatOrNull, readMarker } = require('./files');
 const { layout, readCurrent, readUnit, verifyRevision } = require('./layout');
 const { accountIdentity, loadAgent } = require('./accounts');
-const { listenersOn, readyStatus } = require('./readiness');
+const { listenersOn, readyStatus, servingReady } = require('./readiness');
 const {
   field, invocations, journal, journalTime, lastLoggedExit, retention, showUnit, systemdTime,
   termination, unitEvents
@@ -3665,7 +3665,7 @@ async function describe(op) {
   const pods = [];
   if (runsRevision) {
     const { state: cstate, reason } = containerState(state);
-    const ready = state.ActiveState === 'active' && (await readyStatusOf(agent)) === 200;
+    const ready = state.ActiveState === 'active' && (await servingReady(agent.port, accountIdentity(agent)));
     const restartCount = Number(state.NRestarts) || 0;
     const lastTermination = cstate === 'terminated'
       ? termination(state.ExecMainCode === '1' ? 'exited' : state.ExecMainCode === '2' ? 'killed' : state.ExecMainCode === '3' ? 'dumped' : '',
@@ -3727,13 +3727,6 @@ function heldByUnit(listeners, uid, unitName) {
     }
   }
   return listeners.filter((l) => held.has(`socket:[${l.inode}]`));
-}
-
-async function readyStatusOf(agent) {
-  const account = accountIdentity(agent);
-  const listeners = listenersOn(agent.port);
-  if (listeners.length === 0 || listeners.some((l) => l.uid !== account.uid)) return null;
-  return readyStatus(agent.port);
 }
 
 // A byte budget as the link counts it: each line's text as JSON carries it, and its
