@@ -64,17 +64,20 @@ impl Driver {
         within_result_bound(result, bound, &format!("the driver's {method}"))
     }
 
+    /// What bindAgent accepted for the Agent `agent_id` of Namespace `namespace_id`.
+    fn accepted(&self, namespace_id: &str, agent_id: &str) -> Option<Binding> {
+        self.bound
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(namespace_id.to_string(), agent_id.to_string()))
+            .cloned()
+    }
+
     /// The binding a revision call runs with: what bindAgent accepted for its
     /// Agent, or (one-shot calls only) the one passed with it. A passed binding
     /// that differs from the accepted one is refused.
     fn binding_for(&self, p: &RevisionParams) -> Result<Option<Binding>, CallError> {
-        let key = (p.revision.namespace_id.clone(), p.revision.agent_id.clone());
-        let accepted = self
-            .bound
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
+        let accepted = self.accepted(&p.revision.namespace_id, &p.revision.agent_id);
         match (accepted, &p.binding) {
             (Some(accepted), Some(passed)) if !accepted.same_identities(passed) => {
                 Err(CallError::invalid_params(format!(
@@ -99,14 +102,7 @@ impl Driver {
     /// the identities bindAgent accepted for its Agent when it accepted one.
     fn runtime_binding(&self, p: &params::RuntimeParams) -> Result<Binding, CallError> {
         let passed = p.binding();
-        let key = (passed.namespace.id.clone(), passed.agent.id.clone());
-        let accepted = self
-            .bound
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
-        match accepted {
+        match self.accepted(&passed.namespace.id, &passed.agent.id) {
             Some(accepted) if !accepted.same_identities(&passed) => {
                 Err(CallError::invalid_params(format!(
                     "namespace, agent: differ from what bindAgent accepted for agent {:?}",
