@@ -45,7 +45,7 @@ PACKAGE = os.path.join(HERE, "workspace")
 SHIPPED = os.path.join(HERE, "workspace.py")
 MODULES = (
     "__init__", "base", "walk", "files", "archive", "runtime", "bridge",
-    "operations", "frames", "serve", "__main__",
+    "operations", "frames", "scopes", "serve", "__main__",
 )
 MAX_LINES = 500
 RULE_WIDTH = 80

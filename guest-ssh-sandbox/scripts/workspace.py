@@ -1628,12 +1628,19 @@ def read_json_frame(fd, what):
 
 
 def read_start(fd):
-    """The serving start's second frame: {"exec": <text or null>}."""
+    """The serving start's second frame: {"exec": <text or null>}, and
+    optionally "scopeIdleSeconds": how long a scope's process outlives its
+    last request (default SCOPE_IDLE_SECONDS). Returns (text, idle)."""
     start = read_json_frame(fd, "the start frame")
     text = start.get("exec") if isinstance(start, dict) else None
-    if not isinstance(start, dict) or set(start) != {"exec"} or not (text is None or isinstance(text, str)):
-        raise Refusal("invalid-operation", "--serve: the start frame is {\"exec\": <text or null>}")
-    return text
+    idle = start.get("scopeIdleSeconds") if isinstance(start, dict) else None
+    if not isinstance(start, dict) or "exec" not in start or not set(start) <= {"exec", "scopeIdleSeconds"} \
+            or not (text is None or isinstance(text, str)) \
+            or not (idle is None or (isinstance(idle, (int, float)) and not isinstance(idle, bool)
+                                     and 0 < idle <= 86400)):
+        raise Refusal("invalid-operation", "--serve: the start frame is {\"exec\": <text or null>}, "
+                      "and optionally \"scopeIdleSeconds\": 0 < seconds <= 86400")
+    return text, idle
 
 
 def read_args(fd):
@@ -1645,61 +1652,39 @@ def read_args(fd):
     return args
 
 
-# --- workspace/serve.py -------------------------------------------------------
-# Serving: one process per target, every scope's requests.
+# --- workspace/scopes.py ------------------------------------------------------
+# Scopes: one process per active scope, forked once from the serving process
+# and answering that scope's workspace requests in order.
 #
-# The host may keep this script running for a target and workspace root instead
-# of starting it for every operation:
-#   python3 -c <this text> workspace
-# with ["--serve", <workspace root>] as its arguments' frame, and then one
-# frame {"exec": <the approved exec script's text>} (or {"exec": null}): the
-# program the host runs for a command, which it would otherwise send as
-# `python3 -c <text> exec`. No operation is named "--serve", so the component
-# cannot ask for it: the host builds this start itself.
+# The serving process hands each workspace request to the process of the
+# scope its envelope names (the runtime id), forking one when there is none:
+# a new scope pays one fork, its later requests none. A scope's process runs
+# each request as a one-shot run would (answer(): the envelope checked, then
+# the operation, its answer or its refusal), one at a time, keeping nothing
+# from one request to the next but the modules loaded; it serves its own
+# scope and root alone, and refuses an envelope naming another. It never
+# sees the host's channel: requests come on a pipe, answers go back on one.
 #
-# Every request carries its own id and is checked exactly as a one-shot run
-# is: a workspace request is the argument vector a one-shot run gets, its
-# envelope first (the call's scope, written by the host), and main() checks it
-# in a process of its own (forked from this one), so requests of different
-# scopes run side by side and none shares state with another; an envelope for
-# another workspace root is refused. A command runs as a one-shot exec run
-# would, in a forked process that runs the exec script with its stdin, stdout
-# and stderr piped through this one. The host keeps one scope's workspace
-# requests in order; commands run beside them.
+# It ends when the serving process closes its pipe: SCOPE_IDLE_SECONDS after
+# its last request (the start frame may set another bound), when more than
+# SCOPES_MAX scopes have a process (the longest idle one goes), and when the
+# serving process ends. A request cancelled in hand kills it. One that ends
+# with a request in hand (killed, out of memory) gets that request answered
+# {"id", "lost": <why>}, and the scope's next request gets a new process.
+# One that finds a descriptor left open after a request exits once it has
+# answered, so that nothing of one request outlives it.
 #
-# Frames, each a 4-byte big-endian length, that many bytes of JSON, then the
-# bytes the JSON announces:
-#   hello     {"serving": 2, "pid": <the serving process>, "exec": true|false}
-#   request   {"id": n, "args": [<envelope>, <op>, <args...>], "stdin": k}, k bytes
-#   answer    {"id": n, "status": 0|1, "stdout": a, "stderr": b}, a + b bytes
-#   command   {"id": n, "exec": [<envelope>, <mode>, ...], "stdin": k}, k bytes
-#   input     {"id": n, "input": k}, k bytes    (more of the command's stdin)
-#             {"id": n, "close": true}           (its end)
-#   ping      {"id": n, "ping": true}, answered {"id": n, "pong": true} at
-#             once: whether this process still serves
-#   cancel    {"id": n, "cancel": true}          (the caller is gone: a command
-#                                                 ends as a closed channel ends
-#                                                 it; a request's process is
-#                                                 killed, its answer dropped)
-#   output    {"id": n, "out": k} or {"id": n, "err": k}, k bytes
-#   exit      {"id": n, "exit": <status or null>, "signal": <number or null>}
-#             after all of the command's output
-# A frame over its bound, or not of these shapes, ends the process: the host
-# replaces it. The process ends when its stdin closes (the host closed the
-# session or died; every command it runs then sees its channel close) and
-# after IDLE_SECONDS with nothing to do. A watcher (the parent) kills it when
-# the host's end of its stdout goes away, even while it is stopped.
+# Its pipes carry the serving frames: a request {"id", "args", "stdin": k}
+# and k bytes in, the answer {"id", "status", "stdout": a, "stderr": b} and
+# a + b bytes out.
 
 import json
 import os
 import sys
 import time
 
-DATA_MAX = 64 << 20
-IDLE_SECONDS = 900
-# A cancelled command's own process gets this long to end its run (the exec
-# script kills the command's process group when its channel closes).
-CANCEL_GRACE = 5.0
+SCOPE_IDLE_SECONDS = 120
+SCOPES_MAX = 128
 
 
 class Captured(object):
@@ -1716,9 +1701,9 @@ class Captured(object):
         pass
 
 
-def answer(root, args, data):
+def answer(root, scope, args, data):
     """One workspace request, as a one-shot run would answer it: status,
-    stdout, stderr. Runs in a process of its own."""
+    stdout, stderr. `scope` is the runtime id this process serves."""
     set_guard(None)
     sys.stdin, sys.stdout = Captured(data), Captured()
     status, err = 0, ""
@@ -1727,6 +1712,9 @@ def answer(root, args, data):
         if envelope is not None and envelope.root != root:
             raise Refusal("invalid-operation", "envelope: this process serves %s, not %s"
                           % (root, envelope.root))
+        if envelope is not None and (envelope.runtime or "") != scope:
+            raise Refusal("invalid-operation", "envelope: this process serves scope %r, not %r"
+                          % (scope, envelope.runtime))
         main(args, envelope)
     except (Refusal, OSError) as e:
         status, err = 1, failure_line(e)
@@ -1734,6 +1722,46 @@ def answer(root, args, data):
         import traceback
         status, err = 1, traceback.format_exc()
     return status, sys.stdout.buffer.getvalue(), err.encode("utf-8", "replace")
+
+
+def scope_key(args):
+    """The scope a workspace request names: its envelope's runtime id, ""
+    for none. Read only to route the request; its scope's process checks the
+    envelope whole."""
+    try:
+        v = json.loads(args[0])
+    except (ValueError, IndexError):
+        return ""
+    key = v.get("runtimeId") if isinstance(v, dict) else None
+    return key if isinstance(key, str) else ""
+
+
+def open_count():
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
+
+
+def scope_main(root, scope, rfd, wfd):
+    """A scope's process: requests from rfd, each answered on wfd, until rfd
+    ends."""
+    import struct
+    opened = open_count()
+    while True:
+        size = read_exact(rfd, 4)
+        if size is None:
+            return
+        (n,) = struct.unpack(">I", size)
+        if n > HEADER_MAX:
+            return
+        header = json.loads(read_exact(rfd, n).decode("utf-8"))
+        data = read_exact(rfd, header["stdin"]) or b""
+        status, out, err = answer(root, scope, header["args"], data)
+        write_all_fd(wfd, frame_bytes({"id": header["id"], "status": status, "stdout": len(out),
+                                       "stderr": len(err)}, out, err))
+        if open_count() > opened:
+            return
 
 
 def closed_all_but(keep):
@@ -1752,13 +1780,250 @@ def closed_all_but(keep):
                 pass
 
 
-class Server(object):
-    """The serving loop: frames from the host on fd 0, answers on fd 1, and
-    one forked process per request whose pipes it watches."""
+def take_answer(buf):
+    """(header, length) of the whole answer frame at the start of buf, or
+    None while it is not all there."""
+    import struct
+    if len(buf) < 4:
+        return None
+    (n,) = struct.unpack(">I", bytes(buf[:4]))
+    if len(buf) < 4 + n:
+        return None
+    header = json.loads(bytes(buf[4:4 + n]).decode("utf-8"))
+    total = 4 + n + header["stdout"] + header["stderr"]
+    return (header, total) if len(buf) >= total else None
 
-    def __init__(self, root, exec_text):
+
+class Scope(object):
+    """The serving process's view of one scope's process."""
+
+    def __init__(self, key, pid, to, frm):
+        self.key = key
+        self.pid = pid
+        self.to = to              # its requests (None once closed)
+        self.frm = frm            # its answers
+        self.queue = []           # [(request id, frame)] behind the one in hand
+        self.current = None       # the request id in hand
+        self.pending = []         # bytes not yet written to it
+        self.answer = bytearray()
+        self.last = time.time()
+
+    def idle(self):
+        return self.current is None and not self.queue and self.to is not None
+
+
+class Scopes(object):
+    """The scopes half of the serving process (Server): each workspace
+    request routed to its scope's process. Needs self.root, self.runs,
+    self.own, self.watch, self.close_fd and self.send."""
+
+    def init_scopes(self, idle):
+        self.scopes = {}
+        self.scope_idle = idle or SCOPE_IDLE_SECONDS
+
+    def start_request(self, rid, args, data):
+        key = scope_key(args)
+        scope = self.scopes.get(key) or self.fork_scope(key)
+        scope.queue.append((rid, frame_bytes({"id": rid, "args": args, "stdin": len(data)}, data)))
+        self.runs[rid] = {"kind": "request", "scope": key}
+        self.next_request(scope)
+
+    def fork_scope(self, key):
+        if len(self.scopes) >= SCOPES_MAX:
+            idle = [s for s in self.scopes.values() if s.idle()]
+            if idle:
+                self.close_scope(min(idle, key=lambda s: s.last))
+        to_r, to_w = os.pipe()
+        frm_r, frm_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                closed_all_but((to_r, frm_w))
+                # Nothing of the host's channel: answers go through the pipe.
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                scope_main(self.root, key, to_r, frm_w)
+            finally:
+                os._exit(0)
+        os.close(to_r)
+        os.close(frm_w)
+        os.set_blocking(to_w, False)
+        scope = Scope(key, pid, to_w, frm_r)
+        self.scopes[key] = scope
+        self.own(to_w, key, "to-scope")
+        self.own(frm_r, key, "from-scope")
+        self.watch(frm_r, "from-scope")
+        return scope
+
+    def next_request(self, scope):
+        """The next queued request to the scope's process, once it is free."""
+        if scope.current is not None or not scope.queue or scope.to is None:
+            return
+        scope.current, data = scope.queue.pop(0)
+        scope.pending.append(data)
+        self.watch(scope.to, "to-scope")
+
+    def close_scope(self, scope):
+        """Its pipe closed: it exits once it has answered what it holds."""
+        if scope.to is not None:
+            self.close_fd(scope.to)
+            scope.to = None
+            scope.pending = []
+
+    def cancel_request(self, rid, run):
+        del self.runs[rid]
+        scope = self.scopes.get(run["scope"])
+        if scope is None:
+            return
+        if scope.current == rid:
+            # Its answer is not wanted: the process goes with the request.
+            import signal
+            os.kill(scope.pid, signal.SIGKILL)
+        else:
+            scope.queue = [q for q in scope.queue if q[0] != rid]
+
+    def scope_writable(self, scope, fd):
+        while scope.pending:
+            chunk = scope.pending[0]
+            try:
+                n = os.write(fd, chunk)
+            except BlockingIOError:
+                return
+            except OSError:
+                # It is gone: its answer pipe's end says so.
+                self.close_scope(scope)
+                return
+            if n < len(chunk):
+                scope.pending[0] = chunk[n:]
+                return
+            scope.pending.pop(0)
+        self.poller.unregister(fd)
+
+    def scope_readable(self, scope, fd):
+        try:
+            data = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.scope_ended(scope)
+            return
+        scope.answer += data
+        while True:
+            try:
+                taken = take_answer(scope.answer)
+            except (ValueError, KeyError, TypeError):
+                taken = ({"id": None}, len(scope.answer))
+            if taken is None:
+                return
+            header, total = taken
+            frame = bytes(scope.answer[:total])
+            del scope.answer[:total]
+            if header.get("id") != scope.current:
+                # Out of frame: the process goes, the request in hand is lost.
+                import signal
+                os.kill(scope.pid, signal.SIGKILL)
+                return
+            scope.current = None
+            scope.last = time.time()
+            if self.runs.pop(header["id"], None) is not None:
+                write_all_fd(1, frame)
+            self.next_request(scope)
+
+    def scope_ended(self, scope):
+        self.close_scope(scope)
+        self.close_fd(scope.frm)
+        _, status = os.waitpid(scope.pid, 0)
+        if self.scopes.get(scope.key) is scope:
+            del self.scopes[scope.key]
+        if scope.current is not None and self.runs.pop(scope.current, None) is not None:
+            how = ("signal %d" % os.WTERMSIG(status)) if os.WIFSIGNALED(status) \
+                else ("exit %d" % os.WEXITSTATUS(status))
+            self.send({"id": scope.current, "lost": "the process serving scope %s on the target ended "
+                       "(%s) with the request in hand" % (scope.key or "(none)", how)})
+        if scope.queue:
+            again = self.fork_scope(scope.key)
+            again.queue = scope.queue
+            self.next_request(again)
+
+    def expire_scopes(self):
+        now = time.time()
+        for scope in list(self.scopes.values()):
+            if scope.idle() and now - scope.last > self.scope_idle:
+                self.close_scope(scope)
+
+
+# --- workspace/serve.py -------------------------------------------------------
+# Serving: one process per target, every scope's requests.
+#
+# The host may keep this script running for a target and workspace root instead
+# of starting it for every operation:
+#   python3 -c <this text> workspace
+# with ["--serve", <workspace root>] as its arguments' frame, and then one
+# frame {"exec": <the approved exec script's text>} (or {"exec": null}): the
+# program the host runs for a command, which it would otherwise send as
+# `python3 -c <text> exec`. No operation is named "--serve", so the component
+# cannot ask for it: the host builds this start itself.
+#
+# Every request carries its own id and is checked exactly as a one-shot run
+# is: a workspace request is the argument vector a one-shot run gets, its
+# envelope first (the call's scope, written by the host), and main() checks it
+# in the process of its scope (scopes.py: forked once per active scope, it
+# answers that scope's requests in order), so requests of different scopes
+# run side by side and no scope shares a process with another; an envelope for
+# another workspace root is refused. A command runs as a one-shot exec run
+# would, in a forked process that runs the exec script with its stdin, stdout
+# and stderr piped through this one. The host keeps one scope's workspace
+# requests in order; commands run beside them.
+#
+# Frames, each a 4-byte big-endian length, that many bytes of JSON, then the
+# bytes the JSON announces:
+#   hello     {"serving": 2, "pid": <the serving process>, "exec": true|false}
+#   request   {"id": n, "args": [<envelope>, <op>, <args...>], "stdin": k}, k bytes
+#   answer    {"id": n, "status": 0|1, "stdout": a, "stderr": b}, a + b bytes
+#             or {"id": n, "lost": <why>}: its scope's process ended with it
+#             in hand (killed, out of memory); it may or may not have run
+#   command   {"id": n, "exec": [<envelope>, <mode>, ...], "stdin": k}, k bytes
+#   input     {"id": n, "input": k}, k bytes    (more of the command's stdin)
+#             {"id": n, "close": true}           (its end)
+#   ping      {"id": n, "ping": true}, answered {"id": n, "pong": true} at
+#             once: whether this process still serves
+#   cancel    {"id": n, "cancel": true}          (the caller is gone: a command
+#                                                 ends as a closed channel ends
+#                                                 it; a request's scope
+#                                                 process is killed, its
+#                                                 answer dropped)
+#   output    {"id": n, "out": k} or {"id": n, "err": k}, k bytes
+#   exit      {"id": n, "exit": <status or null>, "signal": <number or null>}
+#             after all of the command's output
+# A frame over its bound, or not of these shapes, ends the process: the host
+# replaces it. The process ends when its stdin closes (the host closed the
+# session or died; every command it runs then sees its channel close) and
+# after IDLE_SECONDS with nothing to do. A watcher (the parent) kills it when
+# the host's end of its stdout goes away, even while it is stopped.
+
+import json
+import os
+import time
+
+DATA_MAX = 64 << 20
+IDLE_SECONDS = 900
+# A cancelled command's own process gets this long to end its run (the exec
+# script kills the command's process group when its channel closes).
+CANCEL_GRACE = 5.0
+
+
+class Server(Scopes):
+    """The serving loop: frames from the host on fd 0, answers on fd 1, a
+    process per active scope for workspace requests (Scopes) and one per
+    command, whose pipes it watches."""
+
+    def __init__(self, root, exec_text, scope_idle=None):
         import select
         self.root = root
+        self.init_scopes(scope_idle)
         self.exec_code = compile(exec_text, "exec", "exec") if exec_text else None
         if self.exec_code is not None:
             # What every command's process would import on its own (the
@@ -1771,9 +2036,10 @@ class Server(object):
                     pass
         self.inbuf = bytearray()
         self.poller = select.poll()
-        # fd -> (request id, role, serial): role "answer", "out", "err",
-        # "in"; the serial tells a descriptor from a later one of the same
-        # number (see run).
+        # fd -> (request id or scope, role, serial): role "out", "err" or
+        # "in" of a command, "to-scope" or "from-scope" of a scope; the
+        # serial tells a descriptor from a later one of the same number
+        # (see run).
         self.fds = {}
         self.serial = 0
         # request id -> state
@@ -1832,10 +2098,7 @@ class Server(object):
         if run["kind"] == "request":
             if header.get("cancel") is True:
                 # Past its bound or its caller gone: its answer is not wanted.
-                import signal
-                os.kill(run["pid"], signal.SIGKILL)
-                self.close_fd(run["fd"])
-                run["cancelled"] = time.time()
+                self.cancel_request(rid, run)
             return
         if "input" in header:
             if run["in"] is not None:
@@ -1863,7 +2126,7 @@ class Server(object):
 
     def watch(self, fd, role):
         import select
-        self.poller.register(fd, select.POLLOUT if role == "in" else select.POLLIN)
+        self.poller.register(fd, select.POLLOUT if role in ("in", "to-scope") else select.POLLIN)
 
     def close_fd(self, fd):
         try:
@@ -1875,27 +2138,6 @@ class Server(object):
             os.close(fd)
         except OSError:
             pass
-
-    def start_request(self, rid, args, data):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.close(r)
-                closed_all_but((w,))
-                # Nothing of the host's channel: its answer goes through the pipe.
-                null = os.open(os.devnull, os.O_RDWR)
-                os.dup2(null, 0)
-                os.dup2(null, 1)
-                status, out, err = answer(self.root, args, data)
-                write_all_fd(w, frame_bytes({"id": rid, "status": status, "stdout": len(out),
-                                             "stderr": len(err)}, out, err))
-            finally:
-                os._exit(0)
-        os.close(w)
-        self.runs[rid] = {"kind": "request", "pid": pid, "answer": bytearray(), "fd": r, "cancelled": None}
-        self.own(r, rid, "answer")
-        self.watch(r, "answer")
 
     def start_command(self, rid, args, data):
         if self.exec_code is None:
@@ -1959,6 +2201,12 @@ class Server(object):
     def readable(self, fd, events):
         import select
         rid, role, _ = self.fds[fd]
+        if role == "to-scope":
+            self.scope_writable(self.scopes[rid], fd)
+            return
+        if role == "from-scope":
+            self.scope_readable(self.scopes[rid], fd)
+            return
         run = self.runs[rid]
         if role == "in":
             if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
@@ -1993,18 +2241,6 @@ class Server(object):
             return
         except OSError:
             data = b""
-        if role == "answer":
-            if data:
-                run["answer"] += data
-                return
-            self.close_fd(fd)
-            os.waitpid(run["pid"], 0)
-            del self.runs[rid]
-            if run["answer"]:
-                write_all_fd(1, bytes(run["answer"]))
-            else:
-                self.send({"id": rid, "status": 1, "stdout": 0, "stderr": 0})
-            return
         if data:
             self.send({"id": rid, role: len(data)}, data)
             return
@@ -2029,7 +2265,7 @@ class Server(object):
     def reap_cancelled(self):
         import signal
         for rid, run in list(self.runs.items()):
-            if run["cancelled"] is None:
+            if run["kind"] != "exec" or run["cancelled"] is None:
                 continue
             done, _ = os.waitpid(run["pid"], os.WNOHANG)
             if done:
@@ -2042,7 +2278,7 @@ class Server(object):
         os.set_blocking(0, False)
         self.poller.register(0, select.POLLIN)
         while True:
-            busy = bool(self.runs)
+            busy = bool(self.runs) or bool(self.scopes)
             events = self.poller.poll(1000 if busy else 5000)
             if events:
                 self.last_active = time.time()
@@ -2073,11 +2309,12 @@ class Server(object):
                 elif owners[fd] is not None and self.fds.get(fd) == owners[fd]:
                     self.readable(fd, ev)
             self.reap_cancelled()
+            self.expire_scopes()
             if not self.runs and time.time() - self.last_active > IDLE_SECONDS:
                 return
 
 
-def serve(root, exec_text):
+def serve(root, exec_text, scope_idle=None):
     if not root.startswith("/") or "\0" in root:
         raise Refusal("invalid-operation", "--serve: the workspace root must be an absolute path")
     import signal
@@ -2102,7 +2339,7 @@ def serve(root, exec_text):
         os._exit(0)
     os.close(down)
     write_all_fd(1, frame_bytes({"serving": 2, "pid": os.getpid(), "exec": bool(exec_text)}))
-    Server(root, exec_text).run()
+    Server(root, exec_text, scope_idle).run()
 
 
 # --- workspace/__main__.py ----------------------------------------------------
@@ -2117,7 +2354,7 @@ if __name__ == "__main__":
     try:
         args = read_args(0)
         if args[:1] == ["--serve"] and len(args) == 2:
-            serve(args[1], read_start(0))
+            serve(args[1], *read_start(0))
         else:
             main(args)
     except (Refusal, OSError) as e:

@@ -561,6 +561,11 @@ struct Ran {
 impl Worker {
     /// Started for `root`, with the exec script to run commands with.
     fn start(root: &str) -> Worker {
+        Worker::start_with(root, serde_json::json!({}))
+    }
+
+    /// Started for `root` with more keys in its start frame.
+    fn start_with(root: &str, more: serde_json::Value) -> Worker {
         let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
         let exec = std::fs::read_to_string(scripts().join("exec.py")).unwrap();
         let mut child = Command::new("python3")
@@ -576,7 +581,12 @@ impl Worker {
         {
             use std::io::Write;
             let mut start = args_frame(&["--serve", root]);
-            start.extend(frame(serde_json::json!({ "exec": exec }), b""));
+            let mut second = serde_json::json!({ "exec": exec });
+            second
+                .as_object_mut()
+                .unwrap()
+                .extend(more.as_object().unwrap().clone());
+            start.extend(frame(second, b""));
             stdin.as_mut().unwrap().write_all(&start).unwrap();
         }
         let mut stdout = child.stdout.take();
@@ -932,6 +942,166 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(code_of(err.trim()), "invalid-operation", "{err}");
     }
+}
+
+/// The processes the serving process `pid` has forked and not reaped.
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .filter(|p| alive(*p))
+        .collect()
+}
+
+/// Waits up to 10 s for `done`.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < until {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    done()
+}
+
+/// One process per active scope: forked by a scope's first request, serving
+/// every later one of that scope in order, ended after its idle bound, and
+/// replaced when it dies; 64 scopes with their requests interleaved each
+/// read back their own bytes; a request naming another scope's files is
+/// refused by the first scope's process, which serves on.
+#[test]
+fn each_active_scope_has_one_process_which_serves_it_alone() {
+    let t = Target::new();
+    let scopes: Vec<String> = (0..64)
+        .map(|i| format!("openclaw-ssh-scope{i}-{i:08x}"))
+        .collect();
+    let envelope = |scope: &str, method: &str| {
+        std::fs::create_dir_all(Path::new(&t.root()).join(scope).join("workspace")).unwrap();
+        let mut e = t.envelope(method, true);
+        e.runtime_id = Some(scope.into());
+        e.to_json()
+    };
+    let writes: Vec<String> = scopes.iter().map(|s| envelope(s, "writeFile")).collect();
+    let reads: Vec<String> = scopes.iter().map(|s| envelope(s, "readFile")).collect();
+    let mut worker = Worker::start_with(&t.root(), serde_json::json!({"scopeIdleSeconds": 1.5}));
+    // Interleaved: every scope writes, then every scope reads, twice over;
+    // each request is sent before the last one's answer is read.
+    let mut pids_after_first = None;
+    for round in 0..2 {
+        let mut sent = Vec::new();
+        for (i, w) in writes.iter().enumerate() {
+            let body = format!("scope {i} round {round}\n");
+            sent.push((
+                worker.request(&[w, "write", "workspace", "own.txt", "1"], body.as_bytes()),
+                None,
+            ));
+        }
+        for r in &reads {
+            sent.push((
+                worker.request(&[r, "read", "workspace", "own.txt", "100"], b""),
+                Some(()),
+            ));
+        }
+        let mut answers = std::collections::HashMap::new();
+        for _ in 0..sent.len() {
+            let (h, data) = worker.next_frame();
+            answers.insert(h["id"].as_u64().unwrap(), (h, data));
+        }
+        for (n, (id, read)) in sent.iter().enumerate() {
+            let (h, data) = &answers[id];
+            assert_eq!(h["status"], 0, "{h} {}", String::from_utf8_lossy(data));
+            if read.is_some() {
+                let i = n - scopes.len();
+                assert_eq!(
+                    String::from_utf8_lossy(data),
+                    format!("scope {i} round {round}\n"),
+                    "scope {i} read another's bytes"
+                );
+            }
+        }
+        let mut pids = children_of(worker.pid);
+        pids.sort();
+        assert_eq!(pids.len(), 64, "one process per scope: {pids:?}");
+        match &pids_after_first {
+            None => pids_after_first = Some(pids),
+            Some(first) => assert_eq!(&pids, first, "a scope's later requests fork nothing"),
+        }
+    }
+    // A request naming another scope's files, by a path out of its own, is
+    // refused by its own scope's process and changes nothing.
+    let before = t.tree();
+    let (status, _, err) = worker.call(
+        &[
+            &writes[0],
+            "write",
+            "workspace",
+            &format!("../../{}/workspace/own.txt", scopes[1]),
+            "1",
+        ],
+        b"stolen\n",
+    );
+    assert_eq!(status, 1, "{err}");
+    assert_eq!(t.tree(), before);
+    // Idle past its bound: every scope's process ends; the serving one stays.
+    assert!(
+        eventually(|| children_of(worker.pid).is_empty()),
+        "idle scope processes remain"
+    );
+    assert!(alive(worker.pid));
+
+    // Killed with a request in hand: that request is answered lost, the
+    // scope's next request gets a new process and is answered.
+    let (status, _, _) = worker.call(&[&reads[0], "read", "workspace", "own.txt", "100"], b"");
+    assert_eq!(status, 0);
+    let first = children_of(worker.pid);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let signal = |sig: &str, pid: u32| {
+        assert!(
+            Command::new("kill")
+                .args([sig, &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    signal("-STOP", first[0]);
+    let lost = worker.request(&[&reads[0], "read", "workspace", "own.txt", "100"], b"");
+    let queued = worker.request(&[&reads[0], "read", "workspace", "own.txt", "100"], b"");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    signal("-KILL", first[0]);
+    let (h, _) = worker.next_frame();
+    assert_eq!(h["id"], lost, "{h}");
+    assert!(
+        h["lost"].as_str().is_some_and(|w| w.contains("signal 9")),
+        "{h}"
+    );
+    let (h, data) = worker.next_frame();
+    assert_eq!(
+        (h["id"].as_u64(), h["status"].as_i64()),
+        (Some(queued), Some(0)),
+        "{h}"
+    );
+    assert_eq!(String::from_utf8_lossy(&data), "scope 0 round 1\n");
+    let second = children_of(worker.pid);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(second, first);
+    // Cancelled in hand: the process goes with its request, whose answer
+    // never comes; the next request is answered by a new one.
+    signal("-STOP", second[0]);
+    let cancelled = worker.request(&[&reads[0], "read", "workspace", "own.txt", "100"], b"");
+    worker.send(&frame(
+        serde_json::json!({"id": cancelled, "cancel": true}),
+        b"",
+    ));
+    let (status, out, _) = worker.call(&[&reads[0], "read", "workspace", "own.txt", "100"], b"");
+    assert_eq!(
+        (status, out.as_slice()),
+        (0, b"scope 0 round 1\n".as_slice())
+    );
+    assert!(!alive(second[0]));
+    assert!(worker.ends_with_its_input());
 }
 
 /// A command cancelled while its output waits unread, and another started by

@@ -13,7 +13,7 @@ if __name__ == "__main__":
     try:
         args = read_args(0)
         if args[:1] == ["--serve"] and len(args) == 2:
-            serve(args[1], read_start(0))
+            serve(args[1], *read_start(0))
         else:
             main(args)
     except (Refusal, OSError) as e:

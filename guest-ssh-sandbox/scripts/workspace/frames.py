@@ -57,12 +57,19 @@ def read_json_frame(fd, what):
 
 
 def read_start(fd):
-    """The serving start's second frame: {"exec": <text or null>}."""
+    """The serving start's second frame: {"exec": <text or null>}, and
+    optionally "scopeIdleSeconds": how long a scope's process outlives its
+    last request (default SCOPE_IDLE_SECONDS). Returns (text, idle)."""
     start = read_json_frame(fd, "the start frame")
     text = start.get("exec") if isinstance(start, dict) else None
-    if not isinstance(start, dict) or set(start) != {"exec"} or not (text is None or isinstance(text, str)):
-        raise Refusal("invalid-operation", "--serve: the start frame is {\"exec\": <text or null>}")
-    return text
+    idle = start.get("scopeIdleSeconds") if isinstance(start, dict) else None
+    if not isinstance(start, dict) or "exec" not in start or not set(start) <= {"exec", "scopeIdleSeconds"} \
+            or not (text is None or isinstance(text, str)) \
+            or not (idle is None or (isinstance(idle, (int, float)) and not isinstance(idle, bool)
+                                     and 0 < idle <= 86400)):
+        raise Refusal("invalid-operation", "--serve: the start frame is {\"exec\": <text or null>}, "
+                      "and optionally \"scopeIdleSeconds\": 0 < seconds <= 86400")
+    return text, idle
 
 
 def read_args(fd):

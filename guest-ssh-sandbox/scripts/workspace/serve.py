@@ -12,8 +12,9 @@
 # Every request carries its own id and is checked exactly as a one-shot run
 # is: a workspace request is the argument vector a one-shot run gets, its
 # envelope first (the call's scope, written by the host), and main() checks it
-# in a process of its own (forked from this one), so requests of different
-# scopes run side by side and none shares state with another; an envelope for
+# in the process of its scope (scopes.py: forked once per active scope, it
+# answers that scope's requests in order), so requests of different scopes
+# run side by side and no scope shares a process with another; an envelope for
 # another workspace root is refused. A command runs as a one-shot exec run
 # would, in a forked process that runs the exec script with its stdin, stdout
 # and stderr piped through this one. The host keeps one scope's workspace
@@ -24,6 +25,8 @@
 #   hello     {"serving": 2, "pid": <the serving process>, "exec": true|false}
 #   request   {"id": n, "args": [<envelope>, <op>, <args...>], "stdin": k}, k bytes
 #   answer    {"id": n, "status": 0|1, "stdout": a, "stderr": b}, a + b bytes
+#             or {"id": n, "lost": <why>}: its scope's process ended with it
+#             in hand (killed, out of memory); it may or may not have run
 #   command   {"id": n, "exec": [<envelope>, <mode>, ...], "stdin": k}, k bytes
 #   input     {"id": n, "input": k}, k bytes    (more of the command's stdin)
 #             {"id": n, "close": true}           (its end)
@@ -31,8 +34,9 @@
 #             once: whether this process still serves
 #   cancel    {"id": n, "cancel": true}          (the caller is gone: a command
 #                                                 ends as a closed channel ends
-#                                                 it; a request's process is
-#                                                 killed, its answer dropped)
+#                                                 it; a request's scope
+#                                                 process is killed, its
+#                                                 answer dropped)
 #   output    {"id": n, "out": k} or {"id": n, "err": k}, k bytes
 #   exit      {"id": n, "exit": <status or null>, "signal": <number or null>}
 #             after all of the command's output
@@ -44,12 +48,10 @@
 
 import json
 import os
-import sys
 import time
 from .base import CHUNK, Refusal
-from .walk import set_guard
-from .operations import Envelope, failure_line, main
 from .frames import HEADER_MAX, frame_bytes, write_all_fd
+from .scopes import Scopes, closed_all_but
 
 DATA_MAX = 64 << 20
 IDLE_SECONDS = 900
@@ -58,63 +60,15 @@ IDLE_SECONDS = 900
 CANCEL_GRACE = 5.0
 
 
-class Captured(object):
-    """sys.stdin or sys.stdout of one request: bytes in memory."""
+class Server(Scopes):
+    """The serving loop: frames from the host on fd 0, answers on fd 1, a
+    process per active scope for workspace requests (Scopes) and one per
+    command, whose pipes it watches."""
 
-    def __init__(self, data=b""):
-        import io
-        self.buffer = io.BufferedReader(io.BytesIO(data)) if data else io.BytesIO()
-
-    def write(self, text):
-        self.buffer.write(text.encode("utf-8"))
-
-    def flush(self):
-        pass
-
-
-def answer(root, args, data):
-    """One workspace request, as a one-shot run would answer it: status,
-    stdout, stderr. Runs in a process of its own."""
-    set_guard(None)
-    sys.stdin, sys.stdout = Captured(data), Captured()
-    status, err = 0, ""
-    try:
-        envelope = Envelope(args[0]) if args else None
-        if envelope is not None and envelope.root != root:
-            raise Refusal("invalid-operation", "envelope: this process serves %s, not %s"
-                          % (root, envelope.root))
-        main(args, envelope)
-    except (Refusal, OSError) as e:
-        status, err = 1, failure_line(e)
-    except Exception:
-        import traceback
-        status, err = 1, traceback.format_exc()
-    return status, sys.stdout.buffer.getvalue(), err.encode("utf-8", "replace")
-
-
-def closed_all_but(keep):
-    """Close every descriptor above 2 but those in `keep` (a forked child's
-    start: nothing of the other requests stays open in it)."""
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        names = [str(n) for n in range(3, 1024)]
-    for name in names:
-        fd = int(name)
-        if fd > 2 and fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-class Server(object):
-    """The serving loop: frames from the host on fd 0, answers on fd 1, and
-    one forked process per request whose pipes it watches."""
-
-    def __init__(self, root, exec_text):
+    def __init__(self, root, exec_text, scope_idle=None):
         import select
         self.root = root
+        self.init_scopes(scope_idle)
         self.exec_code = compile(exec_text, "exec", "exec") if exec_text else None
         if self.exec_code is not None:
             # What every command's process would import on its own (the
@@ -127,9 +81,10 @@ class Server(object):
                     pass
         self.inbuf = bytearray()
         self.poller = select.poll()
-        # fd -> (request id, role, serial): role "answer", "out", "err",
-        # "in"; the serial tells a descriptor from a later one of the same
-        # number (see run).
+        # fd -> (request id or scope, role, serial): role "out", "err" or
+        # "in" of a command, "to-scope" or "from-scope" of a scope; the
+        # serial tells a descriptor from a later one of the same number
+        # (see run).
         self.fds = {}
         self.serial = 0
         # request id -> state
@@ -188,10 +143,7 @@ class Server(object):
         if run["kind"] == "request":
             if header.get("cancel") is True:
                 # Past its bound or its caller gone: its answer is not wanted.
-                import signal
-                os.kill(run["pid"], signal.SIGKILL)
-                self.close_fd(run["fd"])
-                run["cancelled"] = time.time()
+                self.cancel_request(rid, run)
             return
         if "input" in header:
             if run["in"] is not None:
@@ -219,7 +171,7 @@ class Server(object):
 
     def watch(self, fd, role):
         import select
-        self.poller.register(fd, select.POLLOUT if role == "in" else select.POLLIN)
+        self.poller.register(fd, select.POLLOUT if role in ("in", "to-scope") else select.POLLIN)
 
     def close_fd(self, fd):
         try:
@@ -231,27 +183,6 @@ class Server(object):
             os.close(fd)
         except OSError:
             pass
-
-    def start_request(self, rid, args, data):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.close(r)
-                closed_all_but((w,))
-                # Nothing of the host's channel: its answer goes through the pipe.
-                null = os.open(os.devnull, os.O_RDWR)
-                os.dup2(null, 0)
-                os.dup2(null, 1)
-                status, out, err = answer(self.root, args, data)
-                write_all_fd(w, frame_bytes({"id": rid, "status": status, "stdout": len(out),
-                                             "stderr": len(err)}, out, err))
-            finally:
-                os._exit(0)
-        os.close(w)
-        self.runs[rid] = {"kind": "request", "pid": pid, "answer": bytearray(), "fd": r, "cancelled": None}
-        self.own(r, rid, "answer")
-        self.watch(r, "answer")
 
     def start_command(self, rid, args, data):
         if self.exec_code is None:
@@ -315,6 +246,12 @@ class Server(object):
     def readable(self, fd, events):
         import select
         rid, role, _ = self.fds[fd]
+        if role == "to-scope":
+            self.scope_writable(self.scopes[rid], fd)
+            return
+        if role == "from-scope":
+            self.scope_readable(self.scopes[rid], fd)
+            return
         run = self.runs[rid]
         if role == "in":
             if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
@@ -349,18 +286,6 @@ class Server(object):
             return
         except OSError:
             data = b""
-        if role == "answer":
-            if data:
-                run["answer"] += data
-                return
-            self.close_fd(fd)
-            os.waitpid(run["pid"], 0)
-            del self.runs[rid]
-            if run["answer"]:
-                write_all_fd(1, bytes(run["answer"]))
-            else:
-                self.send({"id": rid, "status": 1, "stdout": 0, "stderr": 0})
-            return
         if data:
             self.send({"id": rid, role: len(data)}, data)
             return
@@ -385,7 +310,7 @@ class Server(object):
     def reap_cancelled(self):
         import signal
         for rid, run in list(self.runs.items()):
-            if run["cancelled"] is None:
+            if run["kind"] != "exec" or run["cancelled"] is None:
                 continue
             done, _ = os.waitpid(run["pid"], os.WNOHANG)
             if done:
@@ -398,7 +323,7 @@ class Server(object):
         os.set_blocking(0, False)
         self.poller.register(0, select.POLLIN)
         while True:
-            busy = bool(self.runs)
+            busy = bool(self.runs) or bool(self.scopes)
             events = self.poller.poll(1000 if busy else 5000)
             if events:
                 self.last_active = time.time()
@@ -429,11 +354,12 @@ class Server(object):
                 elif owners[fd] is not None and self.fds.get(fd) == owners[fd]:
                     self.readable(fd, ev)
             self.reap_cancelled()
+            self.expire_scopes()
             if not self.runs and time.time() - self.last_active > IDLE_SECONDS:
                 return
 
 
-def serve(root, exec_text):
+def serve(root, exec_text, scope_idle=None):
     if not root.startswith("/") or "\0" in root:
         raise Refusal("invalid-operation", "--serve: the workspace root must be an absolute path")
     import signal
@@ -458,4 +384,4 @@ def serve(root, exec_text):
         os._exit(0)
     os.close(down)
     write_all_fd(1, frame_bytes({"serving": 2, "pid": os.getpid(), "exec": bool(exec_text)}))
-    Server(root, exec_text).run()
+    Server(root, exec_text, scope_idle).run()

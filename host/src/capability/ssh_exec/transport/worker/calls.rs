@@ -44,6 +44,7 @@ pub(super) async fn request(
             w.touch();
             Ok((status, stdout, stderr))
         }
+        Ok(Some(Event::Lost(why))) => Err(Outcome::Lost(why)),
         Ok(Some(Event::Broken(why))) => Err(Outcome::Broken(why)),
         Ok(Some(_)) => Err(Outcome::Broken(format!(
             "request {id} got a command's frame"
@@ -159,7 +160,7 @@ pub(super) async fn command(
                         stderr_tail: err_tail,
                     });
                 }
-                Some(Event::Answer { .. } | Event::Pong) => {
+                Some(Event::Answer { .. } | Event::Lost(_) | Event::Pong) => {
                     return Err(broken(format!("command {id} got another request's frame")));
                 }
                 Some(Event::Broken(why)) => return Err(broken(why)),

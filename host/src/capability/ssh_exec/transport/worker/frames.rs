@@ -131,6 +131,8 @@ pub(super) async fn read_frames(
                 Ok(b) => Event::Err(b),
                 Err(e) => break e,
             }
+        } else if let Some(why) = header.get("lost").and_then(Value::as_str) {
+            Event::Lost(why.chars().take(512).collect())
         } else if header.get("pong").is_some() {
             Event::Pong
         } else if header.get("exit").is_some() {
@@ -143,7 +145,10 @@ pub(super) async fn read_frames(
         } else {
             break format!("a frame of no known shape: {header}");
         };
-        let last = matches!(event, Event::Answer { .. } | Event::Exit(_) | Event::Pong);
+        let last = matches!(
+            event,
+            Event::Answer { .. } | Event::Lost(_) | Event::Exit(_) | Event::Pong
+        );
         let mut pending = pending.lock().unwrap_or_else(|p| p.into_inner());
         // A request the host gave up on: its frames are dropped.
         if let Some(tx) = pending.get(&id) {

@@ -35,7 +35,9 @@
 //!   flight and is replaced on the next one: a request that changes nothing
 //!   ([`super::Serve::idempotent`]) is sent once more to the new worker,
 //!   anything else (a command included) fails retryable and is never sent
-//!   twice; a request past its bound is ended in the worker alone;
+//!   twice; a request past its bound is ended in the worker alone; a request
+//!   whose own process there ended (`lost`: its scope's process was killed)
+//!   is handled the same way, on the same worker;
 //! - one that cannot start (no hello: the interpreter is missing, or the
 //!   program refused to serve) leaves the exec to a one-shot run, which
 //!   reports what is wrong as it always did, and no new start is tried for
@@ -124,6 +126,9 @@ enum Event {
         stdout: Vec<u8>,
         stderr: Vec<u8>,
     },
+    /// The request's process on the worker ended with it in hand (killed,
+    /// out of memory); the worker serves on, and it may or may not have run.
+    Lost(String),
     Out(Vec<u8>),
     Err(Vec<u8>),
     Exit(Option<i32>),
@@ -401,6 +406,24 @@ impl Workers {
                     });
                 }
                 Err(Outcome::Failed(e)) => return Err(e),
+                Err(Outcome::Lost(why)) => {
+                    // The worker serves on; the scope's next request gets a
+                    // new process there.
+                    tracing::warn!(
+                        host = req.alias,
+                        pid = w.pid,
+                        "workspace request lost: {why}"
+                    );
+                    if serve.idempotent && !retried {
+                        retried = true;
+                        next = Some(w);
+                        continue;
+                    }
+                    return Err(ExecError::Io(format!(
+                        "{}: {why}; the operation may or may not have taken effect",
+                        req.alias
+                    )));
+                }
                 Err(Outcome::Hung(why)) => {
                     // Ended: its session closes, and its watcher kills it.
                     tracing::warn!(
@@ -443,6 +466,8 @@ impl Workers {
 /// or hangs).
 enum Outcome {
     Failed(ExecError),
+    /// The request's own process on the worker ended; the worker did not.
+    Lost(String),
     Broken(String),
     Hung(String),
 }
