@@ -103,6 +103,10 @@ step "rust: unit, property, record/replay, CLI and docs tests (no host)" \
 step "helper: its pure tests (no host)" \
   node --test tests/helper/build.test.js tests/helper/render.test.js tests/helper/envelope.test.js \
   tests/helper/markers.test.js
+# The manual against the code: every installation key, CLI flag, error code
+# and repository path the docs name (with the binary built above).
+step "docs: every key, flag, code and path the docs name" \
+  node --test tests/docs/drift.test.mjs
 
 if [ "$mode" = quick ]; then
   exit 0
