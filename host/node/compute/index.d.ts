@@ -227,10 +227,15 @@ export interface LifecycleDriver {
 
 /** The package's own settings, beside the driver configuration. */
 export interface DriverHostSettings {
+  /** The driver component (.wasm); default: $OCC_DRIVER_COMPONENT, then the one this package carries. This setting wins over the variable. */
   component?: string;
+  /** The occ-driver-host executable; default: $OCC_DRIVER_HOST, then the installed platform package's. The plugin spells it `binary` too. */
   binary?: string;
+  /** SHA-256 of each audited helper the driver may run (drivers.compute.approvedHelpers). */
   approvedHelpers?: string[];
+  /** Append the host's audit records to this file. */
   auditLog?: string;
+  /** Directory of precompiled components, private to this user. */
   cacheDir?: string;
   /** Sessions one SSH connection to a host keeps open at once (1 to 64, default 8). */
   maxSessions?: number;

@@ -20,7 +20,7 @@ import { fileURLToPath } from "node:url";
 
 import { DriverError, RPC, spawnHost } from "./client.mjs";
 import { validateGatewaySettings } from "./gateway-settings.mjs";
-import { resolveHostBinary } from "occ-driver-host-rpc/host-binary";
+import { hostEnvironment, resolveHostBinary } from "occ-driver-host-rpc/host-binary";
 import { LifecycleDispatcher } from "./lifecycle.mjs";
 
 export { DriverError } from "./client.mjs";
@@ -177,7 +177,7 @@ function cliError(result) {
 }
 
 function runOnce(s, args) {
-  const result = spawnSync(s.binary, [...s.globalArgs, ...args], { encoding: "utf8", maxBuffer: 16 << 20 });
+  const result = spawnSync(s.binary, [...s.globalArgs, ...args], { encoding: "utf8", maxBuffer: 16 << 20, env: hostEnvironment() });
   if (result.error) {
     throw new DriverError(`cannot run ${s.binary}: ${result.error.message}`, { failure: "permanent", code: "host-missing" });
   }
@@ -289,6 +289,7 @@ export function createDriver({ id, implementation, configuration, getOperationAb
     binary: s.binary,
     // The host's global options (--cache-dir) may follow the subcommand.
     args: [...s.globalArgs, "--installation", path, ...(s.auditLog ? ["--audit-log", s.auditLog] : [])],
+    env: hostEnvironment(),
     onRequest,
     onProgress,
     onStderr,

@@ -11,7 +11,7 @@
 //     entries: { "occ-ssh": { config: {
 //       approvedScripts: { preflight: "<sha256>", workspace: "<sha256>", exec: "<sha256>" },
 //       // while two releases roll out, a name may list both: workspace: ["<old>", "<new>"]
-//       // from a checkout: component: "/opt/occ/guest_ssh_sandbox.wasm", hostBinary: "..."
+//       // from a checkout: component: "/opt/occ/guest_ssh_sandbox.wasm", binary: "..."
 //     } } },
 //   }
 //
@@ -23,7 +23,7 @@ import path from "node:path";
 
 import { registerSandboxBackend } from "openclaw/plugin-sdk/sandbox";
 
-import { BACKEND_ID, bundledComponent, resolveWorkdirSync, startSandboxHost } from "./sandbox.mjs";
+import { BACKEND_ID, binaryOf, bundledComponent, resolveWorkdirSync, startSandboxHost } from "./sandbox.mjs";
 
 // The plugin id is the backend id: OpenClaw's CLI (sandbox explain, list,
 // recreate) loads the plugin whose id is a configured backend's, and no other.
@@ -64,6 +64,7 @@ export default {
   register(api) {
     if (api.registrationMode && api.registrationMode !== "full") return;
     const pluginConfig = api.pluginConfig ?? {};
+    const binary = binaryOf(pluginConfig, (line) => api.logger?.warn?.(line));
     if (!pluginConfig.component && !bundledComponent()) {
       api.logger?.warn?.(`${PLUGIN_ID}: no component: set plugins.entries.${PLUGIN_ID}.config.component (this copy of the plugin carries none); the ${BACKEND_ID} backend is not registered`);
       return;
@@ -75,7 +76,8 @@ export default {
       if (!hosts.has(key)) {
         const started = startSandboxHost({
           installation,
-          hostBinary: pluginConfig.hostBinary,
+          binary,
+          cacheDir: pluginConfig.cacheDir,
           auditLog: pluginConfig.auditLog,
           onStderr: (chunk) => api.logger?.warn?.(`${PLUGIN_ID}: ${chunk.trim()}`),
         });
@@ -104,7 +106,7 @@ export default {
       const key = JSON.stringify([installation, params.scopeKey, params.sessionKey, params.workspaceDir, params.agentWorkspaceDir]);
       if (!workdirs.has(key)) {
         if (workdirs.size >= 1024) workdirs.clear();
-        workdirs.set(key, resolveWorkdirSync({ installation, hostBinary: pluginConfig.hostBinary }, params).workdir);
+        workdirs.set(key, resolveWorkdirSync({ installation, binary, cacheDir: pluginConfig.cacheDir }, params).workdir);
       }
       return workdirs.get(key);
     };

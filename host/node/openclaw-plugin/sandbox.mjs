@@ -21,7 +21,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
 import { assertValidExecCommand } from "./exec-command.mjs";
-import { resolveHostBinary } from "occ-driver-host-rpc/host-binary";
+import { hostEnvironment, resolveHostBinary } from "occ-driver-host-rpc/host-binary";
 import { DriverError, Peer } from "occ-driver-host-rpc";
 
 /** The sandbox component a release carries beside this module, when it does. */
@@ -39,6 +39,18 @@ export { DriverError as SandboxError };
 
 /** The backend id this client registers under (see ./index.mjs). */
 export const BACKEND_ID = "occ-ssh";
+
+/**
+ * The binary the plugin's config names: `binary`, or `hostBinary`, its name
+ * before 0.3.0, which an installed config may still carry (`warn` says so once).
+ */
+export function binaryOf(pluginConfig, warn) {
+  if (pluginConfig.binary !== undefined) return pluginConfig.binary;
+  if (pluginConfig.hostBinary !== undefined) {
+    warn?.(`${BACKEND_ID}: plugins.entries.${BACKEND_ID}.config.hostBinary is deprecated: name the binary in binary (as driverHost.binary in the compute package)`);
+  }
+  return pluginConfig.hostBinary;
+}
 
 const b64 = (data) => Buffer.from(typeof data === "string" ? data : data ?? []).toString("base64");
 
@@ -100,14 +112,16 @@ export class Connection {
 
 /**
  * Start a host for a sandbox installation: `installation` is a file path or the
- * Installation document as an object (`drivers.sandbox`).
+ * Installation document as an object (`drivers.sandbox`). `binary` is the
+ * occ-driver-host to run (`hostBinary`, its former name, is still read);
+ * `cacheDir` its precompiled components' directory.
  */
 export async function startSandboxHost(options) {
   const { installation, component, onStderr } = options ?? {};
   if (typeof installation !== "string" && (typeof installation !== "object" || installation === null)) {
     throw new TypeError("startSandboxHost: installation must be a file path or an Installation object");
   }
-  const binary = resolveHostBinary(options.hostBinary, "the plugin's hostBinary");
+  const binary = resolveHostBinary(options.binary ?? options.hostBinary, "the plugin's binary");
   // Private: it holds the socket. An installation given as an object (it may
   // carry identityData) never touches a disk: the host reads it from a pipe,
   // its descriptor 3, so that no crash of this process leaves the key behind.
@@ -117,10 +131,11 @@ export async function startSandboxHost(options) {
   const socketPath = path.join(scratch, "host.sock");
   // The host ends when this process does: it keeps a pipe to the host's stdin.
   const args = ["serve", "--installation", installationPath, "--listen", socketPath, "--until-stdin-closes"];
+  if (options.cacheDir) args.push("--cache-dir", options.cacheDir);
   if (component) args.push("--component", component);
   if (options.auditLog) args.push("--audit-log", options.auditLog);
   if (options.preflight) args.push("--preflight");
-  const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe", inline ? "pipe" : "ignore"], env: options.env ?? process.env });
+  const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe", inline ? "pipe" : "ignore"], env: hostEnvironment(options.env ?? process.env) });
   child.stdin.on("error", () => {});
   if (inline) {
     child.stdio[3].on("error", () => {});
@@ -189,16 +204,17 @@ function scopeOf(params) {
  * to the target. Synchronous, as OpenClaw calls it; the installation travels
  * on the host's stdin, never on disk or a command line.
  */
-export function resolveWorkdirSync({ installation, hostBinary }, params) {
-  const binary = resolveHostBinary(hostBinary, "the plugin's hostBinary");
+export function resolveWorkdirSync({ installation, binary: override, hostBinary, cacheDir }, params) {
+  const binary = resolveHostBinary(override ?? hostBinary, "the plugin's binary");
   // Both documents on stdin: the installation may carry key material, and the
   // scope (a session key, local paths) is the tenant's; another account on
   // this machine reads every process's command line.
-  const args = ["call", "resolveWorkdir", "--json", "--installation", "/dev/stdin", "--params", "@-"];
+  const args = ["call", "resolveWorkdir", "--json", "--installation", "/dev/stdin", "--params", "@-",
+    ...(cacheDir ? ["--cache-dir", cacheDir] : [])];
   const input = `${JSON.stringify(installation)}\n${JSON.stringify({ scope: scopeOf(params) })}\n`;
   let out;
   try {
-    out = execFileSync(binary, args, { input, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"], timeout: 30_000 });
+    out = execFileSync(binary, args, { input, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"], timeout: 30_000, env: hostEnvironment() });
   } catch (e) {
     const said = String(e.stderr ?? "").trim().split("\n").pop() || e.message;
     throw new DriverError(`occ-driver-host resolveWorkdir: ${said}`, { code: "resolve-workdir", failure: "permanent" });

@@ -14,6 +14,18 @@ export const PLATFORM_PACKAGES = Object.freeze({
   "linux-x64-glibc": "occ-driver-host-linux-x64-gnu",
 });
 
+/**
+ * The environment a package starts the host with: `env` without
+ * $OCC_DRIVER_COMPONENT. The host's --component reads that variable and would
+ * let it override the component the package wrote into the installation, which
+ * already took it into account (the package's own setting, then the variable,
+ * then the component it carries): the setting wins, as the packages document.
+ */
+export function hostEnvironment(env = process.env) {
+  const { OCC_DRIVER_COMPONENT: _ignored, ...rest } = env;
+  return rest;
+}
+
 /** This machine as the platform packages name it: `linux-x64-glibc`. */
 export function currentPlatform() {
   const glibc = process.report?.getReport?.().header?.glibcVersionRuntime;

@@ -63,6 +63,19 @@ test("driverHost.maxSessions reaches the host's installation, held to its bounds
   }
 });
 
+test("driverHost.component wins over $OCC_DRIVER_COMPONENT, which the host would read otherwise", () => {
+  const saved = process.env.OCC_DRIVER_COMPONENT;
+  process.env.OCC_DRIVER_COMPONENT = "/nonexistent/other.wasm";
+  try {
+    // The host's --component reads the variable: were it passed on, `check`
+    // would load the other file and fail.
+    assert.equal(pkg.validateConfiguration(specConfiguration()), undefined);
+  } finally {
+    if (saved === undefined) delete process.env.OCC_DRIVER_COMPONENT;
+    else process.env.OCC_DRIVER_COMPONENT = saved;
+  }
+});
+
 test("validateConfiguration returns nothing for the spec's example and throws naming the key at fault", () => {
   assert.equal(pkg.validateConfiguration(specConfiguration()), undefined);
 
