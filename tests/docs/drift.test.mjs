@@ -225,10 +225,10 @@ const NOT_KEYS = new Map([
 /** Whether `rest` (segments) exists under `node`. */
 function resolves(node, rest) {
   for (const seg of rest) {
-    if (node === OPEN || seg === "*" || seg === "") return true;
+    if (node === OPEN || seg === "*" || seg === "" || /^<.*>$/.test(seg) && !(node instanceof Map && node.has("*"))) return true;
     if (!(node instanceof Map)) return false;
     if (node.has(seg)) node = node.get(seg);
-    else if (node.has("*") && (/^<.*>$/.test(seg) || true)) node = node.get("*");
+    else if (node.has("*")) node = node.get("*");
     else return false;
   }
   return true;
