@@ -89,13 +89,6 @@ pub enum Error {
     /// `beforeWorkloadStart` returned placeholders the unit must not carry.
     #[error("lifecycle hook beforeWorkloadStart returned {0}")]
     InvalidPlaceholder(String),
-    /// A value would be expanded or split by systemd if rendered into the unit.
-    #[error("{field}: {} cannot be written into a systemd unit ({reason})", quoted(.value))]
-    UnsafeUnitValue {
-        field: String,
-        value: String,
-        reason: &'static str,
-    },
     /// The exec produced no exit status.
     #[error("host {host}: {op}: {error}")]
     Transport {
@@ -185,8 +178,7 @@ impl Error {
             | Self::InvalidIdentity { .. }
             | Self::UnboundAgent(_)
             | Self::Refused { .. }
-            | Self::InvalidPlaceholder(_)
-            | Self::UnsafeUnitValue { .. } => FailureKind::Permanent,
+            | Self::InvalidPlaceholder(_) => FailureKind::Permanent,
         }
     }
 
@@ -201,7 +193,6 @@ impl Error {
             Self::HookRefused { .. } => "hook-refused",
             Self::HookNotAllowed { .. } => "hook-not-allowed",
             Self::InvalidPlaceholder(_) => "invalid-placeholder",
-            Self::UnsafeUnitValue { .. } => "unsafe-unit-value",
             Self::Transport { error, .. } => match error {
                 ExecError::UnknownHost(_) => "unknown-host",
                 ExecError::Refused(_) => "exec-refused",

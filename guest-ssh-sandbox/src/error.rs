@@ -72,6 +72,11 @@ pub enum Code {
     NewerFormat,
     /// The scope's runtime holds a layout record that is not one.
     InvalidLayout,
+    /// A tree to remove is deeper than the scripts walk.
+    TooDeep,
+    /// An entry was replaced by someone else while the operation worked on
+    /// it: the same call may find it settled.
+    Changed,
     /// Anything else the target reported.
     Remote,
 }
@@ -110,6 +115,8 @@ impl Code {
             Code::DiskFull => "disk-full",
             Code::NewerFormat => "newer-format",
             Code::InvalidLayout => "invalid-layout",
+            Code::TooDeep => "too-deep",
+            Code::Changed => "changed",
             Code::Remote => "remote",
         }
     }
@@ -133,6 +140,9 @@ impl Code {
             "disk-full" => Code::DiskFull,
             "newer-format" => Code::NewerFormat,
             "invalid-layout" => Code::InvalidLayout,
+            "invalid-command" => Code::InvalidCommand,
+            "too-deep" => Code::TooDeep,
+            "changed" => Code::Changed,
             "remote" => Code::Remote,
             _ => return None,
         })
@@ -141,9 +151,12 @@ impl Code {
     /// Whether a failure with this code may go away by itself.
     pub fn kind(self) -> FailureKind {
         match self {
-            Code::Transport | Code::Timeout | Code::Cancelled | Code::DiskFull | Code::Remote => {
-                FailureKind::Retryable
-            }
+            Code::Transport
+            | Code::Timeout
+            | Code::Cancelled
+            | Code::DiskFull
+            | Code::Changed
+            | Code::Remote => FailureKind::Retryable,
             _ => FailureKind::Permanent,
         }
     }
@@ -297,6 +310,7 @@ mod tests {
             Code::Timeout,
             Code::Cancelled,
             Code::DiskFull,
+            Code::Changed,
             Code::Remote,
         ];
         for code in retryable {
@@ -310,11 +324,21 @@ mod tests {
             Code::HostKey,
             Code::Refused,
             Code::LocalWorkspace,
+            Code::InvalidCommand,
+            Code::TooDeep,
         ] {
             assert_eq!(code.kind(), FailureKind::Permanent, "{code:?}");
         }
         // Every code a script may name round-trips.
-        for name in ["symlink", "hardlink", "not-found", "missing-capability"] {
+        for name in [
+            "symlink",
+            "hardlink",
+            "not-found",
+            "missing-capability",
+            "invalid-command",
+            "too-deep",
+            "changed",
+        ] {
             assert_eq!(Code::from_remote(name).unwrap().as_str(), name);
         }
         assert_eq!(Code::from_remote("bogus"), None);
