@@ -106,6 +106,15 @@ pub(crate) fn run(setup: &Setup, args: ServeArgs) -> Result<ExitCode> {
         Err(LoadError::Configuration { error, .. }) => {
             return Ok(refuse_to_serve("the configuration", &error));
         }
+        Err(LoadError::AuditLog(message)) => {
+            // As `call` reports it: a full disk is worth a retry (75).
+            let error = CallError::new(
+                FailureKind::Retryable,
+                occ_driver_host::audit::UNAVAILABLE,
+                message,
+            );
+            return Ok(refuse_to_serve("the audit log", &error));
+        }
         Err(e) => return Err(e.into()),
     };
     let checks: &[&str] = if args.preflight {
