@@ -43,9 +43,9 @@ impl std::fmt::Display for FailureKind {
 pub struct CallError {
     /// Whether the controller should retry.
     pub failure: FailureKind,
-    /// A stable code: the driver's own, or one of the host's (`driver-trap`,
-    /// `cpu-limit`, `memory-limit`, `call-timeout`, `cancelled`, `invalid-params`,
-    /// `result-too-large`, `audit-failed`).
+    /// A stable code: the driver's own, or one of the host's
+    /// (`docs/errors.md`, "The host's codes", lists each with its kind, and
+    /// `tests/docs/drift.test.mjs` holds that page to the code).
     pub code: String,
     /// A message for the operator.
     pub message: String,

@@ -103,7 +103,7 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Validate an installation and its driver's configuration without touching any host.
     Check(check::CheckArgs),
-    /// Print the JSON Schema of a component's driver configuration.
+    /// Print the JSON Schema of a compute driver component's configuration (the sandbox backend has none: OpenClaw's sandbox block configures it).
     Schema(schema::SchemaArgs),
     /// Call one contract method and print its JSON result.
     Call(call::CallArgs),
