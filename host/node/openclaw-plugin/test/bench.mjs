@@ -505,6 +505,61 @@ async function latencySection(small) {
 /** VmHWM (peak resident set) of a process, in KiB. */
 const vmHwm = (pid) => Number(readFileSync(`/proc/${pid}/status`, "utf8").match(/^VmHWM:\s+(\d+)\s+kB/m)[1]);
 
+/**
+ * Every process's CPU so far (user and system, its reaped children's
+ * included), in ms, with its name and parent: read from /proc, where the rig's
+ * hosts' processes are visible too.
+ */
+function processTable() {
+  const tick = 1000 / 100; // USER_HZ
+  const table = new Map();
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const s = readFileSync(`/proc/${d}/stat`, "utf8");
+      const close = s.lastIndexOf(")");
+      const f = s.slice(close + 2).split(" ");
+      const cpu = (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * tick;
+      table.set(Number(d), { comm: s.slice(s.indexOf("(") + 1, close), ppid: Number(f[1]), start: f[19], cpu });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return table;
+}
+
+/** CPU ms by process name over the stretch from `before` to `after`, in `root`'s tree. */
+function cpuOf(before, after, root) {
+  const tree = new Set([root]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [pid, p] of after) {
+      if (!tree.has(pid) && tree.has(p.ppid)) {
+        tree.add(pid);
+        grew = true;
+      }
+    }
+  }
+  const by = {};
+  for (const pid of tree) {
+    const a = after.get(pid);
+    if (!a) continue;
+    const b = before.get(pid);
+    by[a.comm] = (by[a.comm] ?? 0) + a.cpu - (b && b.start === a.start ? b.cpu : 0);
+  }
+  return by;
+}
+
+/** "python3 1.20 ms, sshd 0.31 ms" per op, the largest first; names under 0.01 ms left out. */
+function perOp(by, ops) {
+  const parts = Object.entries(by)
+    .map(([name, ms]) => [name, ms / ops])
+    .filter(([, ms]) => ms >= 0.01)
+    .sort((x, y) => y[1] - x[1]);
+  const total = parts.reduce((n, [, ms]) => n + ms, 0);
+  return `${total.toFixed(2)} ms (${parts.map(([name, ms]) => `${name} ${ms.toFixed(2)}`).join(", ") || "none"})`;
+}
+
 /** `k` scopes at once, each doing ROUNDS of write, read and stat: every op's duration, and the failures. */
 async function concurrently(scopes) {
   const durations = [];
@@ -539,8 +594,15 @@ async function concurrencySection(small) {
     const mine = [];
     for (let j = 0; j < k; j++) mine.push(tools(small, await firstUse(() => ours.createHandle(params(small, unique("agent:main:conc"), null)))));
     mark(`begin concurrency ${k} occ-ssh`);
+    let before = processTable();
     const a = await concurrently(mine);
+    let after = processTable();
     mark(`end concurrency ${k} occ-ssh`);
+    const cpuOurs = {
+      target: cpuOf(before, after, host.nspawnPid),
+      host: cpuOf(before, after, ours.pid),
+      client: cpuOf(before, after, process.pid),
+    };
     const peak = vmHwm(ours.pid);
     await ours.close();
     say(`concurrency: ${k} scopes, OpenClaw`);
@@ -548,10 +610,13 @@ async function concurrencySection(small) {
     const theirs = [];
     for (let j = 0; j < k; j++) theirs.push(tools(small, await firstUse(() => theirHandle(small, unique("agent:main:conc"), theirsRoot))));
     mark(`begin concurrency ${k} openclaw`);
+    before = processTable();
     const b = await concurrently(theirs);
+    after = processTable();
     mark(`end concurrency ${k} openclaw`);
+    const cpuTheirs = { target: cpuOf(before, after, host.nspawnPid), client: cpuOf(before, after, process.pid) };
     await remote(`rm -rf ${oursRoot} ${theirsRoot}`);
-    samples[`concurrency: ${k}`] = { ours: a, openclaw: b, vmHwmKiB: { idle, peak } };
+    samples[`concurrency: ${k}`] = { ours: a, openclaw: b, vmHwmKiB: { idle, peak }, cpuMs: { ours: cpuOurs, openclaw: cpuTheirs } };
     const [sa, sb] = [stats(a.durations), stats(b.durations)];
     const failed = (x) => (x.failures.length ? `, ${x.failures.length} of ${x.failures.length + x.durations.length} failed (${x.failures[0]})` : "");
     const cell = (who, st, x) => (st ? `${who} ${p90(st)}, ${x.opsPerSecond.toFixed(1)} ops/s${failed(x)}` : `${who}: every op failed (${x.failures[0]})`);
@@ -561,6 +626,14 @@ async function concurrencySection(small) {
       cell("OpenClaw `ssh`", sb, b),
       sa && sb ? ratio(sa.median, sb.median) : "",
     );
+    // The client's tree holds the serve process: its own row says what that took.
+    for (const name of Object.keys(cpuOurs.host)) cpuOurs.client[name] = (cpuOurs.client[name] ?? 0) - cpuOurs.host[name];
+    const scopes = `${k} scope${k > 1 ? "s" : ""} at once`;
+    row(`${scopes}: CPU per op on the target (every process of the rig host)`, `occ-ssh ${perOp(cpuOurs.target, a.durations.length)}`,
+      `OpenClaw \`ssh\` ${perOp(cpuTheirs.target, b.durations.length)}`, "");
+    row(`${scopes}: CPU per op on this machine (the serve process and its ssh; the Node client and what it spawned)`,
+      `occ-ssh: serve ${perOp(cpuOurs.host, a.durations.length)}; client ${perOp(cpuOurs.client, a.durations.length)}`,
+      `OpenClaw \`ssh\`: client ${perOp(cpuTheirs.client, b.durations.length)}`, "");
     const mb = (kib) => `${(kib / 1024).toFixed(1)} MiB`;
     row(
       `${k} scope${k > 1 ? "s" : ""} at once: serve process peak RSS (VmHWM)`,
