@@ -592,7 +592,8 @@ impl Worker {
         let mut stdout = child.stdout.take();
         let hello = read_header(stdout.as_mut().unwrap()).expect("a hello");
         assert_eq!(hello["serving"], 2, "{hello}");
-        assert_eq!(hello["exec"], true, "{hello}");
+        let runs_commands = more.get("exec").is_none_or(|e| !e.is_null());
+        assert_eq!(hello["exec"], runs_commands, "{hello}");
         let pid = hello["pid"].as_u64().expect("the serving pid") as u32;
         Worker {
             child,
@@ -985,7 +986,11 @@ fn each_active_scope_has_one_process_which_serves_it_alone() {
     };
     let writes: Vec<String> = scopes.iter().map(|s| envelope(s, "writeFile")).collect();
     let reads: Vec<String> = scopes.iter().map(|s| envelope(s, "readFile")).collect();
-    let mut worker = Worker::start_with(&t.root(), serde_json::json!({"scopeIdleSeconds": 1.5}));
+    // Without commands: no command's process forked ahead among its children.
+    let mut worker = Worker::start_with(
+        &t.root(),
+        serde_json::json!({"exec": null, "scopeIdleSeconds": 1.5}),
+    );
     // Interleaved: every scope writes, then every scope reads, twice over;
     // each request is sent before the last one's answer is read.
     let mut pids_after_first = None;
@@ -1101,6 +1106,60 @@ fn each_active_scope_has_one_process_which_serves_it_alone() {
         (0, b"scope 0 round 1\n".as_slice())
     );
     assert!(!alive(second[0]));
+    assert!(worker.ends_with_its_input());
+}
+
+/// A command's process is forked ahead while no command runs (the spare), a
+/// command runs in it, and a spare that died meanwhile is never handed one.
+#[test]
+fn a_command_runs_in_the_process_forked_ahead_unless_it_died() {
+    let t = Target::new();
+    let exec = t.envelope("exec", true).to_json();
+    let mut worker = Worker::start(&t.root());
+    let parent_of_command = |worker: &mut Worker, nonce: char| {
+        let header = format!(
+            r#"{{"command":"echo $PPID","env":{{}},"args":[],"nonce":"{}"}}"#,
+            nonce.to_string().repeat(32)
+        );
+        let len = header.len().to_string();
+        let id = worker.command(
+            &[&exec, "exec", "workspace", "", "0", &len],
+            header.as_bytes(),
+        );
+        worker.send(&frame(serde_json::json!({"id": id, "close": true}), b""));
+        let ran = worker.finish(id, &mut Vec::new());
+        assert_eq!(ran.exit, Some(0), "{ran:?}");
+        String::from_utf8(ran.out)
+            .unwrap()
+            .trim()
+            .parse::<u32>()
+            .unwrap()
+    };
+    for (round, nonce) in ['a', 'b'].into_iter().enumerate() {
+        assert!(
+            eventually(|| children_of(worker.pid).len() == 1),
+            "round {round}: no process forked ahead"
+        );
+        let spare = children_of(worker.pid)[0];
+        // The command's shell is the child of the exec script's process.
+        assert_eq!(
+            parent_of_command(&mut worker, nonce),
+            spare,
+            "round {round}"
+        );
+    }
+    assert!(eventually(|| children_of(worker.pid).len() == 1));
+    let spare = children_of(worker.pid)[0];
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &spare.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(eventually(|| !alive(spare)));
+    let ran_in = parent_of_command(&mut worker, 'c');
+    assert_ne!(ran_in, spare);
     assert!(worker.ends_with_its_input());
 }
 

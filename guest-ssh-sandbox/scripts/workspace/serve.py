@@ -90,6 +90,8 @@ class Server(Scopes):
         # request id -> state
         self.runs = {}
         self.last_active = time.time()
+        # A command's process forked ahead (fork_command), or None.
+        self.spare = None
 
     # -- the host's frames ------------------------------------------------------
 
@@ -191,6 +193,32 @@ class Server(Scopes):
             self.send({"id": rid, "err": len(message)}, message)
             self.send({"id": rid, "exit": 125, "signal": None})
             return
+        spare, self.spare = self.spare, None
+        if spare is not None and os.waitpid(spare[0], os.WNOHANG)[0] != 0:
+            # Ended before it was given a command (killed): reaped, not used.
+            for fd in spare[1:]:
+                os.close(fd)
+            spare = None
+        pid, in_w, out_r, err_r = spare or self.fork_command()
+        run = {"kind": "exec", "pid": pid, "in": in_w, "out": out_r, "err": err_r,
+               "pending": [self.args_frame(args) + data],
+               "closing": False, "cancelled": None}
+        self.runs[rid] = run
+        self.own(in_w, rid, "in")
+        self.own(out_r, rid, "out")
+        self.own(err_r, rid, "err")
+        self.watch(in_w, "in")
+        self.watch(out_r, "out")
+        self.watch(err_r, "err")
+        # Its arguments now, not a turn of the loop later: the pipe is empty.
+        self.readable(in_w, 0)
+
+    def fork_command(self):
+        """A process for a command: the exec script, run as a one-shot run
+        would be, which first reads its arguments' frame on stdin. Forked
+        ahead of the command when nothing else runs (the spare), so that a
+        command does not wait for the fork: until then it has only made
+        itself undumpable and waits on a pipe of its own."""
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -212,16 +240,7 @@ class Server(Scopes):
         for fd in (in_r, out_w, err_w):
             os.close(fd)
         os.set_blocking(in_w, False)
-        run = {"kind": "exec", "pid": pid, "in": in_w, "out": out_r, "err": err_r,
-               "pending": [self.args_frame(args) + data],
-               "closing": False, "cancelled": None}
-        self.runs[rid] = run
-        self.own(in_w, rid, "in")
-        self.own(out_r, rid, "out")
-        self.own(err_r, rid, "err")
-        self.watch(in_w, "in")
-        self.watch(out_r, "out")
-        self.watch(err_r, "err")
+        return pid, in_w, out_r, err_r
 
     @staticmethod
     def args_frame(args):
@@ -355,6 +374,9 @@ class Server(Scopes):
                     self.readable(fd, ev)
             self.reap_cancelled()
             self.expire_scopes()
+            if self.spare is None and self.exec_code is not None \
+                    and not any(r["kind"] == "exec" for r in self.runs.values()):
+                self.spare = self.fork_command()
             if not self.runs and time.time() - self.last_active > IDLE_SECONDS:
                 return
 
