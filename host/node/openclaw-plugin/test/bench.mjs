@@ -20,7 +20,7 @@
 //                             tests/rig/relay.mjs in front of the target: a
 //                             round trip costs twice this)
 //   OCC_BENCH_LEVELS=1,4,16,64   the concurrency section's numbers of scopes
-//   OCC_BENCH_ONLY=floor,ops,seed,concurrency,latency   a subset of the sections
+//   OCC_BENCH_ONLY=floor,ops,breakdown,seed,concurrency,latency   a subset of the sections
 //   OCC_BENCH_JSON=FILE       also write every sample there
 //   OCC_BENCH_MARKS=FILE      append `begin <stretch>` and `end <stretch>` around each concurrency run
 
@@ -44,7 +44,7 @@ const ROUNDS = int("OCC_BENCH_ROUNDS", 5);
 const RT_N = int("OCC_BENCH_RT_N", 200);
 const LEVELS = (process.env.OCC_BENCH_LEVELS ?? "1,4,16,64").split(",").map(Number).filter((n) => n > 0);
 const LATENCY_MS = int("OCC_BENCH_LATENCY_MS", 25);
-const only = new Set((process.env.OCC_BENCH_ONLY ?? "floor,ops,seed,concurrency,latency").split(",").map((s) => s.trim()));
+const only = new Set((process.env.OCC_BENCH_ONLY ?? "floor,ops,breakdown,seed,concurrency,latency").split(",").map((s) => s.trim()));
 
 const host = process.env.OCC_BENCH_HOST ? rig.hosts.find((h) => h.name === process.env.OCC_BENCH_HOST) : rig.hosts[0];
 if (!host) throw new Error(`no host ${process.env.OCC_BENCH_HOST ?? ""} in the rig's hosts.json`);
@@ -394,6 +394,51 @@ async function opsSection(ours, small) {
   await remote(`rm -rf ${theirsRoot} ${scopeRoot(mine.handle)}`);
 }
 
+/**
+ * Where a warm call of ours spends its time, measured on its own: the host's
+ * side alone (`resolveWorkdir`, which the component answers without the
+ * target: the Node client, JSON-RPC, a fresh instance) against a stat that
+ * goes to the target, and exec `true` by phase.
+ */
+async function breakdownSection(ours, small) {
+  say(`breakdown: where a warm call of ours spends its time, ${N * 5} samples each`);
+  const mine = tools(small, await firstUse(() => ours.createHandle(params(small, unique("agent:main:breakdown"), null))));
+  await mine.bridge.writeFile({ filePath: "bench/r.txt", data: KIB, mkdir: true });
+  const refused = [];
+  const stat = [];
+  const phases = { build: [], relay: [], run: [], finalize: [] };
+  for (let i = 0; i < N * 5; i++) {
+    refused.push((await timed(() => ours.call("resolveWorkdir", { scope: mine.handle.scope }))).ms);
+    stat.push((await timed(() => mine.bridge.stat({ filePath: "bench/r.txt" }))).ms);
+    let t = now();
+    const spec = await mine.handle.buildExecSpec({ command: "true", env: {}, usePty: false });
+    phases.build.push(now() - t);
+    t = now();
+    const child = spawn(spec.argv[0], spec.argv.slice(1), { env: spec.env, cwd: spec.cwd, stdio: ["pipe", "ignore", "ignore"] });
+    await new Promise((resolve) => child.on("spawn", resolve));
+    phases.relay.push(now() - t);
+    t = now();
+    child.stdin.end();
+    const code = await new Promise((resolve) => child.on("exit", resolve));
+    phases.run.push(now() - t);
+    t = now();
+    await mine.handle.finalizeExec?.({ status: code === 0 ? "completed" : "failed", exitCode: code, timedOut: false, token: spec.finalizeToken });
+    phases.finalize.push(now() - t);
+    if (code !== 0) throw new Error(`exec true: exit ${code}`);
+  }
+  await remote(`rm -rf ${scopeRoot(mine.handle)}`);
+  samples["breakdown"] = { refused, stat, ...phases };
+  const [sr, ss] = [stats(refused), stats(stat)];
+  row("breakdown: `resolveWorkdir`, a call the component answers alone (the host's side: the client, JSON-RPC, a fresh instance; no target)", `occ-ssh ${range(sr)}`, `a stat on the target ${range(ss)}`, `${(ss.median - sr.median).toFixed(2)} ms on the way to the target and back`);
+  const m = (x) => stats(x).median;
+  row(
+    "breakdown: exec `true` by phase (medians)",
+    `buildExecSpec ${m(phases.build).toFixed(2)} ms, spawn of the relay ${m(phases.relay).toFixed(2)} ms, its run to exit ${m(phases.run).toFixed(2)} ms, finalizeExec ${m(phases.finalize).toFixed(2)} ms`,
+    "",
+    "",
+  );
+}
+
 async function seedSection(ours) {
   const workspaces = [
     ["100 MiB in 4 files", "big", bigWorkspace],
@@ -506,9 +551,10 @@ async function latencySection(small) {
 const vmHwm = (pid) => Number(readFileSync(`/proc/${pid}/status`, "utf8").match(/^VmHWM:\s+(\d+)\s+kB/m)[1]);
 
 /**
- * Every process's CPU so far (user and system, its reaped children's
- * included), in ms, with its name and parent: read from /proc, where the rig's
- * hosts' processes are visible too.
+ * Every process's CPU so far, in ms, with its name and parent, read from
+ * /proc, where the rig's hosts' processes are visible too: each thread's time
+ * on a CPU in nanoseconds (schedstat), and the children it reaped (in ticks,
+ * all /proc keeps of them).
  */
 function processTable() {
   const tick = 1000 / 100; // USER_HZ
@@ -519,7 +565,10 @@ function processTable() {
       const s = readFileSync(`/proc/${d}/stat`, "utf8");
       const close = s.lastIndexOf(")");
       const f = s.slice(close + 2).split(" ");
-      const cpu = (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * tick;
+      let cpu = (Number(f[13]) + Number(f[14])) * tick;
+      for (const t of readdirSync(`/proc/${d}/task`)) {
+        cpu += Number(readFileSync(`/proc/${d}/task/${t}/schedstat`, "utf8").split(" ")[0]) / 1e6;
+      }
       table.set(Number(d), { comm: s.slice(s.indexOf("(") + 1, close), ppid: Number(f[1]), start: f[19], cpu });
     } catch {
       // gone meanwhile
@@ -530,16 +579,7 @@ function processTable() {
 
 /** CPU ms by process name over the stretch from `before` to `after`, in `root`'s tree. */
 function cpuOf(before, after, root) {
-  const tree = new Set([root]);
-  for (let grew = true; grew; ) {
-    grew = false;
-    for (const [pid, p] of after) {
-      if (!tree.has(pid) && tree.has(p.ppid)) {
-        tree.add(pid);
-        grew = true;
-      }
-    }
-  }
+  const tree = treeOf(after, root);
   const by = {};
   for (const pid of tree) {
     const a = after.get(pid);
@@ -548,6 +588,33 @@ function cpuOf(before, after, root) {
     by[a.comm] = (by[a.comm] ?? 0) + a.cpu - (b && b.start === a.start ? b.cpu : 0);
   }
   return by;
+}
+
+/** The CPU of ssh processes outside this process's tree (the serve process's masters run detached). */
+function sshMasters(before, after) {
+  const mine = treeOf(after, process.pid);
+  let ms = 0;
+  for (const [pid, a] of after) {
+    if (a.comm !== "ssh" || mine.has(pid)) continue;
+    const b = before.get(pid);
+    ms += a.cpu - (b && b.start === a.start ? b.cpu : 0);
+  }
+  return ms ? { "ssh (master)": ms } : {};
+}
+
+/** `root` and every process below it in `table`. */
+function treeOf(table, root) {
+  const tree = new Set([root]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [pid, p] of table) {
+      if (!tree.has(pid) && tree.has(p.ppid)) {
+        tree.add(pid);
+        grew = true;
+      }
+    }
+  }
+  return tree;
 }
 
 /** "python3 1.20 ms, sshd 0.31 ms" per op, the largest first; names under 0.01 ms left out. */
@@ -598,11 +665,14 @@ async function concurrencySection(small) {
     const a = await concurrently(mine);
     let after = processTable();
     mark(`end concurrency ${k} occ-ssh`);
+    const serveTree = cpuOf(before, after, ours.pid);
     const cpuOurs = {
       target: cpuOf(before, after, host.nspawnPid),
-      host: cpuOf(before, after, ours.pid),
+      host: { ...serveTree, ...sshMasters(before, after) },
       client: cpuOf(before, after, process.pid),
     };
+    // The client's tree holds the serve process: its own row says what that took.
+    for (const [name, ms] of Object.entries(serveTree)) cpuOurs.client[name] -= ms;
     const peak = vmHwm(ours.pid);
     await ours.close();
     say(`concurrency: ${k} scopes, OpenClaw`);
@@ -626,8 +696,6 @@ async function concurrencySection(small) {
       cell("OpenClaw `ssh`", sb, b),
       sa && sb ? ratio(sa.median, sb.median) : "",
     );
-    // The client's tree holds the serve process: its own row says what that took.
-    for (const name of Object.keys(cpuOurs.host)) cpuOurs.client[name] = (cpuOurs.client[name] ?? 0) - cpuOurs.host[name];
     const scopes = `${k} scope${k > 1 ? "s" : ""} at once`;
     row(`${scopes}: CPU per op on the target (every process of the rig host)`, `occ-ssh ${perOp(cpuOurs.target, a.durations.length)}`,
       `OpenClaw \`ssh\` ${perOp(cpuTheirs.target, b.durations.length)}`, "");
@@ -654,10 +722,11 @@ try {
   smallWorkspace(small.workspace);
   say(`target ${host.name} (${host.address}); openclaw ${openclawVersion}; host ${hostBinary}; component ${component}`);
   const oursRoot = `/tmp/${unique("occ-bench-ours")}`;
-  if (only.has("ops") || only.has("seed")) ours = await startOurs(oursRoot);
+  if (only.has("ops") || only.has("seed") || only.has("breakdown")) ours = await startOurs(oursRoot);
   if (only.has("floor")) await floorSection();
   if (ours) sshPerOp = await countTheirSsh(small);
   if (only.has("ops")) await opsSection(ours, small);
+  if (only.has("breakdown")) await breakdownSection(ours, small);
   if (only.has("seed")) await seedSection(ours);
   if (ours) {
     await ours.close();
