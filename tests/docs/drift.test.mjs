@@ -418,6 +418,7 @@ const vocabulary = (() => {
 // Names the docs give that the code no longer has, on purpose, each with why.
 const FORMER_NAMES = new Map([
   ["occ-sandbox-ssh", "the plugin's id before 0.3.0 (docs/openclaw.md says it was renamed)"],
+  ["sandbox-ssh", "the default drivers.sandbox.id before 0.3.0 (docs/openclaw.md's names table)"],
 ]);
 
 const codeLike = /^(?:[a-z][a-z0-9]*(?:-[a-z0-9]+)+|[A-Z][A-Z0-9]*(?:_[A-Z0-9<>a-z]+)+)$/;

@@ -51,7 +51,7 @@ fn check_names_unapproved_scripts_and_the_line_to_add() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
-        stdout.contains("sandbox backend sandbox-ssh on me@192.0.2.1:22"),
+        stdout.contains("sandbox backend occ-ssh on me@192.0.2.1:22"),
         "{stdout}"
     );
     for name in ["preflight", "workspace", "exec"] {

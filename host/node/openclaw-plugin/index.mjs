@@ -4,7 +4,7 @@
 // Select it with agents.defaults.sandbox.backend: "occ-ssh" and the usual
 // agents.defaults.sandbox.ssh block. Install the release's tarball, which
 // carries the component and the host binary (`openclaw plugins install
-// occ-openclaw-sandbox-ssh-<version>.tgz`), or load a checkout with
+// occ-driver-host-openclaw-<version>.tgz`), or load a checkout with
 // plugins.load.paths and name both; give it the scripts you approved:
 //
 //   plugins: {

@@ -10,7 +10,8 @@
 //!   component, the platform package as an exact-version optional dependency
 //!   and `occ-driver-host-rpc` (`host/node/rpc/`, what both packages share)
 //!   bundled inside.
-//! - `@occ/openclaw-sandbox-ssh`: the OpenClaw plugin, its folder
+//! - `occ-driver-host-openclaw`: the OpenClaw plugin (`@occ/openclaw-sandbox-ssh`
+//!   before 0.3.0), its folder
 //!   (`host/node/openclaw-plugin/`) with the sandbox component, and both
 //!   `occ-driver-host-rpc` and the platform package bundled inside its
 //!   tarball: OpenClaw installs a plugin tarball with `npm install` in the
@@ -61,7 +62,7 @@ const PLATFORMS: &[Platform] = &[Platform {
 }];
 
 const COMPUTE_PACKAGE: &str = "occ-driver-host-compute";
-const PLUGIN_PACKAGE: &str = "@occ/openclaw-sandbox-ssh";
+const PLUGIN_PACKAGE: &str = "occ-driver-host-openclaw";
 /// What both bundle (`host/node/rpc/`): the JSON-RPC peer and where the
 /// binary is.
 const RPC_PACKAGE: &str = "occ-driver-host-rpc";
@@ -105,7 +106,7 @@ Builds the components and the stripped host binary of this checkout and
 writes into DIR:
   occ-driver-host-<platform>-<version>.tgz   the host binary (npm os/cpu/libc)
   occ-driver-host-compute-<version>.tgz      OCC's Compute Driver package
-  occ-openclaw-sandbox-ssh-<version>.tgz     the OpenClaw plugin (binary inside)
+  occ-driver-host-openclaw-<version>.tgz     the OpenClaw plugin (binary inside)
   manifest.json                              every tarball's, component's,
                                              helper's and script's SHA-256
 The same commit gives the same bytes in any clone (tests/reproducible.sh).
@@ -264,7 +265,7 @@ fn dist(build: &Build, out: &Path, cargo_args: &[String]) -> Result<(), String> 
         "name": platform.package,
         "version": version,
         "description": format!(
-            "The occ-driver-host binary for {}{}: installed by occ-driver-host-compute and @occ/openclaw-sandbox-ssh",
+            "The occ-driver-host binary for {}{}: installed by occ-driver-host-compute and occ-driver-host-openclaw",
             platform.label,
             glibc.as_ref().map(|g| format!(", glibc {g} or later")).unwrap_or_default()
         ),

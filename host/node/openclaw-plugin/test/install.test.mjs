@@ -31,7 +31,7 @@ test("openclaw plugins install of the release's tarball, then an agent turn on t
   assert.ok(release, "CI is set but OCC_DIST is not: the release is missing");
   const base = mkdtempSync(join(tmpdir(), "occ-install-"));
   const workspaceRoot = `/tmp/${unique("occ-sbx-install")}`;
-  const tarball = join(dist, release.packages.find((p) => p.name === "@occ/openclaw-sandbox-ssh").file);
+  const tarball = join(dist, release.packages.find((p) => p.name === "occ-driver-host-openclaw").file);
   // The Agent's workspace where OpenClaw keeps it, under its state directory:
   // where the plugin reads seeds from unless told otherwise (localWorkspaces).
   for (const d of ["home", "state", "state/workspace"]) mkdirSync(join(base, d));

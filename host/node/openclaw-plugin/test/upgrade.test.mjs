@@ -25,8 +25,9 @@ const host = rig.hosts[0];
 const manifest = (dir) => (dir ? JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) : null);
 const current = manifest(process.env.OCC_DIST);
 const previous = manifest(process.env.OCC_PREVIOUS_DIST);
-const PLUGIN = "@occ/openclaw-sandbox-ssh";
-const tarball = (dir, release) => join(dir, release.packages.find((p) => p.name === PLUGIN).file);
+// The plugin's package: its name, and its name before 0.3.0 (a previous release's).
+const PLUGIN = ["occ-driver-host-openclaw", "@occ/openclaw-sandbox-ssh"];
+const tarball = (dir, release) => join(dir, release.packages.find((p) => PLUGIN.includes(p.name)).file);
 const scriptsOf = (release) =>
   Object.fromEntries(Object.entries(release.components.find((c) => c.file === "guest_ssh_sandbox.wasm").scripts).map(([k, v]) => [k, v.sha256]));
 

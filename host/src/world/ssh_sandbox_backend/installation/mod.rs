@@ -4,7 +4,7 @@
 //! ```yaml
 //! drivers:
 //!   sandbox:
-//!     id: sandbox-ssh                    # optional, the default
+//!     id: occ-ssh                        # optional, the default
 //!     component: /opt/occ/guest_ssh_sandbox.wasm
 //!     approvedScripts:                   # name: SHA-256, as `inspect` prints them
 //!       preflight: <sha256>
@@ -105,7 +105,7 @@ pub const DEFAULT_MAX_RUN_SECONDS: u64 = 24 * 60 * 60;
 pub const MAX_RUN_SECONDS: u64 = u32::MAX as u64 / 1000;
 
 /// `drivers.sandbox.id` when absent.
-pub const DEFAULT_ID: &str = "sandbox-ssh";
+pub const DEFAULT_ID: &str = "occ-ssh";
 
 /// The alias the target is granted under: the component names it so.
 pub use occ_ssh_target::programs::TARGET_ALIAS;
