@@ -17,7 +17,8 @@
 # with a request in hand (killed, out of memory) gets that request answered
 # {"id", "lost": <why>}, and the scope's next request gets a new process.
 # One that finds a descriptor left open after a request exits once it has
-# answered, so that nothing of one request outlives it.
+# answered, so that nothing of one request outlives it, and so does one whose
+# request moved more than LARGE bytes.
 #
 # Its pipes carry the serving frames: a request {"id", "args", "stdin": k}
 # and k bytes in, the answer {"id", "status", "stdout": a, "stderr": b} and
@@ -34,6 +35,10 @@ from .frames import HEADER_MAX, frame_bytes, read_exact, write_all_fd
 
 SCOPE_IDLE_SECONDS = 120
 SCOPES_MAX = 128
+# A request that moved more than this ends its process once answered: what
+# the interpreter keeps of its buffers goes with it, so that many scopes'
+# processes stay small; the next request pays one fork.
+LARGE = 1 << 20
 
 
 class Captured(object):
@@ -109,7 +114,7 @@ def scope_main(root, scope, rfd, wfd):
         status, out, err = answer(root, scope, header["args"], data)
         write_all_fd(wfd, frame_bytes({"id": header["id"], "status": status, "stdout": len(out),
                                        "stderr": len(err)}, out, err))
-        if open_count() > opened:
+        if open_count() > opened or len(data) + len(out) > LARGE:
             return
 
 
