@@ -1598,7 +1598,9 @@ impl Fixture {
 /// reused call after call; a worker that hangs (stopped) or dies (killed
 /// with a request in flight) is replaced, a read is sent again to the new
 /// one and answers, a write fails retryable within the request's bound and
-/// changes nothing, and no process of an old worker is left.
+/// changes nothing, and no process of an old worker is left; a scope's own
+/// process on the worker killed mid-request is handled the same way, by the
+/// same worker.
 #[test]
 #[ignore]
 fn a_hung_or_killed_worker_is_replaced_and_leaves_nothing() {
@@ -1679,7 +1681,61 @@ fn a_hung_or_killed_worker_is_replaced_and_leaves_nothing() {
         fx.gone(&third, 10),
         "the killed worker's watcher {third:?} was left running"
     );
-    fx.one_worker();
+    // A scope's own process on the worker (the server's child whose stdin
+    // is /dev/null; the command's process forked ahead reads a pipe) killed
+    // with a request in hand: the worker serves on, the read is sent again
+    // to a new process of the scope and answers, and a write fails
+    // retryable, is not sent twice, and changes nothing.
+    let (server, _) = fx.one_worker();
+    let scope_process = || {
+        fx.sh(&format!(
+            "for p in $(cat /proc/{server}/task/{server}/children); do \
+             [ \"$(readlink /proc/$p/fd/0)\" = /dev/null ] && echo $p; done; true"
+        ))
+    };
+    assert_eq!(fx.read(&mut s, "README.md").as_deref(), Ok(readme));
+    let first_scope = scope_process();
+    assert_eq!(first_scope.lines().count(), 1, "{first_scope:?}");
+    fx.sh(&format!("kill -STOP {first_scope}"));
+    let id = s.send("readFile", fx.p(json!({"filePath": "src/main.rs"})));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    fx.sh(&format!("kill -KILL {first_scope}"));
+    let r = s.wait(id).ok();
+    assert_eq!(
+        String::from_utf8(base64_decode(r["data"].as_str().unwrap())).unwrap(),
+        "fn main() {\n    old();\n}\n"
+    );
+    assert_eq!(fx.one_worker().0, server, "the worker served on");
+    let second_scope = scope_process();
+    assert_eq!(second_scope.lines().count(), 1, "{second_scope:?}");
+    assert_ne!(second_scope, first_scope);
+    fx.sh(&format!("kill -STOP {second_scope}"));
+    let id = s.send(
+        "writeFile",
+        fx.p(json!({"filePath": "lost.txt", "data": "bG9zdAo="})),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    fx.sh(&format!("kill -KILL {second_scope}"));
+    let r = s.wait(id);
+    let e = r
+        .outcome
+        .clone()
+        .expect_err("a write whose process was killed");
+    assert_eq!(
+        e.pointer("/data/failure").and_then(Value::as_str),
+        Some("retryable"),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("may or may not have taken effect"),
+        "{e}"
+    );
+    assert_eq!(
+        fx.sh(&format!("ls -A {root} | grep -c lost.txt || true")),
+        "0"
+    );
+    assert_eq!(fx.read(&mut s, "README.md").as_deref(), Ok(readme));
+    assert_eq!(fx.one_worker().0, server, "the worker served on");
     assert!(s.close().success());
     // The host closed its sessions: the last worker exits with its stdin.
     assert!(
