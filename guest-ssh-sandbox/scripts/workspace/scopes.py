@@ -18,7 +18,8 @@
 # {"id", "lost": <why>}, and the scope's next request gets a new process.
 # One that finds a descriptor left open after a request exits once it has
 # answered, so that nothing of one request outlives it, and so does one whose
-# request moved more than LARGE bytes.
+# request moved more than LARGE bytes; its answer says so ("last": true,
+# which the serving process takes out), and no request is sent to it after.
 #
 # Its pipes carry the serving frames: a request {"id", "args", "stdin": k}
 # and k bytes in, the answer {"id", "status", "stdout": a, "stderr": b} and
@@ -112,9 +113,13 @@ def scope_main(root, scope, rfd, wfd):
         header = json.loads(read_exact(rfd, n).decode("utf-8"))
         data = read_exact(rfd, header["stdin"]) or b""
         status, out, err = answer(root, scope, header["args"], data)
-        write_all_fd(wfd, frame_bytes({"id": header["id"], "status": status, "stdout": len(out),
-                                       "stderr": len(err)}, out, err))
-        if open_count() > opened or len(data) + len(out) > LARGE:
+        # Said in the answer, so that no request is sent to it meanwhile.
+        last = open_count() > opened or len(data) + len(out) > LARGE
+        reply = {"id": header["id"], "status": status, "stdout": len(out), "stderr": len(err)}
+        if last:
+            reply["last"] = True
+        write_all_fd(wfd, frame_bytes(reply, out, err))
+        if last:
             return
 
 
@@ -159,6 +164,7 @@ class Scope(object):
         self.queue = []           # [(request id, frame)] behind the one in hand
         self.current = None       # the request id in hand
         self.pending = []         # bytes not yet written to it
+        self.watched = False      # whether the loop waits to write them
         self.answer = bytearray()
         self.last = time.time()
 
@@ -216,7 +222,8 @@ class Scopes(object):
             return
         scope.current, data = scope.queue.pop(0)
         scope.pending.append(data)
-        self.watch(scope.to, "to-scope")
+        # Written now, as far as the pipe takes it; the loop writes the rest.
+        self.scope_writable(scope, scope.to)
 
     def close_scope(self, scope):
         """Its pipe closed: it exits once it has answered what it holds."""
@@ -224,6 +231,7 @@ class Scopes(object):
             self.close_fd(scope.to)
             scope.to = None
             scope.pending = []
+            scope.watched = False
 
     def cancel_request(self, rid, run):
         del self.runs[rid]
@@ -243,16 +251,21 @@ class Scopes(object):
             try:
                 n = os.write(fd, chunk)
             except BlockingIOError:
-                return
+                n = 0
             except OSError:
                 # It is gone: its answer pipe's end says so.
                 self.close_scope(scope)
                 return
             if n < len(chunk):
                 scope.pending[0] = chunk[n:]
+                if not scope.watched:
+                    self.watch(fd, "to-scope")
+                    scope.watched = True
                 return
             scope.pending.pop(0)
-        self.poller.unregister(fd)
+        if scope.watched:
+            self.poller.unregister(fd)
+            scope.watched = False
 
     def scope_readable(self, scope, fd):
         try:
@@ -282,6 +295,10 @@ class Scopes(object):
                 return
             scope.current = None
             scope.last = time.time()
+            if header.pop("last", None):
+                # It exits now: the scope's next request waits for a new one.
+                self.close_scope(scope)
+                frame = frame_bytes(header, frame[total - header["stdout"] - header["stderr"]:])
             if self.runs.pop(header["id"], None) is not None:
                 write_all_fd(1, frame)
             self.next_request(scope)
