@@ -26,6 +26,8 @@ const MAX_CHECKS = 32;
 const MAX_TAIL_LINES = 1000;
 // Below this much free space under the runtime root, a diagnosis fails `free-space`.
 const LOW_SPACE_BYTES = 512 * 1024 * 1024;
+// A gateway restarted less than this long ago, listening on nothing, is diagnosed as restarting.
+const RESTART_WINDOW_MS = 10000;
 
 function containerState(state) {
   switch (state.ActiveState) {
@@ -267,9 +269,15 @@ async function diagnose(op) {
   check('gateway', 'unit-file', unitText !== null, unitText !== null ? undefined : 'UNIT_MISSING');
   check('gateway', 'current-revision', current === op.revision.hash, current === op.revision.hash ? undefined : 'NOT_CURRENT');
   const active = state.ActiveState === 'active';
-  check('gateway', 'unit-active', active, active ? undefined : `UNIT_${(state.ActiveState || 'unknown').toUpperCase()}`);
   const account = accountIdentity(agent);
   const listeners = listenersOn(agent.port);
+  // Active, restarted within the window and not listening: a gateway that
+  // exits and is started again is active between its runs, serving nothing.
+  const started = Date.parse(systemdTime(state.ExecMainStartTimestamp) || '');
+  const restarting = active && (Number(state.NRestarts) || 0) > 0 && listeners.length === 0 &&
+    Number.isFinite(started) && Date.now() - started < RESTART_WINDOW_MS;
+  check('gateway', 'unit-active', active && !restarting,
+    restarting ? 'UNIT_RESTARTING' : active ? undefined : `UNIT_${(state.ActiveState || 'unknown').toUpperCase()}`);
   const foreign = listeners.some((l) => l.uid !== account.uid);
   // Bound by the unit's own processes: every listener on the port is held in the unit.
   const byUnit = !foreign && listeners.length > 0 &&
