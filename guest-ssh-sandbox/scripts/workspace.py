@@ -1611,6 +1611,23 @@ def write_all_fd(fd, data):
             select.select([], [fd], [])
 
 
+def write_pending(fd, pending):
+    """Write the chunks of `pending` to the non-blocking `fd` as far as it
+    takes them: True once all are written, False when it is full (what is
+    left stays at the head, as a view: a large chunk is not copied again at
+    every partial write). Any other OSError is the caller's."""
+    while pending:
+        try:
+            n = os.write(fd, pending[0])
+        except BlockingIOError:
+            return False
+        if n < len(pending[0]):
+            pending[0] = memoryview(pending[0])[n:]
+            return False
+        pending.pop(0)
+    return True
+
+
 def read_json_frame(fd, what):
     """One frame of JSON from `fd`, read unbuffered (what follows is the
     operation's data, or the requests); `what` names it in a refusal."""
@@ -1882,8 +1899,7 @@ class Scopes(object):
         if scope.current is not None or not scope.queue or scope.to is None:
             return
         scope.current, data = scope.queue.pop(0)
-        # A view: what the pipe did not take is sliced off without a copy.
-        scope.pending.append(memoryview(data))
+        scope.pending.append(data)
         # Written now, as far as the pipe takes it; the loop writes the rest.
         self.scope_writable(scope, scope.to)
 
@@ -1908,23 +1924,17 @@ class Scopes(object):
             scope.queue = [q for q in scope.queue if q[0] != rid]
 
     def scope_writable(self, scope, fd):
-        while scope.pending:
-            chunk = scope.pending[0]
-            try:
-                n = os.write(fd, chunk)
-            except BlockingIOError:
-                n = 0
-            except OSError:
-                # It is gone: its answer pipe's end says so.
-                self.close_scope(scope)
-                return
-            if n < len(chunk):
-                scope.pending[0] = chunk[n:]
-                if not scope.watched:
-                    self.watch(fd, "to-scope")
-                    scope.watched = True
-                return
-            scope.pending.pop(0)
+        try:
+            done = write_pending(fd, scope.pending)
+        except OSError:
+            # It is gone: its answer pipe's end says so.
+            self.close_scope(scope)
+            return
+        if not done:
+            if not scope.watched:
+                self.watch(fd, "to-scope")
+                scope.watched = True
+            return
         if scope.watched:
             self.poller.unregister(fd)
             scope.watched = False
@@ -2266,21 +2276,14 @@ class Server(Scopes):
                 run["in"] = None
                 run["pending"] = []
                 return
-            while run["pending"]:
-                chunk = run["pending"][0]
-                try:
-                    n = os.write(fd, chunk)
-                except BlockingIOError:
+            try:
+                if not write_pending(fd, run["pending"]):
                     return
-                except OSError:
-                    self.close_fd(fd)
-                    run["in"] = None
-                    run["pending"] = []
-                    return
-                if n < len(chunk):
-                    run["pending"][0] = chunk[n:]
-                    return
-                run["pending"].pop(0)
+            except OSError:
+                self.close_fd(fd)
+                run["in"] = None
+                run["pending"] = []
+                return
             # Nothing to write now: watched again when more input comes.
             self.poller.unregister(fd)
             if run["closing"]:

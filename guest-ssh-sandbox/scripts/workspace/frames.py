@@ -40,6 +40,23 @@ def write_all_fd(fd, data):
             select.select([], [fd], [])
 
 
+def write_pending(fd, pending):
+    """Write the chunks of `pending` to the non-blocking `fd` as far as it
+    takes them: True once all are written, False when it is full (what is
+    left stays at the head, as a view: a large chunk is not copied again at
+    every partial write). Any other OSError is the caller's."""
+    while pending:
+        try:
+            n = os.write(fd, pending[0])
+        except BlockingIOError:
+            return False
+        if n < len(pending[0]):
+            pending[0] = memoryview(pending[0])[n:]
+            return False
+        pending.pop(0)
+    return True
+
+
 def read_json_frame(fd, what):
     """One frame of JSON from `fd`, read unbuffered (what follows is the
     operation's data, or the requests); `what` names it in a refusal."""

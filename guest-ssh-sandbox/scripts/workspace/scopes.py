@@ -32,7 +32,7 @@ import time
 from .base import Refusal
 from .walk import set_guard
 from .operations import Envelope, failure_line, main
-from .frames import HEADER_MAX, frame_bytes, read_exact, write_all_fd
+from .frames import HEADER_MAX, frame_bytes, read_exact, write_all_fd, write_pending
 
 SCOPE_IDLE_SECONDS = 120
 SCOPES_MAX = 128
@@ -231,8 +231,7 @@ class Scopes(object):
         if scope.current is not None or not scope.queue or scope.to is None:
             return
         scope.current, data = scope.queue.pop(0)
-        # A view: what the pipe did not take is sliced off without a copy.
-        scope.pending.append(memoryview(data))
+        scope.pending.append(data)
         # Written now, as far as the pipe takes it; the loop writes the rest.
         self.scope_writable(scope, scope.to)
 
@@ -257,23 +256,17 @@ class Scopes(object):
             scope.queue = [q for q in scope.queue if q[0] != rid]
 
     def scope_writable(self, scope, fd):
-        while scope.pending:
-            chunk = scope.pending[0]
-            try:
-                n = os.write(fd, chunk)
-            except BlockingIOError:
-                n = 0
-            except OSError:
-                # It is gone: its answer pipe's end says so.
-                self.close_scope(scope)
-                return
-            if n < len(chunk):
-                scope.pending[0] = chunk[n:]
-                if not scope.watched:
-                    self.watch(fd, "to-scope")
-                    scope.watched = True
-                return
-            scope.pending.pop(0)
+        try:
+            done = write_pending(fd, scope.pending)
+        except OSError:
+            # It is gone: its answer pipe's end says so.
+            self.close_scope(scope)
+            return
+        if not done:
+            if not scope.watched:
+                self.watch(fd, "to-scope")
+                scope.watched = True
+            return
         if scope.watched:
             self.poller.unregister(fd)
             scope.watched = False

@@ -50,7 +50,7 @@ import json
 import os
 import time
 from .base import CHUNK, Refusal
-from .frames import HEADER_MAX, frame_bytes, write_all_fd
+from .frames import HEADER_MAX, frame_bytes, write_all_fd, write_pending
 from .scopes import Scopes, closed_all_but
 
 DATA_MAX = 64 << 20
@@ -278,21 +278,14 @@ class Server(Scopes):
                 run["in"] = None
                 run["pending"] = []
                 return
-            while run["pending"]:
-                chunk = run["pending"][0]
-                try:
-                    n = os.write(fd, chunk)
-                except BlockingIOError:
+            try:
+                if not write_pending(fd, run["pending"]):
                     return
-                except OSError:
-                    self.close_fd(fd)
-                    run["in"] = None
-                    run["pending"] = []
-                    return
-                if n < len(chunk):
-                    run["pending"][0] = chunk[n:]
-                    return
-                run["pending"].pop(0)
+            except OSError:
+                self.close_fd(fd)
+                run["in"] = None
+                run["pending"] = []
+                return
             # Nothing to write now: watched again when more input comes.
             self.poller.unregister(fd)
             if run["closing"]:
