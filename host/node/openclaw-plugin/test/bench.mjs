@@ -22,6 +22,8 @@
 //   OCC_BENCH_LEVELS=1,4,16,64   the concurrency section's numbers of scopes
 //   OCC_BENCH_ONLY=floor,ops,breakdown,seed,concurrency,latency   a subset of the sections
 //   OCC_BENCH_JSON=FILE       also write every sample there
+//   OCC_BENCH_HOST_LOG=FILE   append the serve process's stderr there (with
+//                             RUST_LOG=occ_driver_host=debug: each exec's time)
 //   OCC_BENCH_MARKS=FILE      append `begin <stretch>` and `end <stretch>` around each concurrency run
 
 import { execFileSync, spawn } from "node:child_process";
@@ -228,7 +230,7 @@ function bridgeContext(ws, handle) {
 function startOurs(workspaceRoot) {
   const doc = installation({ ssh: sshBlock(host, workspaceRoot), localWorkspaces: [base] });
   doc.drivers.sandbox.approvedScripts = approved;
-  return startSandboxHost({ installation: doc, hostBinary });
+  return startSandboxHost({ installation: doc, hostBinary, onStderr: process.env.OCC_BENCH_HOST_LOG ? (c) => appendFileSync(process.env.OCC_BENCH_HOST_LOG, c) : undefined });
 }
 const theirFactory = sdk.getSandboxBackendFactory("ssh");
 const theirHandle = (ws, session, workspaceRoot, extra) => theirFactory(params(ws, session, openclawCfg(sshBlock(host, workspaceRoot, extra))));

@@ -337,6 +337,9 @@ impl SshExecState {
             // Nothing runs unaudited; a log that cannot be written now (a full
             // disk) may be writable later: the call may be retried.
             .map_err(|e| ExecError::Io(format!("{e}; nothing ran on {alias}")))?;
+        let started = std::time::Instant::now();
+        let worker = serve.is_some();
+        let streamed_in = stream.is_some();
         let result = self
             .effect(
                 alias,
@@ -349,6 +352,15 @@ impl SshExecState {
                 timeout,
             )
             .await;
+        // Each exec's time, for a breakdown of a call (`-vv`).
+        tracing::debug!(
+            host = alias,
+            program = program.unwrap_or("-"),
+            worker,
+            streamed_in,
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "exec"
+        );
         let outcome = match &result {
             Ok(out) => json!({"exitStatus": out.exit_status, "stdoutLength": out.stdout.len()}),
             Err(e) => json!({"error": e.code(), "message": e.to_string()}),
