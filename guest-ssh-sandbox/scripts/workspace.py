@@ -789,8 +789,8 @@ class Archive(object):
             first = False
             if block is None or block == ZERO_BLOCK:
                 return
-            stored = number(block[148:156])
-            if stored != sum(block[:148]) + 256 + sum(block[156:]):
+            stored = block[148:156]
+            if number(stored) != sum(block) - sum(stored) + 256:
                 raise archive_error("a header's checksum does not match")
             flag = block[156:157]
             size = number(block[124:136])
@@ -811,8 +811,10 @@ class Archive(object):
             name = block[0:100].split(b"\0", 1)[0]
             prefix = block[345:500].split(b"\0", 1)[0] if block[257:263] == b"ustar\0" else b""
             m.name = pax.get("path") or long_name or os.fsdecode(prefix + b"/" + name if prefix else name)
-            m.linkname = pax.get("linkpath") or long_link or os.fsdecode(block[157:257].split(b"\0", 1)[0])
             m.kind = KINDS.get(flag, "other")
+            m.linkname = None
+            if m.kind == "symlink":
+                m.linkname = pax.get("linkpath") or long_link or os.fsdecode(block[157:257].split(b"\0", 1)[0])
             m.mode = number(block[100:108])
             if "size" in pax:
                 size = int(pax["size"])
@@ -832,9 +834,10 @@ def number(field):
     if field[:1] and field[0] & 0x80:
         value = int.from_bytes(field[1:], "big")
         return value - (1 << (8 * len(field) - 8)) if field[0] & 0x40 else value
-    digits = field.split(b"\0", 1)[0].strip()
+    digits = field.split(b"\0", 1)[0]
     try:
-        return int(digits, 8) if digits else 0
+        # int() allows the spaces some writers pad with.
+        return int(digits, 8) if digits.strip() else 0
     except ValueError:
         raise archive_error("a numeric field holds %r" % bytes(field))
 
@@ -865,40 +868,11 @@ def extract(top):
     counts = {"files": 0, "directories": 1, "symlinks": 0, "bytes": 0}
     modes = []
     archive = Archive(sys.stdin.buffer)
-    for member in archive:
-        parts = member_parts(member.name)
-        mode = stat.S_IMODE(member.mode) & 0o777
-        if not parts:
-            if member.kind != "dir":
-                raise Refusal("invalid-path", "the archive root is not a directory")
-            modes.append(([], mode, member.mtime))
-            continue
-        parent = walk(os.dup(top), parts[:-1], member.name)
-        try:
-            leaf = parts[-1]
-            if member.kind == "dir":
-                os.mkdir(leaf, 0o700, dir_fd=parent)
-                modes.append((parts, mode, member.mtime))
-                counts["directories"] += 1
-            elif member.kind == "file":
-                fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=parent)
-                try:
-                    archive.copy_to(fd)
-                    os.fchmod(fd, mode)
-                    os.utime(fd, (member.mtime, member.mtime))
-                finally:
-                    os.close(fd)
-                counts["files"] += 1
-                counts["bytes"] += member.size
-            elif member.kind == "symlink":
-                if not link_stays_inside(parts, member.linkname):
-                    raise Refusal("symlink", "archive link %s -> %s leaves the workspace" % (member.name, member.linkname), member.name)
-                os.symlink(member.linkname, leaf, dir_fd=parent)
-                counts["symlinks"] += 1
-            else:
-                raise Refusal("invalid-path", "archive member %s is not a directory, a regular file or a symbolic link" % member.name, member.name)
-        finally:
-            os.close(parent)
+    parents = Parents(top)
+    try:
+        extract_members(archive, parents, counts, modes)
+    finally:
+        parents.close()
     # Modes last, deepest first, so that a read-only directory does not stop
     # its own extraction.
     for parts, mode, mtime in sorted(modes, key=lambda m: -len(m[0])):
@@ -909,6 +883,75 @@ def extract(top):
         finally:
             os.close(fd)
     return counts
+
+
+class Parents(object):
+    """The directories members are made in, each opened once (without
+    following a link, from `top` down) and kept while members arrive: the
+    host's archive lists a directory's entries together, so a member's parent
+    is almost always one already open. A descriptor names the directory this
+    extraction made, whatever is later renamed or put at its path. At most
+    KEEP are open at once."""
+    KEEP = 64
+
+    def __init__(self, top):
+        self.top = top
+        self.open = {}
+
+    def get(self, parts, name):
+        key = tuple(parts)
+        fd = self.open.get(key)
+        if fd is None:
+            if len(self.open) >= self.KEEP:
+                self.close()
+            fd = walk(os.dup(self.top), parts, name)
+            self.open[key] = fd
+        return fd
+
+    def close(self):
+        for fd in self.open.values():
+            os.close(fd)
+        self.open = {}
+
+
+def extract_members(archive, parents, counts, modes):
+    """Each member of `archive`, made below `parents`' top."""
+    umask = os.umask(0o077)
+    os.umask(umask)
+    for member in archive:
+        parts = member_parts(member.name)
+        mode = stat.S_IMODE(member.mode) & 0o777
+        if not parts:
+            if member.kind != "dir":
+                raise Refusal("invalid-path", "the archive root is not a directory")
+            modes.append(([], mode, member.mtime))
+            continue
+        parent = parents.get(parts[:-1], member.name)
+        leaf = parts[-1]
+        if member.kind == "dir":
+            os.mkdir(leaf, 0o700, dir_fd=parent)
+            modes.append((parts, mode, member.mtime))
+            counts["directories"] += 1
+        elif member.kind == "file":
+            # Made with its mode (the stage is private until published);
+            # set again only where the umask took bits from it.
+            fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode, dir_fd=parent)
+            try:
+                archive.copy_to(fd)
+                if mode & umask:
+                    os.fchmod(fd, mode)
+                os.utime(fd, (member.mtime, member.mtime))
+            finally:
+                os.close(fd)
+            counts["files"] += 1
+            counts["bytes"] += member.size
+        elif member.kind == "symlink":
+            if not link_stays_inside(parts, member.linkname):
+                raise Refusal("symlink", "archive link %s -> %s leaves the workspace" % (member.name, member.linkname), member.name)
+            os.symlink(member.linkname, leaf, dir_fd=parent)
+            counts["symlinks"] += 1
+        else:
+            raise Refusal("invalid-path", "archive member %s is not a directory, a regular file or a symbolic link" % member.name, member.name)
 
 
 # --- workspace/runtime.py -----------------------------------------------------
