@@ -210,6 +210,62 @@ fn two_first_uses_one_seeds_the_other_adopts() {
     b.close();
 }
 
+/// A local tree that cannot be sent is found by the one walk that streams
+/// it: the seed fails naming the local path, the stage it was filling is
+/// discarded, and nothing is left on the target; the same call succeeds
+/// once the tree can be sent. The bad entry is made after megabytes of
+/// files, so that the stream is well under way when the walk meets it.
+#[test]
+#[ignore]
+fn a_local_tree_that_cannot_be_sent_fails_its_seed_and_leaves_nothing() {
+    let fx = Fixture::new(0);
+    std::fs::create_dir(fx.workspace.join("zz")).unwrap();
+    for i in 0..64 {
+        std::fs::write(
+            fx.workspace.join(format!("zz/blob-{i}.bin")),
+            vec![i as u8; 64 << 10],
+        )
+        .unwrap();
+    }
+    let fifo = fx.workspace.join("zz/pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let link = fx.workspace.join("zz/out");
+    let nothing_left = |what: &str| {
+        let left = fx.sh(&format!("ls -A {} 2>/dev/null | wc -l", fx.remote_root));
+        assert_eq!(left, "0", "{what}: the target keeps {left} entries");
+    };
+    let mut s = fx.serve();
+    let r = s.call("ensureRuntime", fx.p(json!({})));
+    assert!(
+        r.message().contains("zz/pipe is a socket, device or FIFO"),
+        "{}",
+        r.message()
+    );
+    nothing_left("a FIFO");
+    std::fs::remove_file(&fifo).unwrap();
+    std::os::unix::fs::symlink("../../elsewhere", &link).unwrap();
+    let r = s.call("ensureRuntime", fx.p(json!({})));
+    assert!(
+        r.message()
+            .contains("refuses symlink escaping the workspace: zz/out"),
+        "{}",
+        r.message()
+    );
+    nothing_left("a link out of the workspace");
+    std::fs::remove_file(&link).unwrap();
+    let seeded = s.call("ensureRuntime", fx.p(json!({}))).ok();
+    assert_eq!(seeded["seeding"], "seeded", "{seeded}");
+    let ws = seeded["workdir"].as_str().unwrap().to_string();
+    assert_eq!(fx.remote_tree(&ws), fx.local_tree(&fx.workspace));
+    s.close();
+}
+
 /// An existing remote workspace is adopted as it is; remote changes are not
 /// synced back; local changes after the seed are not seen until recreate,
 /// which deletes the runtime root and seeds again.

@@ -161,23 +161,17 @@ impl<'e, E: Effects> Backend<'e, E> {
     }
 
     /// Stage every mount from its local root and publish the stage.
+    ///
+    /// Each root is walked once, as it streams: a local tree that cannot
+    /// be sent (a socket, a link out of it, past the grant's bounds) stops
+    /// its upload, naming the path, and the stage is discarded; nothing is
+    /// published, and the target is as it was.
     fn seed(&mut self) -> Result<Seeding, Error> {
         let target = self.target().to_string();
-        // A local tree that cannot be sent is refused before anything changes
-        // on the target.
-        for (_, root) in self.layout.seeds() {
-            let summary = self
-                .effects
-                .summary(root)
-                .map_err(|e| exec_error(e, "seed", &target))?;
-            self.effects.log(
-                Level::Info,
-                &format!(
-                    "seeding {} on {target} from {} files, {} bytes",
-                    self.layout.runtime_root, summary.files, summary.bytes
-                ),
-            );
-        }
+        self.effects.log(
+            Level::Info,
+            &format!("seeding {} on {target}", self.layout.runtime_root),
+        );
         let random = self.effects.random_hex();
         let stage = self.layout.stage_name(&random);
         self.runtime_op(
@@ -214,12 +208,25 @@ impl<'e, E: Effects> Backend<'e, E> {
                 .effects
                 .upload(root, &run, SEED_TIMEOUT_MS)
                 .map_err(|e| exec_error(e, "seed", &target))?;
-            scripts::outcome(out, WORKSPACE.interpreter(), "seed", &target).map_err(
+            let made = scripts::outcome(out, WORKSPACE.interpreter(), "seed", &target).map_err(
                 |f| match f {
                     Failure::Error(e) => e,
                     Failure::NoRuntime => Error::new(Code::Remote, "seed: the stage is gone"),
                 },
             )?;
+            // The unpack's answer counts what it made.
+            if let Ok(made) = serde_json::from_slice::<Value>(&made) {
+                self.effects.log(
+                    Level::Info,
+                    &format!(
+                        "seeded {} of {} on {target}: {} files, {} bytes",
+                        mount.name(),
+                        self.layout.runtime_root,
+                        made["files"],
+                        made["bytes"]
+                    ),
+                );
+            }
         }
         let v = self.runtime_op(
             "publish",
