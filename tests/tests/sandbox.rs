@@ -1805,6 +1805,59 @@ fn a_hung_or_killed_worker_is_replaced_and_leaves_nothing() {
     );
 }
 
+/// The host's ssh master killed outright while a worker serves over it: the
+/// worker's channel ends with it, and the next read and command, within a
+/// second of the last answer (while the host takes the master's last
+/// answer to its alive check as standing), get a new master and a new
+/// worker; the old worker's processes end on the target.
+#[test]
+#[ignore]
+fn a_master_killed_under_a_worker_is_replaced_at_the_next_call() {
+    // The worker's, on both of the suite's runs.
+    let fx = Fixture::new(0).worker(json!(true));
+    let mut s = fx.serve();
+    s.call("ensureRuntime", fx.p(json!({}))).ok();
+    let readme = "hello from the local workspace\n";
+    assert_eq!(fx.read(&mut s, "README.md").as_deref(), Ok(readme));
+    let r = s.call("exec", fx.p(json!({"command": "echo first"})));
+    assert_eq!(r.stream("stdout"), "first\n");
+    let (_, first) = fx.one_worker();
+    let system = std::process::Command::new("sh")
+        .args(["-c", "command -v ssh"])
+        .output()
+        .unwrap();
+    let system = PathBuf::from(String::from_utf8(system.stdout).unwrap().trim());
+    let serve_pid = s.child.id();
+    let master = |running: Vec<(u32, String)>| -> Vec<u32> {
+        running
+            .into_iter()
+            .filter(|(_, args)| args.contains(" -M ") && args.contains(&format!("/p{serve_pid}-")))
+            .map(|(pid, _)| pid)
+            .collect()
+    };
+    let old = master(processes_running(&system));
+    assert_eq!(old.len(), 1, "{old:?}");
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &old[0].to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(fx.read(&mut s, "README.md").as_deref(), Ok(readme));
+    let r = s.call("exec", fx.p(json!({"command": "echo again"})));
+    assert_eq!(r.stream("stdout"), "again\n", "{:?}", r.outcome);
+    let new = master(processes_running(&system));
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert_ne!(new, old);
+    assert!(
+        fx.gone(&first, 10),
+        "the old worker {first:?} was left running"
+    );
+    s.close();
+}
+
 /// A host process killed outright leaves no worker behind: the master
 /// connection it started outlives it, but the worker's session ends with the
 /// process, and the worker exits when its stdin closes.

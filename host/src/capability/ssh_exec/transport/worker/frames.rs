@@ -83,6 +83,7 @@ pub(super) async fn start(
         pid,
         runs_commands: hello.get("exec").and_then(Value::as_bool) == Some(true),
         last_used: Mutex::new(Instant::now()),
+        master_seen: Mutex::new(Instant::now()),
     })
 }
 

@@ -138,6 +138,12 @@ enum Event {
     Broken(String),
 }
 
+/// How long a master's answer to the alive check stands for its workers.
+/// A master that ends closes their channels, and each one's reader sees
+/// that at once (`broken`); the check covers the moment between, and was a
+/// connection to the master and a round of the mux protocol per request.
+const MASTER_SEEN_FOR: Duration = Duration::from_secs(1);
+
 /// How long a worker has to answer a ping after a request ran past its
 /// bound: one that does not is hung, not merely busy with that request.
 const PING_BOUND: Duration = Duration::from_secs(5);
@@ -163,6 +169,8 @@ pub(crate) struct Worker {
     /// It runs commands (its start carried the exec script).
     runs_commands: bool,
     last_used: Mutex<Instant>,
+    /// When its master last answered the mux protocol's alive check.
+    master_seen: Mutex<Instant>,
 }
 
 #[derive(Default)]
@@ -283,7 +291,7 @@ impl Workers {
             () = cancel.cancelled() => return Some(Err(ExecError::Cancelled)),
         };
         if let Some(w) = &slot.worker
-            && (w.broken.is_cancelled() || !w.master.is_alive().await)
+            && (w.broken.is_cancelled() || !w.master_alive().await)
         {
             slot.worker = None;
         }
@@ -530,6 +538,20 @@ impl Worker {
 
     fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    /// Whether its master serves: the alive check, asked again only once
+    /// [`MASTER_SEEN_FOR`] has passed since it last answered.
+    async fn master_alive(&self) -> bool {
+        let seen = *self.master_seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.elapsed() < MASTER_SEEN_FOR {
+            return true;
+        }
+        let alive = self.master.is_alive().await;
+        if alive {
+            *self.master_seen.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        }
+        alive
     }
 }
 
