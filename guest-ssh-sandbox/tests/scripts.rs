@@ -1748,6 +1748,18 @@ fn unpack_reads_what_tar_writes_and_refuses_a_broken_archive() {
     std::fs::write(local.path().join("empty"), "").unwrap();
     std::fs::write(local.path().join("big.bin"), vec![7u8; 3 << 20]).unwrap();
     std::os::unix::fs::symlink("deep", local.path().join("link")).unwrap();
+    // Modes the umask would take bits from, and one without the owner's
+    // write: each file is made with its mode, then set again where needed.
+    use std::os::unix::fs::PermissionsExt;
+    for (name, mode) in [
+        ("open.txt", 0o666),
+        ("shared.sh", 0o775),
+        ("sealed.txt", 0o400),
+    ] {
+        let path = local.path().join(name);
+        std::fs::write(&path, name).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
     let archive = tar_of(local.path());
     let stage = |n: u8| format!("{RUNTIME}.bootstrap-{}", format!("{n:x}").repeat(32));
     let (status, line) = workspace(&ensure, &["stage", &stage(1)], b"");
@@ -1781,6 +1793,9 @@ fn unpack_reads_what_tar_writes_and_refuses_a_broken_archive() {
     };
     assert_eq!(listing(&unpacked), listing(by_tar.path()));
     assert!(listing(&unpacked).contains(&format!("{long}.txt f 644")));
+    for kept in ["open.txt f 666", "shared.sh f 775", "sealed.txt f 400"] {
+        assert!(listing(&unpacked).contains(kept), "{kept}");
+    }
     // Broken archives: refused, whatever the stage holds is the publish's
     // to never see (the seed discards it).
     let mut bad_sum = archive.clone();
