@@ -111,7 +111,7 @@ impl LocalWorkspaceState {
         program: Option<&str>,
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
-        let (reader, mut writer) =
+        let (reader, writer) =
             std::io::pipe().map_err(|e| wit::UploadError::Local(format!("pipe: {e}")))?;
         let bounds = self.grant.bounds;
         let walking = dir.clone();
@@ -119,10 +119,10 @@ impl LocalWorkspaceState {
             // A member's header, data and padding leave in one write with
             // the next members', not three writes of their own (20,000
             // small files were 60,000 writes to the pipe, each woken for).
-            let mut out = std::io::BufWriter::with_capacity(STREAM_BUFFER, &mut writer);
+            let mut out = std::io::BufWriter::with_capacity(STREAM_BUFFER, writer);
             let result = tree::write_tar_of(&walking, only.as_deref(), bounds, &mut out);
+            // The pipe closes with it: the archive's end.
             drop(out);
-            drop(writer);
             result
         });
         let stream = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())
