@@ -1446,6 +1446,27 @@ fn processes_running(program: &Path) -> Vec<(u32, String)> {
     found
 }
 
+/// The system's OpenSSH client as `command -v ssh` finds it, and the same
+/// with its links resolved, as `/proc/<pid>/exe` names a running one.
+fn system_ssh() -> (PathBuf, PathBuf) {
+    let found = std::process::Command::new("sh")
+        .args(["-c", "command -v ssh"])
+        .output()
+        .unwrap();
+    let path = PathBuf::from(String::from_utf8(found.stdout).unwrap().trim());
+    let real = std::fs::canonicalize(&path).unwrap();
+    (path, real)
+}
+
+/// The ssh masters the serving host `serve_pid` runs with `program`: `-M`
+/// in their arguments, their socket in that host's private directory.
+fn masters_of(program: &Path, serve_pid: u32) -> Vec<(u32, String)> {
+    processes_running(program)
+        .into_iter()
+        .filter(|(_, args)| args.contains(" -M ") && args.contains(&format!("/p{serve_pid}-")))
+        .collect()
+}
+
 /// The processes whose parent is `pid`, with their argument vectors.
 fn children_of(pid: u32) -> Vec<(u32, String)> {
     let mut found = Vec::new();
@@ -1478,11 +1499,7 @@ fn children_of(pid: u32) -> Vec<(u32, String)> {
 fn a_named_openssh_client_runs_the_whole_lifecycle() {
     let clients = tempfile::tempdir().unwrap();
     let client = clients.path().join("occ-named-ssh");
-    let system = std::process::Command::new("sh")
-        .args(["-c", "command -v ssh"])
-        .output()
-        .unwrap();
-    let system = PathBuf::from(String::from_utf8(system.stdout).unwrap().trim());
+    let (system, system_real) = system_ssh();
     std::fs::copy(&system, &client).unwrap();
     let fx = Fixture::with(0, json!({"command": client}), json!({}));
     let mut s = fx.serve();
@@ -1494,18 +1511,13 @@ fn a_named_openssh_client_runs_the_whole_lifecycle() {
     // The master is the named client: `-M` in its arguments, its program
     // the copy, the socket in this host's private directory.
     let serve_pid = s.child.id();
-    let running = processes_running(&client);
-    let masters: Vec<&(u32, String)> = running
-        .iter()
-        .filter(|(_, args)| args.contains(" -M ") && args.contains(&format!("/p{serve_pid}-")))
-        .collect();
-    assert_eq!(masters.len(), 1, "{running:?}");
+    let masters = masters_of(&client, serve_pid);
+    assert_eq!(masters.len(), 1, "{:?}", processes_running(&client));
     assert!(
         masters[0].1.starts_with(client.to_str().unwrap()),
         "{masters:?}"
     );
     // Nothing of this host's runs the system client.
-    let system_real = std::fs::canonicalize(&system).unwrap();
     let others: Vec<(u32, String)> = processes_running(&system_real)
         .into_iter()
         .filter(|(_, args)| args.contains(&format!("/p{serve_pid}-")))
@@ -1528,10 +1540,7 @@ fn a_named_openssh_client_runs_the_whole_lifecycle() {
             .into_iter()
             .filter(|(_, args)| args.contains(&format!("/p{serve_pid}-")))
             .collect();
-        assert_eq!(
-            ours,
-            masters.iter().map(|m| (*m).clone()).collect::<Vec<_>>()
-        );
+        assert_eq!(ours, masters);
         samples += 1;
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -1722,17 +1731,22 @@ fn a_hung_or_killed_worker_is_replaced_and_leaves_nothing() {
         "0"
     );
 
+    // A read in the hands of `pid` (stopped, then killed): sent again, it
+    // answers.
+    let read_across_a_kill = |s: &mut Serve, pid: &str| {
+        fx.sh(&format!("kill -STOP {pid}"));
+        let id = s.send("readFile", fx.p(json!({"filePath": "src/main.rs"})));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        fx.sh(&format!("kill -KILL {pid}"));
+        let r = s.wait(id).ok();
+        assert_eq!(
+            String::from_utf8(base64_decode(r["data"].as_str().unwrap())).unwrap(),
+            "fn main() {\n    old();\n}\n"
+        );
+    };
     // Killed with a request in flight: the read is sent again and answers.
     let (server, third) = fx.one_worker();
-    fx.sh(&format!("kill -STOP {server}"));
-    let id = s.send("readFile", fx.p(json!({"filePath": "src/main.rs"})));
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    fx.sh(&format!("kill -KILL {server}"));
-    let r = s.wait(id).ok();
-    assert_eq!(
-        String::from_utf8(base64_decode(r["data"].as_str().unwrap())).unwrap(),
-        "fn main() {\n    old();\n}\n"
-    );
+    read_across_a_kill(&mut s, &server.to_string());
     assert!(
         fx.gone(&third, 10),
         "the killed worker's watcher {third:?} was left running"
@@ -1752,15 +1766,7 @@ fn a_hung_or_killed_worker_is_replaced_and_leaves_nothing() {
     assert_eq!(fx.read(&mut s, "README.md").as_deref(), Ok(readme));
     let first_scope = scope_process();
     assert_eq!(first_scope.lines().count(), 1, "{first_scope:?}");
-    fx.sh(&format!("kill -STOP {first_scope}"));
-    let id = s.send("readFile", fx.p(json!({"filePath": "src/main.rs"})));
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    fx.sh(&format!("kill -KILL {first_scope}"));
-    let r = s.wait(id).ok();
-    assert_eq!(
-        String::from_utf8(base64_decode(r["data"].as_str().unwrap())).unwrap(),
-        "fn main() {\n    old();\n}\n"
-    );
+    read_across_a_kill(&mut s, &first_scope);
     assert_eq!(fx.one_worker().0, server, "the worker served on");
     let second_scope = scope_process();
     assert_eq!(second_scope.lines().count(), 1, "{second_scope:?}");
@@ -1822,24 +1828,13 @@ fn a_master_killed_under_a_worker_is_replaced_at_the_next_call() {
     let r = s.call("exec", fx.p(json!({"command": "echo first"})));
     assert_eq!(r.stream("stdout"), "first\n");
     let (_, first) = fx.one_worker();
-    let system = std::process::Command::new("sh")
-        .args(["-c", "command -v ssh"])
-        .output()
-        .unwrap();
-    let system = PathBuf::from(String::from_utf8(system.stdout).unwrap().trim());
+    let (_, system) = system_ssh();
     let serve_pid = s.child.id();
-    let master = |running: Vec<(u32, String)>| -> Vec<u32> {
-        running
-            .into_iter()
-            .filter(|(_, args)| args.contains(" -M ") && args.contains(&format!("/p{serve_pid}-")))
-            .map(|(pid, _)| pid)
-            .collect()
-    };
-    let old = master(processes_running(&system));
+    let old = masters_of(&system, serve_pid);
     assert_eq!(old.len(), 1, "{old:?}");
     assert!(
         std::process::Command::new("kill")
-            .args(["-KILL", &old[0].to_string()])
+            .args(["-KILL", &old[0].0.to_string()])
             .status()
             .unwrap()
             .success()
@@ -1848,9 +1843,9 @@ fn a_master_killed_under_a_worker_is_replaced_at_the_next_call() {
     assert_eq!(fx.read(&mut s, "README.md").as_deref(), Ok(readme));
     let r = s.call("exec", fx.p(json!({"command": "echo again"})));
     assert_eq!(r.stream("stdout"), "again\n", "{:?}", r.outcome);
-    let new = master(processes_running(&system));
+    let new = masters_of(&system, serve_pid);
     assert_eq!(new.len(), 1, "{new:?}");
-    assert_ne!(new, old);
+    assert_ne!(new[0].0, old[0].0);
     assert!(
         fx.gone(&first, 10),
         "the old worker {first:?} was left running"
