@@ -43,7 +43,10 @@ fn hook_error(e: HookError) -> model::HookError {
     match e {
         HookError::Refused(r) => model::HookError::Refused {
             message: r.message,
-            permanent: r.kind == wit::FailureKind::Permanent,
+            failure: match r.kind {
+                wit::FailureKind::Retryable => FailureKind::Retryable,
+                wit::FailureKind::Permanent => FailureKind::Permanent,
+            },
         },
         HookError::InvalidAnswer(m) => model::HookError::InvalidAnswer(m),
         HookError::NotAllowed(m) => model::HookError::NotAllowed(m),
@@ -70,17 +73,9 @@ impl Effects for Host {
             stdout: out.stdout,
             stderr_tail: out.stderr_tail,
         })
-        .map_err(|err| match err {
-            exec_types::ExecError::UnknownHost(m) => ExecError::UnknownHost(m),
-            exec_types::ExecError::Refused(m) => ExecError::Refused(m),
-            exec_types::ExecError::Connect(m) => ExecError::Connect(m),
-            exec_types::ExecError::Auth(m) => ExecError::Auth(m),
-            exec_types::ExecError::HostKey(m) => ExecError::HostKey(m),
-            exec_types::ExecError::Timeout => ExecError::Timeout,
-            exec_types::ExecError::Cancelled => ExecError::Cancelled,
-            exec_types::ExecError::OutputTooLarge(n) => ExecError::OutputTooLarge(n),
-            exec_types::ExecError::Io(m) => ExecError::Io(m),
-        })
+        .map_err(
+            |err| occ_ssh_target::exec_error_from_wit!(err, exec_types::ExecError => ExecError),
+        )
     }
 
     fn after_namespace_prepared(

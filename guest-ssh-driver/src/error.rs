@@ -6,12 +6,7 @@
 //! names are permanent; transport, timeouts and unexpected helper failures are
 //! retryable.
 
-/// Whether the controller should try the operation again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    Retryable,
-    Permanent,
-}
+pub use occ_ssh_target::failure::FailureKind;
 
 /// Why an exec produced no exit status (the WIT `ssh-exec.exec-error`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,12 +71,12 @@ pub enum Error {
         reason: String,
     },
     /// A lifecycle hook refused, so the effect it guards was not performed;
-    /// `permanent` is the controller's verdict.
+    /// `failure` is the controller's verdict.
     #[error("lifecycle hook {hook} refused: {message}")]
     HookRefused {
         hook: &'static str,
         message: String,
-        permanent: bool,
+        failure: FailureKind,
     },
     /// The host would not run a hook for this call.
     #[error("lifecycle hook {hook} was not run: {message}")]
@@ -104,7 +99,7 @@ pub enum Error {
         op: &'static str,
         code: String,
         message: String,
-        permanent: bool,
+        failure: FailureKind,
     },
     /// The helper ended without a usable result (crash, signal, no result line).
     #[error("host {host}: {op}: helper ended without a result: {detail}")]
@@ -155,22 +150,9 @@ impl Error {
                 | ExecError::HostKey(_) => FailureKind::Permanent,
                 _ => FailureKind::Retryable,
             },
-            Self::Helper { permanent, .. } => {
-                if *permanent {
-                    FailureKind::Permanent
-                } else {
-                    FailureKind::Retryable
-                }
-            }
             // A hook is the controller's own call: its answer says whether the refusal
             // is for good; without one it may be waiting on something that settles.
-            Self::HookRefused { permanent, .. } => {
-                if *permanent {
-                    FailureKind::Permanent
-                } else {
-                    FailureKind::Retryable
-                }
-            }
+            Self::Helper { failure, .. } | Self::HookRefused { failure, .. } => *failure,
             Self::HelperCrashed { .. } | Self::HelperProtocol { .. } => FailureKind::Retryable,
             Self::HookNotAllowed { .. } => FailureKind::Permanent,
             Self::Configuration { .. }
@@ -322,13 +304,13 @@ mod tests {
         let hook = Error::HookRefused {
             hook: "beforeWorkloadStart",
             message: "denied".into(),
-            permanent: false,
+            failure: FailureKind::Retryable,
         };
         assert_eq!(hook.kind(), FailureKind::Retryable);
         let for_good = Error::HookRefused {
             hook: "beforeWorkloadStart",
             message: "denied".into(),
-            permanent: true,
+            failure: FailureKind::Permanent,
         };
         assert_eq!(for_good.kind(), FailureKind::Permanent);
         assert_eq!(hook.code(), "hook-refused");

@@ -7,7 +7,7 @@
 
 use crate::admission::{self, Admission};
 use crate::config::{Config, Placement};
-use crate::error::{Error, ExecError};
+use crate::error::{Error, ExecError, FailureKind};
 use crate::ids::{AgentIds, RevisionIds, check_id};
 use crate::model::{
     AgentBinding, ComputeRef, ExecOutput, Harness, HookError, Level, Namespace, Readiness,
@@ -63,10 +63,10 @@ pub fn validate_harness_auth(
 /// The failure a hook answer means for the method that called it.
 fn hook_error(hook: &'static str, error: HookError) -> Error {
     match error {
-        HookError::Refused { message, permanent } => Error::HookRefused {
+        HookError::Refused { message, failure } => Error::HookRefused {
             hook,
             message,
-            permanent,
+            failure,
         },
         HookError::InvalidAnswer(message) => Error::InvalidPlaceholder(message),
         HookError::NotAllowed(message) => Error::HookNotAllowed { hook, message },
@@ -249,7 +249,7 @@ impl<'a, E: Effects> Driver<'a, E> {
                     "agent {:?} has not been prepared on this host; prepare revision {:?} first",
                     target.agent.agent_id, revision.id
                 ),
-                permanent: true,
+                failure: FailureKind::Permanent,
             });
         }
         let port = operation::result_port(
@@ -552,7 +552,7 @@ fn run_encoded<E: Effects>(
                 "{} is not an executable on this host (exit status 127): check nodePath",
                 placement.node_path
             ),
-            permanent: true,
+            failure: FailureKind::Permanent,
         },
         other => other,
     })

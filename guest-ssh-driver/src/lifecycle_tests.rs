@@ -36,7 +36,7 @@ struct Script {
 fn refused(message: &str) -> HookError {
     HookError::Refused {
         message: message.into(),
-        permanent: false,
+        failure: FailureKind::Retryable,
     }
 }
 

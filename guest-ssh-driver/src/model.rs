@@ -2,6 +2,8 @@
 //! generated WIT types, so it compiles and unit-tests natively. Field names follow
 //! OCC's own (`packages/contracts/src/index.ts`), snake-cased.
 
+use crate::error::FailureKind;
+
 /// The driver as the installation selected it (`drivers.compute`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection {
@@ -117,8 +119,11 @@ pub struct ExecOutput {
 /// Why a lifecycle hook did not succeed (the WIT `hook-error`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookError {
-    /// The controller refused; `permanent` is its verdict.
-    Refused { message: String, permanent: bool },
+    /// The controller refused; `failure` is its verdict.
+    Refused {
+        message: String,
+        failure: FailureKind,
+    },
     /// The controller accepted but its answer broke the rules: compensate.
     InvalidAnswer(String),
     /// The host refused to run the hook for this call.

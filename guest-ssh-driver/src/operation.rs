@@ -11,7 +11,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Map, Value, json};
 
-use crate::error::Error;
+use crate::error::{Error, FailureKind};
 use crate::model::ExecOutput;
 
 /// The transport bound of every helper run (the spec's 180 s).
@@ -145,13 +145,16 @@ pub fn read_result(host: &str, op: Op, output: &ExecOutput) -> Result<Map<String
             let error = &result["error"];
             let code = error["code"].as_str().unwrap_or("helper-error").to_owned();
             let message = error["message"].as_str().unwrap_or_default().to_owned();
-            let permanent = error["permanent"] == true || PERMANENT_CODES.contains(&code.as_str());
+            // The line's one flag, read here into the failure it means.
+            let failure = FailureKind::permanent_if(
+                error["permanent"] == true || PERMANENT_CODES.contains(&code.as_str()),
+            );
             Err(Error::Helper {
                 host: host.to_owned(),
                 op: op.name(),
                 code,
                 message,
-                permanent,
+                failure,
             })
         }
         _ => Err(Error::HelperProtocol {

@@ -51,17 +51,7 @@ mod export {
 struct Host;
 
 fn exec_error(e: exec_types::ExecError) -> ExecError {
-    match e {
-        exec_types::ExecError::UnknownHost(m) => ExecError::UnknownHost(m),
-        exec_types::ExecError::Refused(m) => ExecError::Refused(m),
-        exec_types::ExecError::Connect(m) => ExecError::Connect(m),
-        exec_types::ExecError::Auth(m) => ExecError::Auth(m),
-        exec_types::ExecError::HostKey(m) => ExecError::HostKey(m),
-        exec_types::ExecError::Timeout => ExecError::Timeout,
-        exec_types::ExecError::Cancelled => ExecError::Cancelled,
-        exec_types::ExecError::OutputTooLarge(n) => ExecError::OutputTooLarge(n),
-        exec_types::ExecError::Io(m) => ExecError::Io(m),
-    }
+    occ_ssh_target::exec_error_from_wit!(e, exec_types::ExecError => ExecError)
 }
 
 fn upload_error(e: workspace_types::UploadError) -> ExecError {

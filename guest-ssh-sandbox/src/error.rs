@@ -6,12 +6,7 @@
 //! succeed until someone changes something. Transport failures, timeouts,
 //! cancellation and unexpected remote failures are retryable.
 
-/// Whether the caller should try the same call again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    Retryable,
-    Permanent,
-}
+pub use occ_ssh_target::failure::FailureKind;
 
 /// What failed, as a stable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,8 @@
 //!   operations each method may run, and what each argument may be;
 //! - [`text`]: how a refusal quotes a caller's value;
 //! - [`digest`]: a SHA-256 as lowercase hex, the one spelling approvals use;
+//! - [`failure`]: whether a failure is worth retrying, and the host's exec
+//!   error as a component's own, each written once for both components;
 //! - [`programs`]: the names shipped programs run by, the sandbox's one
 //!   alias, and the interpreter a script's first line names;
 //! - [`settings`]: the compute driver's addresses, Namespace names and
@@ -23,6 +25,7 @@
 pub mod client;
 pub mod digest;
 pub mod envelope;
+pub mod failure;
 pub mod helper;
 pub mod layout;
 pub mod paths;
