@@ -262,7 +262,7 @@ pub struct Audit {
 
 /// The code of a call that lost an audit record: retryable, since a log that
 /// cannot be written now (a full disk) may be writable later.
-pub const UNAVAILABLE: &str = "audit-unavailable";
+pub const UNAVAILABLE: &str = crate::Code::AuditUnavailable.as_str();
 
 impl std::fmt::Debug for Audit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -53,7 +53,7 @@ pub mod world;
 pub use capability::hooks::{
     Hook, HookAnswer, HookFuture, HookRefusal, HookRequest, LifecycleHooks, NoHooks,
 };
-pub use error::{CallError, FailureKind, LoadError};
+pub use error::{CallError, Code, FailureKind, LoadError};
 pub use runtime::{ComponentCache, Limits, Runtime};
 pub use world::ssh_compute_driver::installation::Installation;
 pub use world::ssh_compute_driver::{CallOptions, Driver, DriverOptions, Method, present};

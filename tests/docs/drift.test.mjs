@@ -316,19 +316,25 @@ const NOT_CODES = new Set([
   "MESSAGE", // helper/src/runtime.js: the journal's field of a line's text
 ]);
 
+/** The one list of the host's and its Node packages' codes: code to failure. */
+const hostCodes = new Map(
+  [...withoutTests(read("host/src/error/code.rs")).matchAll(/^\s*\w+ = "([a-z0-9-]+)", (Retryable|Permanent), (?:Host|Packages);$/gm)]
+    .map((m) => [m[1], m[2].toLowerCase()]),
+);
+
 /** Every code the code can return or record, with where it comes from. */
 const codes = (() => {
   const found = new Map();
   const add = (from, list) => {
     for (const c of list) if (!found.has(c)) found.set(c, from);
   };
-  // The host's CallError codes, and the audit records' exec outcomes.
+  // The host's and its Node packages' list, the host's other CallError
+  // codes, and the audit records' exec outcomes.
+  add("host", hostCodes.keys());
   for (const f of under("host/src/", ".rs")) {
     const t = withoutTests(read(f));
-    add("host", grab(t, /LimitExceeded::\w+\(_\) => "([a-z0-9-]+)"/g));
     add("host", grab(t, /CallError::new\(\s*[\w:]*FailureKind::\w+,\s*"([a-z0-9-]+)"/g));
   }
-  add("host", grab(read("host/src/audit.rs"), /pub const UNAVAILABLE: &str = "([a-z-]+)"/g));
   add("audit record", grab(read("host/src/capability/ssh_exec/backend.rs"), /ExecError::\w+(?:\(_\))? => "([a-z-]+)"/g));
   // The compute driver: its variants, its admission refusals, its warnings
   // and the host checks of a diagnosis it writes itself.
@@ -434,6 +440,19 @@ test("every error code the docs name is one the code returns (or a name the code
     }
   }
   assert.deepEqual(failures, [], `names the code does not have:\n${failures.join("\n")}`);
+});
+
+test("the Node packages fail only with codes of the one list, and their copy of it is the list", async () => {
+  assert.ok(hostCodes.size >= 20, `only ${hostCodes.size} codes read from host/src/error/code.rs: is the scan broken?`);
+  const { CODES } = await import(path.join(root, "host/node/rpc/codes.mjs"));
+  assert.deepEqual(new Map(Object.entries(CODES)), hostCodes, "host/node/rpc/codes.mjs is not host/src/error/code.rs's list");
+  const failures = [];
+  for (const f of files.filter((f) => f.startsWith("host/node/") && f.endsWith(".mjs") && !f.includes("/test/"))) {
+    for (const c of grab(read(f), /code: "([a-z0-9-]+)"/g)) {
+      if (!hostCodes.has(c)) failures.push(`${f}: \`${c}\` is not in host/src/error/code.rs`);
+    }
+  }
+  assert.deepEqual(failures, [], failures.join("\n"));
 });
 
 test("docs/errors.md lists every code the code returns, and only those", () => {

@@ -27,7 +27,7 @@ export function spawnHost({ binary, args, env, onRequest, onProgress, onStderr }
     onNotification: (method, params) => {
       if (method === "$/progress") onProgress?.(params);
     },
-    abortedError: () => new DriverError("cancelled before it started", { failure: "retryable", code: "cancelled" }),
+    abortedError: () => new DriverError("cancelled before it started", { code: "cancelled" }),
   });
   let stderrTail = "";
 
@@ -48,7 +48,7 @@ export function spawnHost({ binary, args, env, onRequest, onProgress, onStderr }
       resolve();
     });
     child.on("error", (error) => {
-      peer.close(new DriverError(`cannot start ${binary}: ${error.message}`, { failure: "permanent", code: "host-missing" }));
+      peer.close(new DriverError(`cannot start ${binary}: ${error.message}`, { code: "host-missing" }));
       resolve();
     });
   });

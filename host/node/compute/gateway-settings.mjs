@@ -40,7 +40,6 @@ export function validateGatewaySettings(configuration) {
   for (const [path, refused, why] of REFUSED_GATEWAY_SETTINGS) {
     if (at(configuration, path) === refused) {
       throw new DriverError(`configuration.${path.join(".")}: ${why}`, {
-        failure: "permanent",
         code: "unsupported-gateway-setting",
       });
     }

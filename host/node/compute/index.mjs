@@ -106,18 +106,18 @@ export const configurationSchema = Object.freeze({
 
 function settings(configuration) {
   if (configuration === null || typeof configuration !== "object" || Array.isArray(configuration)) {
-    throw new DriverError("configuration must be an object", { failure: "permanent", code: "invalid-configuration" });
+    throw new DriverError("configuration must be an object", { code: "invalid-configuration" });
   }
   const { driverHost = {}, ...driverConfiguration } = configuration;
   for (const key of Object.keys(driverHost)) {
     if (!(key in DRIVER_HOST_SCHEMA.properties)) {
-      throw new DriverError(`configuration.driverHost.${key}: unknown key`, { failure: "permanent", code: "invalid-configuration" });
+      throw new DriverError(`configuration.driverHost.${key}: unknown key`, { code: "invalid-configuration" });
     }
   }
   if (driverHost.maxSessions !== undefined &&
       !(Number.isInteger(driverHost.maxSessions) && driverHost.maxSessions >= 1 && driverHost.maxSessions <= 64)) {
     throw new DriverError("configuration.driverHost.maxSessions: must be a whole number of sessions from 1 to 64",
-      { failure: "permanent", code: "invalid-configuration" });
+      { code: "invalid-configuration" });
   }
   const bundled = join(here, "guest_ssh_driver.wasm");
   return {
@@ -136,7 +136,7 @@ function writeInstallation(id, implementation, s) {
   if (!s.component) {
     throw new DriverError(
       "configuration.driverHost.component: no driver component; name it there or in $OCC_DRIVER_COMPONENT",
-      { failure: "permanent", code: "invalid-configuration" },
+      { code: "invalid-configuration" },
     );
   }
   // mkdtemp makes the directory 0700: the document names the SSH identity and hosts.
@@ -179,7 +179,7 @@ function cliError(result) {
 function runOnce(s, args) {
   const result = spawnSync(s.binary, [...s.globalArgs, ...args], { encoding: "utf8", maxBuffer: 16 << 20, env: hostEnvironment() });
   if (result.error) {
-    throw new DriverError(`cannot run ${s.binary}: ${result.error.message}`, { failure: "permanent", code: "host-missing" });
+    throw new DriverError(`cannot run ${s.binary}: ${result.error.message}`, { code: "host-missing" });
   }
   return result;
 }
@@ -224,7 +224,6 @@ function checkWellFormed(context) {
   for (const [field, value] of strings) {
     if (typeof value === "string" && !value.isWellFormed()) {
       throw new DriverError(`context.workspaceSetup.${field}: must be well-formed Unicode`, {
-        failure: "permanent",
         code: "invalid-params",
       });
     }
@@ -295,7 +294,7 @@ export function createDriver({ id, implementation, configuration, getOperationAb
     onStderr,
   });
   const current = async () => {
-    if (closedByCaller) throw new DriverError("driver closed", { failure: "permanent", code: "closed" });
+    if (closedByCaller) throw new DriverError("driver closed", { code: "closed" });
     if (host && !host.closed) return host;
     if (!starting) {
       starting = (async () => {

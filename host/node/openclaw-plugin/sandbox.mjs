@@ -156,7 +156,7 @@ export async function startSandboxHost(options) {
     exited.then(({ code, signal }) =>
       reject(new DriverError(`occ-driver-host exited (${signal ?? code})${stderrTail ? ": " + stderrTail.trim() : ""}`, { code: "host-exited", failure: "permanent" })),
     );
-    child.on("error", (e) => reject(new DriverError(`cannot start ${binary}: ${e.message}`, { code: "host-missing", failure: "permanent" })));
+    child.on("error", (e) => reject(new DriverError(`cannot start ${binary}: ${e.message}`, { code: "host-missing" })));
   });
   try {
     await ready;
@@ -217,7 +217,7 @@ export function resolveWorkdirSync({ installation, binary: override, hostBinary,
     out = execFileSync(binary, args, { input, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"], timeout: 30_000, env: hostEnvironment() });
   } catch (e) {
     const said = String(e.stderr ?? "").trim().split("\n").pop() || e.message;
-    throw new DriverError(`occ-driver-host resolveWorkdir: ${said}`, { code: "resolve-workdir", failure: "permanent" });
+    throw new DriverError(`occ-driver-host resolveWorkdir: ${said}`, { code: "resolve-workdir" });
   }
   return JSON.parse(out);
 }
@@ -430,7 +430,7 @@ function createFsBridge(call, mounts) {
       const inContainer = mounts.some((m) => inside(m.containerRoot, normalizeRemote(posixIfAbsolute(trimmed(filePath)))));
       const containerPath = resolveContainer(inContainer ? posixIfAbsolute(trimmed(filePath)) : trimmed(filePath), cwd);
       const mount = containerPath && [...mounts].sort((a, b) => b.containerRoot.length - a.containerRoot.length).find((m) => inside(m.containerRoot, containerPath));
-      if (!mount) throw new DriverError(`Sandbox path escapes allowed mounts; cannot access: ${filePath}`, { code: "escapes-workspace", failure: "permanent" });
+      if (!mount) throw new DriverError(`Sandbox path escapes allowed mounts; cannot access: ${filePath}`, { code: "escapes-workspace" });
       const relativePath = path.posix.relative(mount.containerRoot, containerPath);
       return { hostPath: path.join(mount.hostRoot, relativePath), relativePath, containerPath };
     },

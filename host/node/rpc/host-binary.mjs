@@ -56,6 +56,6 @@ export function resolveHostBinary(override, setting, { platform = currentPlatfor
     : `no occ-driver-host package is built for ${platform} (built: ${Object.keys(PLATFORM_PACKAGES).join(", ")}): build occ-driver-host for this machine from source`;
   throw new DriverError(
     `no occ-driver-host binary for this machine (${platform}): ${wanted}, or name a binary in ${setting} or $OCC_DRIVER_HOST`,
-    { failure: "permanent", code: "host-missing" },
+    { code: "host-missing" },
   );
 }

@@ -9,6 +9,8 @@
 // `onNotification`, and fails whatever is pending, with one error, when the
 // transport ends.
 
+import { CODES } from "./codes.mjs";
+
 /**
  * The largest message the host reads, in bytes (its framing's `MAX_MESSAGE`).
  * A larger line is discarded there and answered with no id, so a call sent
@@ -28,13 +30,17 @@ export const RPC = {
  * backend's), or the host's own when it refused or went away.
  */
 export class DriverError extends Error {
+  /**
+   * `failure` is the answer's, or where the case decides it; left out, it is
+   * the one the list of codes (`codes.mjs`) gives `code`.
+   */
   constructor(message, { failure, code, host, refusal, rpcCode } = {}) {
     super(message);
     this.name = "DriverError";
-    /** "retryable" or "permanent". */
-    this.failure = failure ?? "retryable";
     /** A stable code, e.g. "unsupported-plugins", "ssh-connect" or "not-found". */
     this.code = code ?? "driver-error";
+    /** "retryable" or "permanent". */
+    this.failure = failure ?? CODES[this.code] ?? "retryable";
     /** The configured host alias involved, when there is one. */
     this.host = host ?? null;
     /** The host's own refusal during the call, when it refused the component something. */
@@ -100,7 +106,6 @@ export class Peer {
     const what = message.method ? `the ${message.method} request` : "the answer";
     return {
       error: new DriverError(`${what} is ${bytes} bytes, over the host's ${MAX_MESSAGE}-byte message bound; it was not sent`, {
-        failure: "permanent",
         code: "too-large",
       }),
     };

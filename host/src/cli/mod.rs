@@ -20,7 +20,7 @@ use clap::{Parser, Subcommand};
 use occ_driver_host::capability::ssh_exec::SshMode;
 use occ_driver_host::open::OpenOptions;
 pub(crate) use occ_driver_host::open::Opened;
-use occ_driver_host::{CallError, ComponentCache, FailureKind, Limits, LoadError, Runtime};
+use occ_driver_host::{CallError, Code, ComponentCache, Limits, LoadError, Runtime};
 
 /// The host could not load the driver or read its input.
 pub(crate) const EXIT_LOCAL: u8 = 1;
@@ -264,11 +264,7 @@ pub(crate) fn report_load_error(e: LoadError, json: bool) -> Result<ExitCode> {
     match e {
         LoadError::Configuration { error, .. } => Ok(report_error(&error, json)),
         LoadError::AuditLog(message) => Ok(report_error(
-            &CallError::new(
-                FailureKind::Retryable,
-                occ_driver_host::audit::UNAVAILABLE,
-                message,
-            ),
+            &CallError::host(Code::AuditUnavailable, message),
             json,
         )),
         other => Err(other.into()),

@@ -161,9 +161,8 @@ pub(crate) fn logs(setup: &Setup, args: LogsArgs) -> Result<ExitCode> {
                 pod["name"].as_str().unwrap_or_default().to_string(),
                 pod["uid"].as_str().unwrap_or_default().to_string(),
             )),
-            None => Err(CallError::new(
-                occ_driver_host::FailureKind::Retryable,
-                "no-pod",
+            None => Err(CallError::host(
+                occ_driver_host::Code::NoPod,
                 format!(
                     "revision {}: no gateway unit runs it now ({})",
                     binding["revision"]["id"],

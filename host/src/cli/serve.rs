@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 use occ_driver_host::capability::ssh_exec::SshMode;
 use occ_driver_host::rpc::Service;
 use occ_driver_host::world::ssh_sandbox_backend::SandboxCallOptions;
-use occ_driver_host::{CallError, CallOptions, FailureKind, LoadError, Method, rpc};
+use occ_driver_host::{CallError, CallOptions, Code, FailureKind, LoadError, Method, rpc};
 use serde_json::json;
 
 use super::{Opened, Setup};
@@ -108,11 +108,7 @@ pub(crate) fn run(setup: &Setup, args: ServeArgs) -> Result<ExitCode> {
         }
         Err(LoadError::AuditLog(message)) => {
             // As `call` reports it: a full disk is worth a retry (75).
-            let error = CallError::new(
-                FailureKind::Retryable,
-                occ_driver_host::audit::UNAVAILABLE,
-                message,
-            );
+            let error = CallError::host(Code::AuditUnavailable, message);
             return Ok(refuse_to_serve("the audit log", &error));
         }
         Err(e) => return Err(e.into()),

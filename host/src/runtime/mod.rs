@@ -37,7 +37,7 @@ pub use cache::ComponentCache;
 pub use component::CompiledComponent;
 pub use sandbox::{CallData, Sandbox};
 
-use crate::error::{CallError, FailureKind, LoadError};
+use crate::error::{CallError, Code, LoadError};
 use sandbox::LimitExceeded;
 
 /// Fuel units per millisecond of guest CPU, measured on the 2-core development
@@ -215,7 +215,7 @@ impl Runtime {
         store
             .set_fuel(limits.fuel())
             .and_then(|()| store.fuel_async_yield_interval(Some(YIELD_FUEL)))
-            .map_err(|e| CallError::new(FailureKind::Retryable, "engine", format!("{e:#}")))?;
+            .map_err(|e| CallError::host(Code::Engine, format!("{e:#}")))?;
         let stdout = store.data_mut().sandbox().stdout.clone();
         let stderr = store.data_mut().sandbox().stderr.clone();
         let outcome = {
@@ -224,10 +224,7 @@ impl Runtime {
             tokio::select! {
                 r = tokio::time::timeout(limits.wall, &mut run) => match r {
                     Ok(r) => r.map_err(|e| classify_trap(e, &limits, &stderr)),
-                    Err(_) => Err(CallError::new(
-                        FailureKind::Retryable,
-                        "call-timeout",
-                        format!("the driver call did not finish within {} s", limits.wall.as_secs()),
+                    Err(_) => Err(CallError::host(Code::CallTimeout, format!("the driver call did not finish within {} s", limits.wall.as_secs()),
                     )),
                 },
                 () = cancel.cancelled() => {
@@ -279,9 +276,8 @@ fn classify_trap(e: wasmtime::Error, limits: &Limits, stderr: &MemoryOutputPipe)
         e.downcast_ref::<wasmtime::Trap>(),
         Some(wasmtime::Trap::OutOfFuel)
     ) {
-        return CallError::new(
-            FailureKind::Permanent,
-            "cpu-limit",
+        return CallError::host(
+            Code::CpuLimit,
             format!(
                 "driver stopped: it used more than {} ms of CPU in one call (a budget of {} fuel units)",
                 limits.cpu.as_millis(),
@@ -291,22 +287,17 @@ fn classify_trap(e: wasmtime::Error, limits: &Limits, stderr: &MemoryOutputPipe)
     }
     if let Some(limit) = e.downcast_ref::<LimitExceeded>() {
         let code = match limit {
-            LimitExceeded::Memory(_) => "memory-limit",
-            _ => "resource-limit",
+            LimitExceeded::Memory(_) => Code::MemoryLimit,
+            _ => Code::ResourceLimit,
         };
-        return CallError::new(
-            FailureKind::Permanent,
-            code,
-            format!("driver stopped: {limit}"),
-        );
+        return CallError::host(code, format!("driver stopped: {limit}"));
     }
     let text = format!("{e:#}");
     if text.contains("resource limit exceeded") {
         // Counts the limiter reports to wasmtime (memories, tables, instances)
         // are enforced by wasmtime itself, with its own message.
-        return CallError::new(
-            FailureKind::Permanent,
-            "resource-limit",
+        return CallError::host(
+            Code::ResourceLimit,
             format!(
                 "driver stopped: {}",
                 text.lines().next().unwrap_or_default()
@@ -324,16 +315,14 @@ fn classify_trap(e: wasmtime::Error, limits: &Limits, stderr: &MemoryOutputPipe)
             .trim()
             .trim_end_matches(':');
         let message = lines.get(i + 1).map(|m| m.trim()).unwrap_or("");
-        return CallError::new(
-            FailureKind::Permanent,
-            "driver-panic",
+        return CallError::host(
+            Code::DriverPanic,
             escape_control(&format!("driver panicked at {location}: {message}")),
         );
     }
     let summary = text.lines().next().unwrap_or("trap").to_string();
-    CallError::new(
-        FailureKind::Permanent,
-        "driver-trap",
+    CallError::host(
+        Code::DriverTrap,
         escape_control(&format!("driver trapped: {summary}")),
     )
 }

@@ -5,6 +5,10 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+mod code;
+
+pub use code::{Code, RaisedBy};
+
 /// Whether a failed call is worth retrying unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -80,16 +84,26 @@ impl CallError {
         self
     }
 
+    /// The host's own error: `code` with the failure the list gives it.
+    pub fn host(code: Code, message: impl Into<String>) -> Self {
+        CallError::new(code.failure(), code.as_str(), message)
+    }
+
+    /// Whether this is the host's `code` (a component may use the same
+    /// spelling for its own).
+    pub fn is(&self, code: Code) -> bool {
+        self.code == code.as_str()
+    }
+
     /// An error in the parameters the controller passed.
     pub fn invalid_params(message: impl Into<String>) -> Self {
-        CallError::new(FailureKind::Permanent, "invalid-params", message)
+        CallError::host(Code::InvalidParams, message)
     }
 
     /// The controller cancelled the call.
     pub fn cancelled() -> Self {
-        CallError::new(
-            FailureKind::Retryable,
-            "cancelled",
+        CallError::host(
+            Code::Cancelled,
             "the operation was cancelled; its ssh client was killed",
         )
     }
