@@ -13,10 +13,126 @@ use occ_ssh_target::layout::Mount;
 /// The first frame a Python script reads on stdin: its arguments, as the host
 /// sends them (4 bytes of big-endian length, then `{"args": [...]}`).
 fn args_frame(args: &[&str]) -> Vec<u8> {
-    let body = serde_json::json!({ "args": args }).to_string();
-    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
-    frame.extend_from_slice(body.as_bytes());
-    frame
+    frame(serde_json::json!({ "args": args }), b"")
+}
+
+/// A row of the table of the worker's frames in `docs/architecture.md`, the
+/// one description of the protocol: every frame these tests send a script
+/// and every frame a serving script sends back is checked against it.
+#[derive(Debug)]
+struct FrameRow {
+    name: String,
+    from: String,
+    /// Its header's keys, and whether each may be left out.
+    keys: Vec<(String, bool)>,
+    /// The keys whose numbers are the lengths of the data, in order.
+    data: Vec<String>,
+}
+
+fn frame_table() -> &'static [FrameRow] {
+    static TABLE: std::sync::OnceLock<Vec<FrameRow>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md");
+        let page = std::fs::read_to_string(&path).unwrap();
+        let section = page
+            .split("## The worker's frames")
+            .nth(1)
+            .expect("docs/architecture.md has a section \"The worker's frames\"");
+        let quoted = |cell: &str| -> Vec<String> {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect()
+        };
+        let rows: Vec<FrameRow> = section
+            .lines()
+            .skip_while(|l| !l.starts_with("| frame |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                FrameRow {
+                    name: cells[1].to_owned(),
+                    from: cells[2].to_owned(),
+                    keys: quoted(cells[3])
+                        .into_iter()
+                        .map(|k| match k.strip_suffix('?') {
+                            Some(k) => (k.to_owned(), true),
+                            None => (k, false),
+                        })
+                        .collect(),
+                    data: quoted(cells[4]),
+                }
+            })
+            .collect();
+        assert!(
+            rows.len() >= 10,
+            "{}: only {} rows read",
+            path.display(),
+            rows.len()
+        );
+        rows
+    })
+}
+
+/// The row of the table that `header`, sent by `from`, is: its keys are the
+/// row's, those marked `?` perhaps left out. Panics, naming the header, when
+/// no row is.
+fn frame_row(from: &str, header: &serde_json::Value) -> &'static FrameRow {
+    let keys: std::collections::BTreeSet<&str> = header
+        .as_object()
+        .unwrap_or_else(|| panic!("a frame's header is an object: {header}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let row = frame_table()
+        .iter()
+        .find(|row| {
+            row.from == from
+                && row
+                    .keys
+                    .iter()
+                    .all(|(k, optional)| *optional || keys.contains(k.as_str()))
+                && keys.iter().all(|k| row.keys.iter().any(|(r, _)| r == k))
+        })
+        .unwrap_or_else(|| {
+            panic!("docs/architecture.md lists no frame from the {from} with the keys of {header}")
+        });
+    SEEN.with(|seen| seen.borrow_mut().insert(row.name.as_str()));
+    row
+}
+
+thread_local! {
+    /// The frames of the table this test's thread has sent or read.
+    static SEEN: std::cell::RefCell<std::collections::BTreeSet<&'static str>> =
+        const { std::cell::RefCell::new(std::collections::BTreeSet::new()) };
+}
+
+/// Every frame of the table but `except` has been sent or read by this test.
+fn assert_every_frame_seen_but(except: &[&str]) {
+    let seen = SEEN.with(|seen| seen.borrow().clone());
+    let missing: Vec<&str> = frame_table()
+        .iter()
+        .map(|row| row.name.as_str())
+        .filter(|name| !seen.contains(name) && !except.contains(name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "frames of docs/architecture.md this test never met: {missing:?}"
+    );
+}
+
+/// The length of the data that follows `header`, as its row names it.
+fn data_len(row: &FrameRow, header: &serde_json::Value) -> usize {
+    row.data
+        .iter()
+        .map(|k| {
+            header[k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{}: {k} in {header}", row.name)) as usize
+        })
+        .sum()
 }
 
 /// Run the exec script with `args` in its first frame and `header` after it;
@@ -540,8 +656,11 @@ struct Worker {
     next: u64,
 }
 
-/// One frame: the length of `header`, `header`, then `data`.
+/// One frame the host sends: the length of `header`, `header`, then `data`;
+/// a frame of the table in `docs/architecture.md`, announcing `data`.
 fn frame(header: serde_json::Value, data: &[u8]) -> Vec<u8> {
+    let row = frame_row("host", &header);
+    assert_eq!(data_len(row, &header), data.len(), "{}: {header}", row.name);
     let header = header.to_string();
     let mut frame = (header.len() as u32).to_be_bytes().to_vec();
     frame.extend_from_slice(header.as_bytes());
@@ -591,6 +710,7 @@ impl Worker {
         }
         let mut stdout = child.stdout.take();
         let hello = read_header(stdout.as_mut().unwrap()).expect("a hello");
+        assert_eq!(frame_row("worker", &hello).name, "hello", "{hello}");
         assert_eq!(hello["serving"], 2, "{hello}");
         let runs_commands = more.get("exec").is_none_or(|e| !e.is_null());
         assert_eq!(hello["exec"], runs_commands, "{hello}");
@@ -628,11 +748,9 @@ impl Worker {
         use std::io::Read;
         let stdout = self.stdout.as_mut().unwrap();
         let header = read_header(stdout).expect("a frame");
-        let len = ["stdout", "stderr", "out", "err"]
-            .iter()
-            .filter_map(|k| header[*k].as_u64())
-            .sum::<u64>();
-        let mut data = vec![0u8; len as usize];
+        let row = frame_row("worker", &header);
+        assert_ne!(row.name, "hello", "a second hello: {header}");
+        let mut data = vec![0u8; data_len(row, &header)];
         stdout.read_exact(&mut data).unwrap();
         (header, data)
     }
@@ -884,6 +1002,10 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
         (Some(999), Some(true))
     );
 
+    // Every frame of the protocol's table has been spoken, each as the
+    // table lists it, but `lost` (which the scope test below meets).
+    assert_every_frame_seen_but(&["lost"]);
+
     // A frame over its bound ends the process; nothing was read past it.
     worker.send(&(2u32 << 20).to_be_bytes());
     assert_eq!(
@@ -1106,6 +1228,7 @@ fn each_active_scope_has_one_process_which_serves_it_alone() {
         h["lost"].as_str().is_some_and(|w| w.contains("signal 9")),
         "{h}"
     );
+    assert_eq!(frame_row("worker", &h).name, "lost", "{h}");
     let (h, data) = worker.next_frame();
     assert_eq!(
         (h["id"].as_u64(), h["status"].as_i64()),

@@ -20,26 +20,12 @@
 # and stderr piped through this one. The host keeps one scope's workspace
 # requests in order; commands run beside them.
 #
-# Frames, each a 4-byte big-endian length, that many bytes of JSON, then the
-# bytes the JSON announces:
-#   hello     {"serving": 2, "pid": <the serving process>, "exec": true|false}
-#   request   {"id": n, "args": [<envelope>, <op>, <args...>], "stdin": k}, k bytes
-#   answer    {"id": n, "status": 0|1, "stdout": a, "stderr": b}, a + b bytes
-#             or {"id": n, "lost": <why>}: its scope's process ended with it
-#             in hand (killed, out of memory); it may or may not have run
-#   command   {"id": n, "exec": [<envelope>, <mode>, ...], "stdin": k}, k bytes
-#   input     {"id": n, "input": k}, k bytes    (more of the command's stdin)
-#             {"id": n, "close": true}           (its end)
-#   ping      {"id": n, "ping": true}, answered {"id": n, "pong": true} at
-#             once: whether this process still serves
-#   cancel    {"id": n, "cancel": true}          (the caller is gone: a command
-#                                                 ends as a closed channel ends
-#                                                 it; a request's scope
-#                                                 process is killed, its
-#                                                 answer dropped)
-#   output    {"id": n, "out": k} or {"id": n, "err": k}, k bytes
-#   exit      {"id": n, "exit": <status or null>, "signal": <number or null>}
-#             after all of the command's output
+# Frames, both ways: a 4-byte big-endian length, that many bytes of JSON, then
+# the bytes the JSON announces. The table of docs/architecture.md ("The
+# worker's frames") is the protocol: hello, request and answer (or lost),
+# command, input, close, cancel, output and exit, ping and pong, each with its
+# keys; guest-ssh-sandbox/tests/scripts.rs holds every frame this process
+# speaks to it.
 # A frame over its bound, or not of these shapes, ends the process: the host
 # replaces it. The process ends when its stdin closes (the host closed the
 # session or died; every command it runs then sees its channel close) and

@@ -17,7 +17,11 @@ pub(super) async fn request(
     let forget = Forget(w, id);
     w.touch();
     w.send(
-        json!({"id": id, "args": serve.request, "stdin": stdin.len()}),
+        ToWorker::Request {
+            id,
+            args: &serve.request,
+            stdin: stdin.len(),
+        },
         stdin,
     )
     .await
@@ -27,7 +31,7 @@ pub(super) async fn request(
         e = tokio::time::timeout(bound, events.recv()) => e,
         () = cancel.cancelled() => {
             // Ended in the worker alone; its answer, if any, is dropped.
-            let _ = w.send(json!({"id": id, "cancel": true}), &[]).await;
+            let _ = w.send(ToWorker::Cancel { id }, &[]).await;
             return Err(Outcome::Failed(ExecError::Cancelled));
         }
     };
@@ -59,7 +63,7 @@ pub(super) async fn request(
                     PING_BOUND.as_secs()
                 )));
             }
-            let _ = w.send(json!({"id": id, "cancel": true}), &[]).await;
+            let _ = w.send(ToWorker::Cancel { id }, &[]).await;
             Err(Outcome::Failed(ExecError::Timeout))
         }
     }
@@ -92,7 +96,11 @@ pub(super) async fn command(
         ))
     };
     w.send(
-        json!({"id": id, "exec": serve.request, "stdin": req.stdin.len()}),
+        ToWorker::Command {
+            id,
+            exec: &serve.request,
+            stdin: req.stdin.len(),
+        },
         req.stdin,
     )
     .await
@@ -105,17 +113,14 @@ pub(super) async fn command(
                 match stream.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        if w.send(json!({"id": id, "input": n}), &buf[..n])
-                            .await
-                            .is_err()
-                        {
+                        if w.send(ToWorker::Input { id, n }, &buf[..n]).await.is_err() {
                             return;
                         }
                     }
                 }
             }
         }
-        let _ = w.send(json!({"id": id, "close": true}), &[]).await;
+        let _ = w.send(ToWorker::Close { id }, &[]).await;
         // Nothing more to send: wait here while the output runs.
         std::future::pending::<()>().await;
     };
@@ -178,7 +183,7 @@ pub(super) async fn command(
         Err(ExecError::Timeout | ExecError::Cancelled | ExecError::OutputTooLarge(_))
     ) {
         // As a closed channel: the exec script ends the command's process group.
-        let _ = w.send(json!({"id": id, "cancel": true}), &[]).await;
+        let _ = w.send(ToWorker::Cancel { id }, &[]).await;
     }
     unfinished.worker = None;
     w.touch();
@@ -200,7 +205,7 @@ impl Drop for CancelUnfinished {
         let id = self.id;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = worker.send(json!({"id": id, "cancel": true}), &[]).await;
+                let _ = worker.send(ToWorker::Cancel { id }, &[]).await;
             });
         }
     }

@@ -10,17 +10,9 @@
 //! checks a one-shot run ([`super::Serve`]).
 //!
 //! Frames, both ways: a 4-byte big-endian length, that many bytes of JSON,
-//! then the data the JSON announces (`guest-ssh-sandbox/scripts/workspace.py`,
-//! "serving"):
-//! - hello (worker): `{"serving": 2, "pid": n, "exec": bool}`, once;
-//! - request (host): `{"id", "args": [...], "stdin": n}` and n bytes; answer
-//!   (worker): `{"id", "status": 0|1, "stdout": n, "stderr": m}` and n + m
-//!   bytes;
-//! - command (host): `{"id", "exec": [...], "stdin": n}` and n bytes, then
-//!   `{"id", "input": n}` and n bytes as the caller writes, `{"id", "close":
-//!   true}` at the end of its input, `{"id", "cancel": true}` to end it;
-//!   (worker): `{"id", "out": n}` or `{"id", "err": n}` and n bytes as the
-//!   command writes, then `{"id", "exit": status, "signal": n}`.
+//! then the data the JSON announces. The table in `docs/architecture.md`
+//! ("The worker's frames") is the protocol, and [`frames`] is tested against
+//! it: the host sends [`frames::ToWorker`] and reads [`frames::FromWorker`].
 //!
 //! Lifecycle:
 //! - started on first use, reused by every later call of this backend;
@@ -64,7 +56,7 @@ mod calls;
 mod frames;
 
 use calls::{command, reap, request};
-use frames::start;
+use frames::{ToWorker, start};
 
 /// The largest JSON header of a frame the host reads.
 const HEADER_MAX: u32 = 1 << 20;
@@ -499,9 +491,9 @@ impl Worker {
             .remove(&id);
     }
 
-    /// Send one frame: `header` and `data`.
-    async fn send(&self, header: Value, data: &[u8]) -> Result<(), String> {
-        let header = header.to_string();
+    /// Send one frame and the `data` it announces.
+    async fn send(&self, frame: ToWorker<'_>, data: &[u8]) -> Result<(), String> {
+        let header = frame.header().to_string();
         let mut frame = Vec::with_capacity(4 + header.len() + data.len());
         frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
         frame.extend_from_slice(header.as_bytes());
@@ -523,11 +515,7 @@ impl Worker {
     async fn answers_ping(&self) -> bool {
         let (id, mut events) = self.register();
         let _forget = Forget(self, id);
-        if self
-            .send(json!({"id": id, "ping": true}), &[])
-            .await
-            .is_err()
-        {
+        if self.send(ToWorker::Ping { id }, &[]).await.is_err() {
             return false;
         }
         matches!(
