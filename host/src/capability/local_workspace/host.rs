@@ -263,6 +263,19 @@ impl wit::Host for LocalWorkspaceState {
 }
 
 impl LocalWorkspaceState {
+    /// 0.3.0: the argument vector of the shipped `program` an upload streams
+    /// into, as an exec of it would run.
+    fn script_argv(
+        &self,
+        host: &str,
+        program: &str,
+        args: Vec<String>,
+    ) -> Result<Vec<String>, wit::UploadError> {
+        self.exec
+            .script_argv(host, program, args)
+            .map_err(|e| wit::UploadError::Exec(e.into()))
+    }
+
     /// `upload-entries`: the names checked against the root before anything
     /// connects, then [`Self::send`].
     async fn send_entries(
@@ -321,10 +334,7 @@ impl wit_0_3::Host for LocalWorkspaceState {
         args: Vec<String>,
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
-        let argv = self
-            .exec
-            .script_argv(&host, &program, args)
-            .map_err(|e| wit::UploadError::Exec(e.into()))?;
+        let argv = self.script_argv(&host, &program, args)?;
         let dir = self.admitted_to_send(root)?;
         self.send(root, dir, None, host, argv, Some(&program), timeout_ms)
             .await
@@ -343,10 +353,7 @@ impl wit_0_3::Host for LocalWorkspaceState {
         args: Vec<String>,
         timeout_ms: u32,
     ) -> Result<exec_wit::ExecOutput, wit::UploadError> {
-        let argv = self
-            .exec
-            .script_argv(&host, &program, args)
-            .map_err(|e| wit::UploadError::Exec(e.into()))?;
+        let argv = self.script_argv(&host, &program, args)?;
         self.send_entries(root, names, host, argv, Some(&program), timeout_ms)
             .await
     }

@@ -51,25 +51,10 @@ impl LiveSsh {
         let sink = req.output;
         let tail_max = bounds.stderr_tail;
         let read_out = async move {
-            if let Some(sink) = sink {
-                // Passed on as it arrives; only the end is kept for the result.
-                let mut tail = Vec::new();
-                let mut buf = vec![0u8; 16 << 10];
-                loop {
-                    let n = child_stdout
-                        .read(&mut buf)
-                        .await
-                        .map_err(|e| ExecError::Io(e.to_string()))?;
-                    if n == 0 {
-                        sink(OutputStream::Stdout, Vec::new()).await;
-                        return Ok(tail);
-                    }
-                    sink(OutputStream::Stdout, buf[..n].to_vec()).await;
-                    keep_tail(&mut tail, &buf[..n], tail_max);
-                }
-            }
-            // The cap applies as bytes arrive, whether or not they end a line.
-            let mut out: Vec<u8> = Vec::new();
+            // Streamed: passed on as it arrives, only the end kept for the
+            // result. Collected: kept whole, under the cap, which applies as
+            // bytes arrive whether or not they end a line.
+            let mut kept: Vec<u8> = Vec::new();
             let mut line_start = 0;
             let mut buf = vec![0u8; 16 << 10];
             loop {
@@ -77,20 +62,25 @@ impl LiveSsh {
                     .read(&mut buf)
                     .await
                     .map_err(|e| ExecError::Io(e.to_string()))?;
-                if n == 0 {
-                    break;
-                }
-                if out.len() + n > cap {
+                let chunk = &buf[..n];
+                if let Some(sink) = sink {
+                    // An empty chunk is the stream's end.
+                    sink(OutputStream::Stdout, chunk.to_vec()).await;
+                    keep_tail(&mut kept, chunk, tail_max);
+                } else if kept.len() + n > cap {
                     return Err(ExecError::OutputTooLarge(cap as u64));
+                } else {
+                    kept.extend_from_slice(chunk);
+                    while let Some(i) = kept[line_start..].iter().position(|b| *b == b'\n') {
+                        let end = line_start + i;
+                        on_line(String::from_utf8_lossy(&kept[line_start..end]).trim_end());
+                        line_start = end + 1;
+                    }
                 }
-                out.extend_from_slice(&buf[..n]);
-                while let Some(i) = out[line_start..].iter().position(|b| *b == b'\n') {
-                    let end = line_start + i;
-                    on_line(String::from_utf8_lossy(&out[line_start..end]).trim_end());
-                    line_start = end + 1;
+                if n == 0 {
+                    return Ok(kept);
                 }
             }
-            Ok(out)
         };
         let read_err = async move {
             let mut tail = Vec::new();
