@@ -85,30 +85,28 @@ def op_publish(root, runtime, stage):
         os.close(rootfd)
 
 
-def op_discard(root, runtime, stage):
-    check_stage(runtime, stage)
+def remove_entry(root, name):
+    """Remove the entry `name` (checked by the caller) of the workspace root,
+    whole; whether it was there."""
     rootfd = open_root(root)
     if rootfd is None:
         return {"removed": False}
     try:
-        found = lstat_at(rootfd, stage) is not None
-        remove_tree(rootfd, stage)
+        found = lstat_at(rootfd, name) is not None
+        remove_tree(rootfd, name)
         return {"removed": found}
     finally:
         os.close(rootfd)
+
+
+def op_discard(root, runtime, stage):
+    check_stage(runtime, stage)
+    return remove_entry(root, stage)
 
 
 def op_remove_runtime(root, runtime):
     check_name(runtime, runtime)
-    rootfd = open_root(root)
-    if rootfd is None:
-        return {"removed": False}
-    try:
-        found = lstat_at(rootfd, runtime) is not None
-        remove_tree(rootfd, runtime)
-        return {"removed": found}
-    finally:
-        os.close(rootfd)
+    return remove_entry(root, runtime)
 
 
 def op_skills(root, runtime):
