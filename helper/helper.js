@@ -275,11 +275,9 @@ function systemctl(args, timeoutMs) {
   return run('systemctl', args, { timeoutMs: timeoutMs || 90000 });
 }
 
-async function unitState(unitName) {
-  const result = await run('systemctl', [
-    'show', '--property=LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload,InvocationID,Job',
-    '--', unitName,
-  ], { timeoutMs: 20000 });
+// `systemctl show <options> -- <unit>`, its `Key=value` lines as an object.
+async function showUnitProperties(unitName, options) {
+  const result = await run('systemctl', ['show', ...options, '--', unitName], { timeoutMs: 20000 });
   const state = {};
   for (const line of result.stdout.split('\n')) {
     const eq = line.indexOf('=');
@@ -288,7 +286,13 @@ async function unitState(unitName) {
   return state;
 }
 
-module.exports = { run, oneLine, systemctl, unitState };
+async function unitState(unitName) {
+  return showUnitProperties(unitName, [
+    '--property=LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload,InvocationID,Job',
+  ]);
+}
+
+module.exports = { run, oneLine, systemctl, showUnitProperties, unitState };
 },
 'files': function (module, exports, require) {
 'use strict';
@@ -3377,7 +3381,7 @@ const { spawn } = require('node:child_process');
 
 const { HelperError } = require('./constants');
 const { remainingMs, session } = require('./session');
-const { oneLine, run } = require('./children');
+const { oneLine, run, showUnitProperties } = require('./children');
 const { operatorDirExists } = require('./files');
 
 // OCC's bound on a Pod's Events, and on an event's message.
@@ -3409,15 +3413,7 @@ const UNIT_PROPERTIES = [
 
 // `systemctl show` of the unit, its times in microseconds, UTC.
 async function showUnit(unitName) {
-  const result = await run('systemctl', [
-    'show', '--timestamp=us+utc', `--property=${UNIT_PROPERTIES.join(',')}`, '--', unitName,
-  ], { timeoutMs: 20000 });
-  const state = {};
-  for (const line of result.stdout.split('\n')) {
-    const eq = line.indexOf('=');
-    if (eq > 0) state[line.slice(0, eq)] = line.slice(eq + 1);
-  }
-  return state;
+  return showUnitProperties(unitName, ['--timestamp=us+utc', `--property=${UNIT_PROPERTIES.join(',')}`]);
 }
 
 // "Sun 2026-12-06 07:48:57.123456 UTC" as ISO 8601, or null.

@@ -77,11 +77,9 @@ function systemctl(args, timeoutMs) {
   return run('systemctl', args, { timeoutMs: timeoutMs || 90000 });
 }
 
-async function unitState(unitName) {
-  const result = await run('systemctl', [
-    'show', '--property=LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload,InvocationID,Job',
-    '--', unitName,
-  ], { timeoutMs: 20000 });
+// `systemctl show <options> -- <unit>`, its `Key=value` lines as an object.
+async function showUnitProperties(unitName, options) {
+  const result = await run('systemctl', ['show', ...options, '--', unitName], { timeoutMs: 20000 });
   const state = {};
   for (const line of result.stdout.split('\n')) {
     const eq = line.indexOf('=');
@@ -90,4 +88,10 @@ async function unitState(unitName) {
   return state;
 }
 
-module.exports = { run, oneLine, systemctl, unitState };
+async function unitState(unitName) {
+  return showUnitProperties(unitName, [
+    '--property=LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload,InvocationID,Job',
+  ]);
+}
+
+module.exports = { run, oneLine, systemctl, showUnitProperties, unitState };

@@ -10,7 +10,7 @@ const { spawn } = require('node:child_process');
 
 const { HelperError } = require('./constants');
 const { remainingMs, session } = require('./session');
-const { oneLine, run } = require('./children');
+const { oneLine, run, showUnitProperties } = require('./children');
 const { operatorDirExists } = require('./files');
 
 // OCC's bound on a Pod's Events, and on an event's message.
@@ -42,15 +42,7 @@ const UNIT_PROPERTIES = [
 
 // `systemctl show` of the unit, its times in microseconds, UTC.
 async function showUnit(unitName) {
-  const result = await run('systemctl', [
-    'show', '--timestamp=us+utc', `--property=${UNIT_PROPERTIES.join(',')}`, '--', unitName,
-  ], { timeoutMs: 20000 });
-  const state = {};
-  for (const line of result.stdout.split('\n')) {
-    const eq = line.indexOf('=');
-    if (eq > 0) state[line.slice(0, eq)] = line.slice(eq + 1);
-  }
-  return state;
+  return showUnitProperties(unitName, ['--timestamp=us+utc', `--property=${UNIT_PROPERTIES.join(',')}`]);
 }
 
 // "Sun 2026-12-06 07:48:57.123456 UTC" as ISO 8601, or null.
