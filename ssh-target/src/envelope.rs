@@ -80,6 +80,93 @@ pub enum Arg {
     Staged,
 }
 
+impl Arg {
+    /// The text of a [`Arg::Flag`]: `1` or `0`.
+    pub fn flag_text(on: bool) -> &'static str {
+        if on { "1" } else { "0" }
+    }
+
+    /// The value of a [`Arg::Flag`]'s text, if it is one.
+    pub fn read_flag(text: &str) -> Option<bool> {
+        match text {
+            "1" => Some(true),
+            "0" => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// One argument of a workspace operation, as the component means it. What
+/// the script reads is written from it here, once ([`ArgValue::text`]), and
+/// its kind is checked against the operation's row of [`WORKSPACE_OPS`] when
+/// the request is made ([`WorkspaceRequest::new`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgValue<'a> {
+    /// A mount's name (`workspace`, `agent`).
+    Mount(&'a str),
+    /// A path below the mount before it.
+    Path(&'a str),
+    /// A stage of the runtime.
+    Stage(&'a str),
+    /// A yes or no.
+    Flag(bool),
+    /// A count.
+    Count(u64),
+    /// Staged-input directory names, already joined by `,`.
+    Staged(&'a str),
+}
+
+impl ArgValue<'_> {
+    /// Its kind.
+    pub fn kind(&self) -> Arg {
+        match self {
+            ArgValue::Mount(_) => Arg::Mount,
+            ArgValue::Path(_) => Arg::Path,
+            ArgValue::Stage(_) => Arg::Stage,
+            ArgValue::Flag(_) => Arg::Flag,
+            ArgValue::Count(_) => Arg::Count,
+            ArgValue::Staged(_) => Arg::Staged,
+        }
+    }
+
+    /// The text the script reads.
+    pub fn text(&self) -> String {
+        match *self {
+            ArgValue::Mount(t) | ArgValue::Path(t) | ArgValue::Stage(t) | ArgValue::Staged(t) => {
+                t.to_owned()
+            }
+            ArgValue::Flag(on) => Arg::flag_text(on).to_owned(),
+            ArgValue::Count(n) => n.to_string(),
+        }
+    }
+}
+
+/// A workspace operation with its arguments, each of the kind the table
+/// gives it: the words after the host's envelope, as the component asks for
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceRequest {
+    /// The operation's row of [`WORKSPACE_OPS`].
+    pub op: &'static WorkspaceOp,
+    /// The operation's name, then each argument's text.
+    pub words: Vec<String>,
+}
+
+impl WorkspaceRequest {
+    /// `op` with `args`; refused, naming what differs, where the table has
+    /// no such operation or other kinds of arguments.
+    pub fn new(op: &str, args: &[ArgValue<'_>]) -> Result<WorkspaceRequest, String> {
+        let row = workspace_op(op).ok_or_else(|| format!("no workspace operation {op}"))?;
+        let kinds: Vec<Arg> = args.iter().map(ArgValue::kind).collect();
+        if kinds != row.args {
+            return Err(format!("{op} takes {:?}, not {kinds:?}", row.args));
+        }
+        let mut words = vec![row.name.to_owned()];
+        words.extend(args.iter().map(ArgValue::text));
+        Ok(WorkspaceRequest { op: row, words })
+    }
+}
+
 /// Where OpenClaw stages a turn's inbound files, below the workspace.
 pub const STAGED_INPUTS_DIR: &str = "media/inbound";
 
@@ -459,5 +546,46 @@ mod tests {
         for bad in ["", "nonce", &"0A".repeat(16), &"0a".repeat(17)] {
             assert!(!is_nonce(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_request_is_the_tables_operation_with_arguments_of_its_kinds() {
+        use ArgValue as V;
+        let write = WorkspaceRequest::new(
+            "write",
+            &[V::Mount("workspace"), V::Path("notes/a.txt"), V::Flag(true)],
+        )
+        .unwrap();
+        assert_eq!(write.op.name, "write");
+        assert_eq!(write.words, ["write", "workspace", "notes/a.txt", "1"]);
+        let remove = WorkspaceRequest::new(
+            "remove",
+            &[
+                V::Mount("agent"),
+                V::Path(""),
+                V::Flag(false),
+                V::Flag(true),
+            ],
+        )
+        .unwrap();
+        assert_eq!(remove.words, ["remove", "agent", "", "0", "1"]);
+        let read = WorkspaceRequest::new(
+            "read",
+            &[V::Mount("workspace"), V::Path("a"), V::Count(4096)],
+        );
+        assert_eq!(read.unwrap().words, ["read", "workspace", "a", "4096"]);
+        // Each flag's text reads back as the flag; nothing else does.
+        for on in [true, false] {
+            assert_eq!(Arg::read_flag(Arg::flag_text(on)), Some(on));
+        }
+        for bad in ["", "2", "true", "01"] {
+            assert_eq!(Arg::read_flag(bad), None, "{bad}");
+        }
+        // An operation the table lacks, or arguments of other kinds or count.
+        assert!(WorkspaceRequest::new("chmod", &[]).is_err());
+        let wrong =
+            WorkspaceRequest::new("write", &[V::Mount("workspace"), V::Path("a"), V::Count(1)]);
+        assert!(wrong.unwrap_err().contains("write takes"));
+        assert!(WorkspaceRequest::new("stat", &[V::Mount("workspace")]).is_err());
     }
 }

@@ -10,6 +10,7 @@ use crate::model::{
 };
 use crate::paths::{exec_workdir, resolve};
 use crate::scripts::{self, EXEC, Failure};
+use occ_ssh_target::envelope::ArgValue;
 
 impl<'e, E: Effects> Backend<'e, E> {
     /// A directory for commands: `None` when it is not a real directory inside
@@ -37,7 +38,10 @@ impl<'e, E: Effects> Backend<'e, E> {
         }
         match self.workspace_op(
             "workdir",
-            &[resolved.mount.name(), &resolved.relative_path],
+            &[
+                ArgValue::Mount(resolved.mount.name()),
+                ArgValue::Path(&resolved.relative_path),
+            ],
             &[],
             "validate workdir",
         ) {

@@ -14,12 +14,13 @@ use crate::model::{
 use crate::patch::{self, Hunk};
 use crate::paths::{resolve, resolve_writable};
 use crate::scripts;
+use occ_ssh_target::envelope::ArgValue::{self, Count, Flag, Path};
 
 impl<'e, E: Effects> Backend<'e, E> {
     fn workspace_json(
         &mut self,
         op: &str,
-        args: &[&str],
+        args: &[ArgValue<'_>],
         stdin: &[u8],
         what: &str,
     ) -> Result<Value, Error> {
@@ -71,7 +72,11 @@ impl<'e, E: Effects> Backend<'e, E> {
     fn read_at(&mut self, r: &ResolvedPath, limit: u64) -> Result<Vec<u8>, Error> {
         self.workspace_op(
             "read",
-            &[r.mount.name(), &r.relative_path, &limit.to_string()],
+            &[
+                ArgValue::Mount(r.mount.name()),
+                Path(&r.relative_path),
+                Count(limit),
+            ],
             &[],
             "read",
         )
@@ -106,9 +111,9 @@ impl<'e, E: Effects> Backend<'e, E> {
         self.workspace_op(
             "write",
             &[
-                r.mount.name(),
-                &r.relative_path,
-                if mkdir { "1" } else { "0" },
+                ArgValue::Mount(r.mount.name()),
+                Path(&r.relative_path),
+                Flag(mkdir),
             ],
             data,
             "write",
@@ -132,9 +137,9 @@ impl<'e, E: Effects> Backend<'e, E> {
         let v = self.workspace_json(
             "create",
             &[
-                r.mount.name(),
-                &r.relative_path,
-                if mkdir { "1" } else { "0" },
+                ArgValue::Mount(r.mount.name()),
+                Path(&r.relative_path),
+                Flag(mkdir),
             ],
             data,
             "create",
@@ -162,8 +167,13 @@ impl<'e, E: Effects> Backend<'e, E> {
 
     pub fn mkdirp(&mut self, dir: &FileRef) -> Result<(), Error> {
         let r = self.writable(dir, "create directories", false)?;
-        self.workspace_op("mkdirp", &[r.mount.name(), &r.relative_path], &[], "mkdirp")
-            .map_err(|e| e.or_read_only("create directories", &r.container_path))?;
+        self.workspace_op(
+            "mkdirp",
+            &[ArgValue::Mount(r.mount.name()), Path(&r.relative_path)],
+            &[],
+            "mkdirp",
+        )
+        .map_err(|e| e.or_read_only("create directories", &r.container_path))?;
         Ok(())
     }
 
@@ -178,10 +188,10 @@ impl<'e, E: Effects> Backend<'e, E> {
         self.workspace_op(
             "remove",
             &[
-                r.mount.name(),
-                &r.relative_path,
-                if recursive { "1" } else { "0" },
-                if force { "1" } else { "0" },
+                ArgValue::Mount(r.mount.name()),
+                Path(&r.relative_path),
+                Flag(recursive),
+                Flag(force),
             ],
             &[],
             "remove",
@@ -204,10 +214,10 @@ impl<'e, E: Effects> Backend<'e, E> {
         self.workspace_op(
             "rename",
             &[
-                from.mount.name(),
-                &from.relative_path,
-                to.mount.name(),
-                &to.relative_path,
+                ArgValue::Mount(from.mount.name()),
+                Path(&from.relative_path),
+                ArgValue::Mount(to.mount.name()),
+                Path(&to.relative_path),
             ],
             &[],
             "rename",
@@ -224,7 +234,12 @@ impl<'e, E: Effects> Backend<'e, E> {
     }
 
     fn stat_at(&mut self, r: &ResolvedPath) -> Result<Option<FileStat>, Error> {
-        let v = self.workspace_json("stat", &[r.mount.name(), &r.relative_path], &[], "stat")?;
+        let v = self.workspace_json(
+            "stat",
+            &[ArgValue::Mount(r.mount.name()), Path(&r.relative_path)],
+            &[],
+            "stat",
+        )?;
         if v["exists"] != Value::Bool(true) {
             return Ok(None);
         }
@@ -245,7 +260,7 @@ impl<'e, E: Effects> Backend<'e, E> {
         let r = resolve(&self.layout, dir, "list directories")?;
         let v = self.workspace_json(
             "readdir",
-            &[r.mount.name(), &r.relative_path],
+            &[ArgValue::Mount(r.mount.name()), Path(&r.relative_path)],
             &[],
             "read directory",
         )?;

@@ -25,6 +25,7 @@ use crate::model::{
     ExecOutput, Level, PreflightReport, Root, SandboxScope, Warning, WorkspaceSummary,
 };
 use crate::scripts::{self, Failure, PREFLIGHT, Run, WORKSPACE};
+use occ_ssh_target::envelope::{ArgValue, WorkspaceRequest};
 
 /// What the backend may do besides computing: the host's imports.
 pub trait Effects {
@@ -178,18 +179,20 @@ impl<'e, E: Effects> Backend<'e, E> {
     }
 
     /// `workspace <op> <args...>`: the host puts its envelope (the workspace
-    /// root, the runtime id, the mounts) before the operation.
-    fn workspace(op: &str, args: &[&str]) -> Run {
-        let mut all = vec![op];
-        all.extend_from_slice(args);
-        WORKSPACE.run(&all)
+    /// root, the runtime id, the mounts) before the operation. Each argument
+    /// is of the kind the operation's row of the shared table gives it: every
+    /// call here is a fixed shape, which the unit tests run.
+    fn workspace(op: &str, args: &[ArgValue<'_>]) -> Run {
+        let request = WorkspaceRequest::new(op, args)
+            .unwrap_or_else(|e| panic!("a workspace request out of the table: {e}"));
+        WORKSPACE.run(&request.words)
     }
 
     /// A workspace operation; seeds the runtime on first use and runs it again.
     fn workspace_op(
         &mut self,
         op: &str,
-        args: &[&str],
+        args: &[ArgValue<'_>],
         stdin: &[u8],
         what: &str,
     ) -> Result<Vec<u8>, Error> {

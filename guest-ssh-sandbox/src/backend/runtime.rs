@@ -7,7 +7,9 @@ use super::{Backend, Effects, FS_TIMEOUT_MS, SEED_TIMEOUT_MS, exec_error};
 use crate::error::{Code, Error};
 use crate::model::{Ensured, Level, Root, Seeding};
 use crate::scripts::{self, Failure, Run, WORKSPACE};
-use occ_ssh_target::envelope::{INPUTS, INPUTS_ABSENT, MAX_STAGED_NAMES, SKILLS, is_staged_input};
+use occ_ssh_target::envelope::{
+    ArgValue, INPUTS, INPUTS_ABSENT, MAX_STAGED_NAMES, SKILLS, is_staged_input,
+};
 
 impl<'e, E: Effects> Backend<'e, E> {
     /// OpenClaw's refresh of the scope's materialized skills, as its SSH
@@ -57,7 +59,7 @@ impl<'e, E: Effects> Backend<'e, E> {
         let mut absent = Vec::new();
         for asked in local.chunks(MAX_STAGED_NAMES) {
             let list = asked.join(",");
-            let run = Self::workspace(INPUTS_ABSENT, &[&list]);
+            let run = Self::workspace(INPUTS_ABSENT, &[ArgValue::Staged(&list)]);
             let out = self.seeded(WHAT, |b| b.effects.exec(&run, &[], FS_TIMEOUT_MS))?;
             let answer = scripts::json(&out, WHAT)?;
             let names = answer["absent"].as_array().ok_or_else(|| {
@@ -105,7 +107,7 @@ impl<'e, E: Effects> Backend<'e, E> {
     fn runtime_op(
         &mut self,
         op: &str,
-        args: &[&str],
+        args: &[ArgValue<'_>],
         stdin: &[u8],
         timeout_ms: u32,
         what: &str,
@@ -176,7 +178,7 @@ impl<'e, E: Effects> Backend<'e, E> {
         let stage = self.layout.stage_name(&random);
         self.runtime_op(
             "stage",
-            &[&stage],
+            &[ArgValue::Stage(&stage)],
             &[],
             FS_TIMEOUT_MS,
             "stage the workspace",
@@ -186,7 +188,7 @@ impl<'e, E: Effects> Backend<'e, E> {
             // The publish removes its own stage; an upload that failed leaves it.
             if let Err(e) = self.runtime_op(
                 "discard",
-                &[&stage],
+                &[ArgValue::Stage(&stage)],
                 &[],
                 FS_TIMEOUT_MS,
                 "discard the stage",
@@ -203,7 +205,10 @@ impl<'e, E: Effects> Backend<'e, E> {
     fn fill_and_publish(&mut self, stage: &str) -> Result<Seeding, Error> {
         let target = self.target().to_string();
         for (mount, root) in self.layout.seeds() {
-            let run = Self::workspace("unpack", &[stage, mount.name()]);
+            let run = Self::workspace(
+                "unpack",
+                &[ArgValue::Stage(stage), ArgValue::Mount(mount.name())],
+            );
             let out = self
                 .effects
                 .upload(root, &run, SEED_TIMEOUT_MS)
@@ -230,7 +235,7 @@ impl<'e, E: Effects> Backend<'e, E> {
         }
         let v = self.runtime_op(
             "publish",
-            &[stage],
+            &[ArgValue::Stage(stage)],
             &[],
             FS_TIMEOUT_MS,
             "publish the workspace",
