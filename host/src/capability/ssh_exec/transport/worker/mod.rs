@@ -406,57 +406,68 @@ impl Workers {
                     });
                 }
                 Err(Outcome::Failed(e)) => return Err(e),
-                Err(Outcome::Lost(why)) => {
-                    // The worker serves on; the scope's next request gets a
-                    // new process there.
-                    tracing::warn!(
-                        host = req.alias,
-                        pid = w.pid,
-                        "workspace request lost: {why}"
-                    );
+                Err(failed) => {
+                    // What the request's failure leaves: the worker, if it
+                    // serves on, and the error if the request is not sent
+                    // again. A request that changes nothing is, once.
+                    let (serves_on, error) = self.after_failure(failed, &w, req.alias, serve);
                     if serve.idempotent && !retried {
                         retried = true;
-                        next = Some(w);
+                        next = serves_on;
                         continue;
                     }
-                    return Err(ExecError::Io(format!(
-                        "{}: {why}; the operation may or may not have taken effect",
-                        req.alias
-                    )));
+                    return Err(error);
                 }
-                Err(Outcome::Hung(why)) => {
-                    // Ended: its session closes, and its watcher kills it.
-                    tracing::warn!(
-                        host = req.alias,
-                        pid = w.pid,
-                        "workspace worker replaced: {why}"
-                    );
-                    self.drop_worker(req.alias, serve, &w);
-                    w.end();
-                    if serve.idempotent && !retried {
-                        retried = true;
-                        continue;
-                    }
-                    return Err(ExecError::Timeout);
-                }
-                Err(Outcome::Broken(why)) => {
-                    let said = tail_text(&w.stderr);
-                    tracing::warn!(
-                        host = req.alias,
-                        pid = w.pid,
-                        "workspace worker replaced: {why}{said}"
-                    );
-                    self.drop_worker(req.alias, serve, &w);
-                    if serve.idempotent && !retried {
-                        retried = true;
-                        continue;
-                    }
-                    return Err(ExecError::Io(format!(
-                        "{}: the remote worker failed mid-request ({why}{said}); \
-                         the operation may or may not have taken effect",
-                        req.alias
-                    )));
-                }
+            }
+        }
+    }
+
+    /// A request on `w` failed with `failed` (not [`Outcome::Failed`]): it
+    /// is logged, a worker that ended or hangs is dropped (and ended), and
+    /// the answer is the worker that serves on, if any, and the request's
+    /// error.
+    fn after_failure(
+        &self,
+        failed: Outcome,
+        w: &Arc<Worker>,
+        alias: &str,
+        serve: &Serve,
+    ) -> (Option<Arc<Worker>>, ExecError) {
+        match failed {
+            Outcome::Failed(e) => (Some(w.clone()), e),
+            Outcome::Lost(why) => {
+                // The worker serves on; the scope's next request gets a new
+                // process there.
+                tracing::warn!(host = alias, pid = w.pid, "workspace request lost: {why}");
+                let error = ExecError::Io(format!(
+                    "{alias}: {why}; the operation may or may not have taken effect"
+                ));
+                (Some(w.clone()), error)
+            }
+            Outcome::Hung(why) => {
+                // Ended: its session closes, and its watcher kills it.
+                tracing::warn!(
+                    host = alias,
+                    pid = w.pid,
+                    "workspace worker replaced: {why}"
+                );
+                self.drop_worker(alias, serve, w);
+                w.end();
+                (None, ExecError::Timeout)
+            }
+            Outcome::Broken(why) => {
+                let said = tail_text(&w.stderr);
+                tracing::warn!(
+                    host = alias,
+                    pid = w.pid,
+                    "workspace worker replaced: {why}{said}"
+                );
+                self.drop_worker(alias, serve, w);
+                let error = ExecError::Io(format!(
+                    "{alias}: the remote worker failed mid-request ({why}{said}); \
+                     the operation may or may not have taken effect"
+                ));
+                (None, error)
             }
         }
     }
