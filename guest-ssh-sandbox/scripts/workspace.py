@@ -1789,9 +1789,9 @@ def answer(root, scope, args, data):
     return status, sys.stdout.buffer.getvalue(), err.encode("utf-8", "replace")
 
 
-def scope_key(args):
-    """The scope a workspace request names: its envelope's runtime id, ""
-    for none. Read only to route the request; its scope's process checks the
+def runtime_of(args):
+    """The runtime a workspace request names (one per OpenClaw scope): its
+    envelope's runtime id, "" for none. Read only to route the request; its scope's process checks the
     envelope whole."""
     try:
         v = json.loads(args[0])
@@ -1892,7 +1892,7 @@ class Scopes(object):
         self.scope_idle = idle or SCOPE_IDLE_SECONDS
 
     def start_request(self, rid, args, data):
-        key = scope_key(args)
+        key = runtime_of(args)
         scope = self.scopes.get(key) or self.fork_scope(key)
         scope.queue.append((rid, frame_bytes({"id": rid, "args": args, "stdin": len(data)}, data)))
         self.runs[rid] = {"kind": "request", "scope": key}

@@ -14,8 +14,8 @@ use std::sync::{Arc, LazyLock};
 
 use guest_ssh_driver::ids::check_id;
 use occ_driver_host::capability::ssh_exec::SshMode;
-use occ_driver_host::rpc::envelope::Incoming;
 use occ_driver_host::rpc::framing::{Frame, MessageCodec};
+use occ_driver_host::rpc::message::Incoming;
 use occ_driver_host::{CallOptions, Driver, DriverOptions, Installation, Method, Runtime};
 use occ_strategies::{default_cases, hostile_text, json_value, key_paths, object_at};
 use proptest::prelude::*;

@@ -381,7 +381,7 @@ const codes = (() => {
 })();
 
 /** The JSON-RPC error numbers the host answers with. */
-const rpcNumbers = new Set(grab(read("host/src/rpc/envelope.rs"), /: i64 = (-\d+);/g));
+const rpcNumbers = new Set(grab(read("host/src/rpc/message.rs"), /: i64 = (-\d+);/g));
 
 // Codes the docs name that come from elsewhere, each with its owner.
 const FOREIGN_CODES = new Map([

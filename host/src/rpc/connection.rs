@@ -29,8 +29,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
-use super::envelope::{self, Incoming, code};
 use super::framing::{Frame, MAX_MESSAGE, MessageCodec};
+use super::message::{self, Incoming, code};
 use super::service::{Request, Service};
 use crate::capability::hooks::{HookAnswer, HookFuture, HookRefusal, HookRequest, LifecycleHooks};
 use crate::capability::ssh_exec::{OutputSink, OutputStream};
@@ -115,7 +115,7 @@ impl Connection {
         impl Drop for Forget<'_> {
             fn drop(&mut self) {
                 if lock(&self.0.pending).remove(&self.1).is_some() {
-                    self.0.offer(envelope::notification(
+                    self.0.offer(message::notification(
                         "$/cancelRequest",
                         json!({"id": self.2}),
                     ));
@@ -126,7 +126,7 @@ impl Connection {
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id_key(&json!(id)), tx);
         let _forget = Forget(self, id_key(&json!(id)), json!(id));
-        self.send(envelope::request(&id, method, params)).await;
+        self.send(message::request(&id, method, params)).await;
         rx.await
             .unwrap_or_else(|_| Err(json!({"message": "the controller disconnected"})))
     }
@@ -207,7 +207,7 @@ where
             Frame::Line(line) if line.trim().is_empty() => continue,
             Frame::Line(line) => line,
             Frame::TooLong => {
-                conn.send(envelope::error(
+                conn.send(message::error(
                     &Value::Null,
                     code::INVALID_REQUEST,
                     &format!("a message exceeds the {MAX_MESSAGE}-byte limit; it was discarded"),
@@ -217,7 +217,7 @@ where
                 continue;
             }
             Frame::NotUtf8 => {
-                conn.send(envelope::error(
+                conn.send(message::error(
                     &Value::Null,
                     code::PARSE_ERROR,
                     "parse error: the message is not UTF-8",
@@ -230,7 +230,7 @@ where
         match Incoming::parse(&line) {
             Ok(message) => handle(&conn, message, &mut tasks).await,
             Err(bad) => {
-                conn.send(envelope::error(&bad.id, bad.code, &bad.message, None))
+                conn.send(message::error(&bad.id, bad.code, &bad.message, None))
                     .await
             }
         }
@@ -277,7 +277,7 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
         Incoming::Request { id, method, params } => (id, method, params),
     };
     if let Err((rpc_code, message)) = conn.service.accept(&method, &params) {
-        conn.send(envelope::error(&id, rpc_code, &message, None))
+        conn.send(message::error(&id, rpc_code, &message, None))
             .await;
         return;
     }
@@ -294,7 +294,7 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
         duplicate
     };
     if duplicate {
-        conn.send(envelope::error(
+        conn.send(message::error(
             &id,
             code::INVALID_REQUEST,
             &format!("a request with id {id} is already running; ids must be unique among running requests"),
@@ -325,7 +325,7 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
                     OutputStream::Stderr => "stderr",
                 };
                 let data = base64::engine::general_purpose::STANDARD.encode(chunk);
-                conn.send(envelope::notification("$/output", json!({"id": id, "stream": stream, "data": data})))
+                conn.send(message::notification("$/output", json!({"id": id, "stream": stream, "data": data})))
                     .await;
             })
         });
@@ -342,7 +342,7 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
                 if !lock(&bucket).take() {
                     return;
                 }
-                progress_conn.offer(envelope::notification(
+                progress_conn.offer(message::notification(
                     "$/progress",
                     json!({"id": progress_id, "host": p.host, "step": p.step, "message": p.message}),
                 ));
@@ -354,14 +354,14 @@ async fn handle(conn: &Arc<Connection>, message: Incoming, tasks: &mut tokio::ta
         lock(&conn.running).remove(&id_key(&id));
         lock(&conn.inputs).remove(&id_key(&id));
         match result {
-            Ok(v) => conn.send(envelope::result(&id, v)).await,
+            Ok(v) => conn.send(message::result(&id, v)).await,
             Err(e) => {
                 let rpc_code = match (e.code.as_str(), e.failure) {
                     ("cancelled", _) => code::REQUEST_CANCELLED,
                     ("invalid-params", FailureKind::Permanent) => code::INVALID_PARAMS,
                     _ => code::DRIVER_FAILED,
                 };
-                conn.send(envelope::error(&id, rpc_code, &e.message, Some(error_data(&e))))
+                conn.send(message::error(&id, rpc_code, &e.message, Some(error_data(&e))))
                     .await
             }
         }

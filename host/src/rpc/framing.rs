@@ -11,7 +11,7 @@ use tokio_util::codec::{Decoder, LinesCodec, LinesCodecError};
 /// The largest message accepted, in bytes. A revision with its native
 /// configuration is kilobytes; the largest honest message is a sandbox
 /// `writeFile` of the bridge's 8 MiB bound, base64 (4/3 of it) in its
-/// envelope, so 16 MiB leaves room for that and bounds what a broken or
+/// message, so 16 MiB leaves room for that and bounds what a broken or
 /// hostile peer makes the host buffer. The Node clients refuse a larger
 /// message before sending it (`rpc.mjs`), since the host's answer to one it
 /// discarded cannot name the request.

@@ -2,7 +2,7 @@
 //! do not link Rust (OCC is TypeScript).
 //!
 //! - [`framing`]: one message per line, bounded in size;
-//! - [`envelope`]: what a line is (request, notification, response) and the
+//! - [`message`]: what a line is (request, notification, response) and the
 //!   answers the host writes;
 //! - [`service`]: what a connection serves, one world's methods behind one
 //!   trait (the compute driver's and the sandbox backend's);
@@ -27,9 +27,9 @@
 //! A malformed message gets a JSON-RPC error and the server keeps serving.
 
 mod connection;
-pub mod envelope;
 pub mod framing;
 mod listen;
+pub mod message;
 pub mod service;
 
 pub use connection::{OUTBOUND_QUEUE, serve_connection};

@@ -1,5 +1,5 @@
 //! What a connection serves: one world's methods behind one trait, so that the
-//! framing, the envelope, cancellation, hooks, progress and output are the same
+//! framing, the message shapes, cancellation, hooks, progress and output are the same
 //! whichever kind of component answers.
 
 use std::future::Future;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::envelope::code;
+use super::message::code;
 use crate::capability::hooks::LifecycleHooks;
 use crate::capability::ssh_exec::OutputSink;
 use crate::error::CallError;

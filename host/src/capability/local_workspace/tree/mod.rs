@@ -141,7 +141,7 @@ struct Level {
 }
 
 /// A regular file with more than one link: how many of its names the walk met.
-struct Linked {
+struct HardLinked {
     rel: Vec<u8>,
     nlink: u64,
     seen: u64,
@@ -174,7 +174,7 @@ impl Walk<'_> {
     /// Every entry below `rootfd`, depth first, without recursion: the stack
     /// of open levels is bounded by [`MAX_DEPTH`].
     fn tree(&mut self, rootfd: OwnedFd, visit: &mut Visit<'_>) -> Result<(), WalkError> {
-        let mut linked: std::collections::HashMap<(u64, u64), Linked> = Default::default();
+        let mut linked: std::collections::HashMap<(u64, u64), HardLinked> = Default::default();
         let mut deferred: Vec<(Vec<u8>, Node)> = Vec::new();
         let mut names = Self::listing(&rootfd, b"")?;
         if let Some(only) = self.only {
@@ -287,7 +287,7 @@ impl Walk<'_> {
                         }
                         linked
                             .entry((opened.st_dev, opened.st_ino))
-                            .or_insert_with(|| Linked {
+                            .or_insert_with(|| HardLinked {
                                 rel: rel.clone(),
                                 nlink: opened.st_nlink,
                                 seen: 0,
@@ -330,7 +330,7 @@ impl Walk<'_> {
                 }
             }
         }
-        let mut outside: Vec<&Linked> = linked.values().filter(|l| l.seen < l.nlink).collect();
+        let mut outside: Vec<&HardLinked> = linked.values().filter(|l| l.seen < l.nlink).collect();
         outside.sort_by(|a, b| a.rel.cmp(&b.rel));
         if let Some(l) = outside.first() {
             return Err(refused(format!(

@@ -213,7 +213,7 @@ impl Drop for CancelUnfinished {
 
 /// End the workers idle longer than `idle`, until the pool is gone.
 pub(super) async fn reap(
-    slots: Weak<Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>>,
+    slots: Weak<Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Slot>>>>>,
     idle: Duration,
 ) {
     loop {

@@ -75,21 +75,21 @@ const INPUT_CHUNK: usize = 64 << 10;
 /// short arguments and the long ones' lengths, not by reading the text
 /// again on every request.
 #[derive(Clone)]
-struct Key {
+struct SlotKey {
     alias: String,
     start: Arc<[String]>,
 }
 
-impl PartialEq for Key {
-    fn eq(&self, other: &Key) -> bool {
+impl PartialEq for SlotKey {
+    fn eq(&self, other: &SlotKey) -> bool {
         self.alias == other.alias
             && (Arc::ptr_eq(&self.start, &other.start) || self.start == other.start)
     }
 }
 
-impl Eq for Key {}
+impl Eq for SlotKey {}
 
-impl std::hash::Hash for Key {
+impl std::hash::Hash for SlotKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.alias.hash(state);
         for a in self.start.iter() {
@@ -102,9 +102,9 @@ impl std::hash::Hash for Key {
     }
 }
 
-impl Key {
-    fn of(alias: &str, serve: &Serve) -> Key {
-        Key {
+impl SlotKey {
+    fn of(alias: &str, serve: &Serve) -> SlotKey {
+        SlotKey {
             alias: alias.to_string(),
             start: serve.start.clone(),
         }
@@ -189,7 +189,7 @@ pub(crate) struct Ask<'a> {
 
 /// The workers of one backend.
 pub(crate) struct Workers {
-    slots: Arc<Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>>,
+    slots: Arc<Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Slot>>>>>,
     /// The grant's policy: how a start vector travels.
     policy: ExecPolicy,
 }
@@ -257,7 +257,7 @@ impl Workers {
         workers
     }
 
-    fn slot(&self, key: Key) -> Arc<tokio::sync::Mutex<Slot>> {
+    fn slot(&self, key: SlotKey) -> Arc<tokio::sync::Mutex<Slot>> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         slots.entry(key).or_default().clone()
     }
@@ -277,7 +277,7 @@ impl Workers {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<Arc<Master>, ExecError>>,
     {
-        let slot = self.slot(Key::of(alias, serve));
+        let slot = self.slot(SlotKey::of(alias, serve));
         let mut slot = tokio::select! {
             s = slot.lock() => s,
             () = cancel.cancelled() => return Some(Err(ExecError::Cancelled)),
@@ -328,7 +328,7 @@ impl Workers {
 
     /// Forget `w` in its slot (it broke): the next request starts another.
     fn drop_worker(&self, alias: &str, serve: &Serve, w: &Arc<Worker>) {
-        let slot = self.slot(Key::of(alias, serve));
+        let slot = self.slot(SlotKey::of(alias, serve));
         if let Ok(mut slot) = slot.try_lock()
             && slot.worker.as_ref().is_some_and(|s| Arc::ptr_eq(s, w))
         {

@@ -1,4 +1,4 @@
-//! The JSON-RPC 2.0 envelope, typed: what a line from the controller is.
+//! The JSON-RPC 2.0 message, typed: what a line from the controller is.
 
 use serde_json::{Value, json};
 
