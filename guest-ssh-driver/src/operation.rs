@@ -21,8 +21,7 @@ pub const OPERATION_TIMEOUT_MS: u32 = 180_000;
 pub const HELPER_DEADLINE_MS: u64 = 170_000;
 /// The spec's readiness bound.
 pub const READINESS_TIMEOUT_MS: u64 = 120_000;
-/// The protocol version in every operation.
-pub const PROTOCOL_VERSION: u64 = 2;
+pub use occ_ssh_target::helper::PROTOCOL_VERSION;
 /// Bound on the stderr excerpt quoted in an error message.
 const STDERR_EXCERPT: usize = 400;
 

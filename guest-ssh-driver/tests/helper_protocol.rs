@@ -54,6 +54,11 @@ fn versions_deadlines_and_names_agree() {
     assert_eq!(number(&js, "DEFAULT_READINESS_MS"), READINESS_TIMEOUT_MS);
     // The helper's own deadline must end before the transport kills it.
     let max = number(&js, "MAX_DEADLINE_MS");
+    assert_eq!(
+        max,
+        occ_ssh_target::helper::MAX_DEADLINE_MS,
+        "the host admits up to this deadline"
+    );
     assert!(
         HELPER_DEADLINE_MS <= max && max < u64::from(OPERATION_TIMEOUT_MS),
         "{HELPER_DEADLINE_MS} <= {max} < {OPERATION_TIMEOUT_MS}"

@@ -3,6 +3,14 @@
 //! table. The helper keeps its own table (`OPERATIONS`); a host test reads it
 //! with `node` and compares it with this one.
 
+/// The helper protocol's version: the `version` of every operation the
+/// driver sends and of every envelope the host writes.
+pub const PROTOCOL_VERSION: u64 = 2;
+
+/// The most an operation's own deadline (`deadlineMs`) may be: below the
+/// transport's 180 s bound, so that the helper stops and reports first.
+pub const MAX_DEADLINE_MS: u64 = 175_000;
+
 /// An operation of the remote helper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HelperOp {

@@ -35,12 +35,9 @@ use crate::capability::hooks::AcceptedHooks;
 use crate::capability::ssh_exec::grant::{self, GrantError};
 use crate::capability::ssh_exec::{Admission, Admitted, ExecAsk};
 
-/// The helper protocol this host speaks: the operation's and the envelope's
-/// `version`.
-pub const PROTOCOL_VERSION: u64 = 2;
-/// The bounds of an operation's `deadlineMs` (the helper's own deadline, below
-/// the transport's 180 s).
-const DEADLINE_MS: std::ops::RangeInclusive<u64> = 1_000..=175_000;
+pub use occ_ssh_target::helper::PROTOCOL_VERSION;
+/// The bounds of an operation's `deadlineMs` (the helper's own deadline).
+const DEADLINE_MS: std::ops::RangeInclusive<u64> = 1_000..=occ_ssh_target::helper::MAX_DEADLINE_MS;
 /// Where units go when `runtime.systemdUnitDirectory` is omitted.
 const DEFAULT_UNIT_DIRECTORY: &str = "/etc/systemd/system";
 /// Bound on `runtime.user`; accounts use its first 19 characters.

@@ -50,7 +50,7 @@ use crate::capability::ssh_exec::backend::{
     ExecError, ExecOutput, InputStream, OutputSink, OutputStream, Serve,
 };
 use crate::capability::ssh_exec::grant::ExecPolicy;
-use crate::capability::ssh_exec::seal::{Sealed, seal};
+use crate::capability::ssh_exec::seal::{self, Sealed};
 
 mod calls;
 mod frames;
@@ -296,7 +296,7 @@ impl Workers {
                 Err(e) => return Some(Err(e)),
             };
             let bound = serve.bound.min(timeout);
-            let mut sealed = seal(&self.policy, &serve.start, &[]);
+            let mut sealed = seal::seal(&self.policy, &serve.start, &[]);
             sealed.stdin.extend_from_slice(&serve.start_input);
             let started = tokio::select! {
                 r = tokio::time::timeout(bound, start(master, &sealed, Instant::now() + bound)) => r.unwrap_or(Err(WorkerError::Timeout(bound))),
@@ -504,13 +504,10 @@ impl Worker {
 
     /// Send one frame and the `data` it announces.
     async fn send(&self, frame: ToWorker<'_>, data: &[u8]) -> Result<(), String> {
-        let header = frame.header().to_string();
-        let mut frame = Vec::with_capacity(4 + header.len() + data.len());
-        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
-        frame.extend_from_slice(header.as_bytes());
-        frame.extend_from_slice(data);
+        let mut bytes = seal::frame(frame.header().to_string().as_bytes());
+        bytes.extend_from_slice(data);
         let mut stdin = self.stdin.lock().await;
-        stdin.write_all(&frame).await.map_err(|e| e.to_string())?;
+        stdin.write_all(&bytes).await.map_err(|e| e.to_string())?;
         stdin.flush().await.map_err(|e| e.to_string())
     }
 
