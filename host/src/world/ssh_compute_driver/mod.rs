@@ -447,7 +447,10 @@ impl Driver {
         let accepted = AcceptedHooks::default();
         let data = ComputeCall {
             sandbox: Sandbox::new(&self.runtime.limits()),
-            ssh: SshExecState::new(self.ssh.clone(), scope.clone(), lines).with_admission(
+            ssh: SshExecState::new(
+                self.ssh.clone(),
+                scope.clone(),
+                lines,
                 envelope::admission(
                     call.method,
                     self.trusted.clone(),

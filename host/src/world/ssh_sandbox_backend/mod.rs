@@ -44,7 +44,9 @@ use crate::capability::local_workspace::{
     self, CallRoots, LocalWorkspaceGrant, LocalWorkspaceState,
 };
 use crate::capability::log::{self, LogGrant, LogState};
-use crate::capability::ssh_exec::{self, ExecAsk, OutputSink, SshExec, SshExecState, SshMode};
+use crate::capability::ssh_exec::{
+    self, Admission, Admitted, ExecAsk, OutputSink, SshExec, SshExecState, SshMode,
+};
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, Linked, World, WorldInfo};
@@ -372,54 +374,37 @@ impl SandboxBackend {
             + 'static,
     {
         let no_lines: ssh_exec::LineSink = Arc::new(|_, _| {});
-        let admit = admission.clone();
-        let mut ssh = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines.clone())
-            .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
-                admit
-                    .admit(ask.argv, ask.stdin, None)
-                    .map(admission::admitted)
-            }));
-        if let (Some(bound), Some(programs)) = (self.installation.worker, &self.worker_programs) {
-            // The worker is started from this call's envelope, already
-            // written: nothing is parsed again per operation.
-            let admitted = admission.clone();
-            let programs = programs.clone();
-            ssh = ssh.with_serve(Arc::new(move |argv: &[String]| {
-                admitted.served(argv, bound, &programs)
-            }));
-        }
-        if method == Method::Exec
-            && let Some(output) = &options.output
-        {
-            // Only the command's output is the caller's: not seeding on the
-            // way, nor the exec script's reports about itself.
-            let output = output.clone();
-            ssh = ssh.with_output(Arc::new(move |argv: &[String], stdin: &[u8]| {
-                let nonce = admission::exec_nonce(argv, stdin)?;
-                Some(without_reports(output.clone(), &nonce))
-            }));
-            // The caller's open stdin goes to the exec script's run of the
-            // caller's command (admitted: its header is the caller's request,
-            // its envelope this call's scope), and to nothing else.
-            if let Some(input) = &options.input {
-                let input = input.clone();
-                ssh = ssh.with_input(Arc::new(move |argv: &[String], stdin: &[u8]| {
-                    admission::exec_nonce(argv, stdin)?;
-                    (argv.get(5).map(String::as_str) == Some(occ_ssh_target::envelope::EXEC))
-                        .then(|| input.reader())
-                }));
-            }
-        }
+        // The worker is started from this call's envelope, already written:
+        // nothing is parsed again per operation.
+        let worker = self.installation.worker.zip(self.worker_programs.clone());
+        // Only the command's output is the caller's: not seeding on the way,
+        // nor the exec script's reports about itself; and the caller's open
+        // stdin goes with it.
+        let (output, input) = match &options.output {
+            Some(output) if method == Method::Exec => (Some(output.clone()), options.input.clone()),
+            _ => (None, None),
+        };
+        let ssh = SshExecState::new(
+            self.ssh.clone(),
+            scope.clone(),
+            no_lines.clone(),
+            Arc::new(CallExecs {
+                admission: admission.clone(),
+                worker,
+                output,
+                input,
+            }),
+        );
         // Uploads run through an exec state of their own, admitted the same
         // way: a root streams only into the operation that takes it (a
         // workspace into unpack, the skills into the skills refresh, staged
         // inputs into theirs).
-        let upload_exec = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines)
-            .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
-                admission
-                    .admit(ask.argv, ask.stdin, ask.streamed)
-                    .map(admission::admitted)
-            }));
+        let upload_exec = SshExecState::new(
+            self.ssh.clone(),
+            scope.clone(),
+            no_lines,
+            Arc::new(UploadExecs(admission)),
+        );
         let data = SandboxCallData {
             sandbox: Sandbox::new(&self.runtime.limits()),
             ssh,
@@ -462,6 +447,65 @@ impl SandboxBackend {
             })?;
         }
         Ok(())
+    }
+}
+
+/// The execs a call's component runs itself: admitted against the call, and
+/// each told where its output goes, whether the caller's open stdin follows
+/// its own and whether the target's worker answers it.
+struct CallExecs {
+    admission: Arc<CallAdmission>,
+    /// The installation's bound of a worker's request, and what the worker
+    /// starts from, when the installation wants one.
+    worker: Option<(Duration, Arc<WorkerPrograms>)>,
+    /// The caller's sink of an `exec` call's output.
+    output: Option<OutputSink>,
+    /// The caller's open stdin of an `exec` call, with `output` only.
+    input: Option<stdin::CommandInput>,
+}
+
+impl Admission for CallExecs {
+    fn admit(&self, ask: ExecAsk<'_>) -> Result<Admitted, String> {
+        let argv = self.admission.admit(ask.argv, ask.stdin, None)?;
+        let nonce = admission::exec_nonce(&argv, ask.stdin);
+        let output = self
+            .output
+            .as_ref()
+            .zip(nonce.as_ref())
+            .map(|(output, nonce)| without_reports(output.clone(), nonce));
+        // The caller's open stdin goes to the exec script's run of the
+        // caller's command (admitted: its header is the caller's request,
+        // its envelope this call's scope), and to nothing else.
+        let input = self
+            .input
+            .as_ref()
+            .filter(|_| {
+                nonce.is_some()
+                    && argv.get(5).map(String::as_str) == Some(occ_ssh_target::envelope::EXEC)
+            })
+            .map(stdin::CommandInput::reader);
+        let serve = self
+            .worker
+            .as_ref()
+            .and_then(|(bound, programs)| self.admission.served(&argv, *bound, programs));
+        Ok(Admitted {
+            output,
+            input,
+            serve,
+            ..admission::admitted(argv)
+        })
+    }
+}
+
+/// The execs an upload runs (`local-workspace`): admitted against the call
+/// with the root that streams into them; their output is the component's.
+struct UploadExecs(Arc<CallAdmission>);
+
+impl Admission for UploadExecs {
+    fn admit(&self, ask: ExecAsk<'_>) -> Result<Admitted, String> {
+        self.0
+            .admit(ask.argv, ask.stdin, ask.streamed)
+            .map(admission::admitted)
     }
 }
 

@@ -469,5 +469,5 @@ pub(super) fn admitted(argv: Vec<String>) -> crate::capability::ssh_exec::Admitt
         let op = argv.get(5).unwrap_or(name);
         audit.insert("operation".into(), Value::String(op.clone()));
     }
-    crate::capability::ssh_exec::Admitted { argv, audit }
+    crate::capability::ssh_exec::Admitted::new(argv, audit)
 }
