@@ -466,12 +466,11 @@ struct CallExecs {
 
 impl Admission for CallExecs {
     fn admit(&self, ask: ExecAsk<'_>) -> Result<Admitted, String> {
-        let argv = self.admission.admit(ask.argv, ask.stdin, None)?;
-        let nonce = admission::exec_nonce(&argv, ask.stdin);
+        let run = self.admission.admit(ask.argv, ask.stdin, None)?;
         let output = self
             .output
             .as_ref()
-            .zip(nonce.as_ref())
+            .zip(run.nonce.as_ref())
             .map(|(output, nonce)| without_reports(output.clone(), nonce));
         // The caller's open stdin goes to the exec script's run of the
         // caller's command (admitted: its header is the caller's request,
@@ -479,20 +478,17 @@ impl Admission for CallExecs {
         let input = self
             .input
             .as_ref()
-            .filter(|_| {
-                nonce.is_some()
-                    && argv.get(5).map(String::as_str) == Some(occ_ssh_target::envelope::EXEC)
-            })
+            .filter(|_| run.is_exec_mode())
             .map(stdin::CommandInput::reader);
         let serve = self
             .worker
             .as_ref()
-            .and_then(|(bound, programs)| self.admission.served(&argv, *bound, programs));
+            .and_then(|(bound, programs)| self.admission.served(&run, *bound, programs));
         Ok(Admitted {
             output,
             input,
             serve,
-            ..admission::admitted(argv)
+            ..run.into_admitted()
         })
     }
 }
@@ -505,7 +501,7 @@ impl Admission for UploadExecs {
     fn admit(&self, ask: ExecAsk<'_>) -> Result<Admitted, String> {
         self.0
             .admit(ask.argv, ask.stdin, ask.streamed)
-            .map(admission::admitted)
+            .map(admission::ScriptRun::into_admitted)
     }
 }
 
