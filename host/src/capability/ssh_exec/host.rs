@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, Serve};
+use super::backend::{ExecError, ExecOutput, ExecRun, InputStream, OutputSink, Serve};
 use super::bindings::occ::compute::ssh_exec as wit;
 use super::bindings::v0_3::occ::compute0_3_0::ssh_exec as wit_0_3;
 use super::grant::{ExecPolicy, HostGrant};
@@ -443,7 +443,7 @@ impl SshExecState {
         let on_line = move |line: &str| lines(alias, line);
         self.exec
             .backend
-            .exec(ExecRequest {
+            .exec(ExecRun {
                 alias,
                 host,
                 argv,

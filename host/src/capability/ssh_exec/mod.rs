@@ -14,6 +14,12 @@
 //! - `host.rs`: the WIT `Host` implementation, which checks the grant right
 //!   before every effect and writes the audit records.
 //!
+//! One exec crosses these as: an [`ExecAsk`] (what the component asked), the
+//! grant's check, the world's [`Admission`], which refuses it or returns
+//! [`Admitted`] (what runs, and how: its audit fields, output sink, open
+//! stdin and worker), and an [`ExecRun`] (the admitted exec with its host
+//! and bound) that the [`ExecBackend`] runs.
+//!
 //! A driver names hosts by alias and never sees an address, a key or a file.
 
 pub mod backend;
@@ -32,7 +38,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Linker};
 
 pub use backend::{
-    ExecBackend, ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, OutputStream, Serve,
+    ExecBackend, ExecError, ExecOutput, ExecRun, InputStream, OutputSink, OutputStream, Serve,
 };
 pub use client::{ClientError, SshClient};
 pub use grant::{

@@ -50,7 +50,7 @@ use crate::capability::ssh_exec::{
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, Linked, World, WorldInfo};
-use admission::{Asked, CallAdmission, WorkerPrograms};
+use admission::{CallAdmission, CallerCommand, WorkerPrograms};
 use bindings::exports::occ::compute::sandbox_backend as wit;
 use bindings::{SshSandboxBackend, SshSandboxBackendPre};
 use installation::{
@@ -340,7 +340,7 @@ impl SandboxBackend {
         &self,
         method: Method,
         scope: Option<&wit::SandboxScope>,
-        asked: Option<Asked>,
+        asked: Option<CallerCommand>,
     ) -> Arc<CallAdmission> {
         let operation_ms =
             u64::try_from(self.ssh.grant().bounds.operation.as_millis()).unwrap_or(u64::MAX);

@@ -46,9 +46,10 @@ mod worker;
 
 pub(super) use worker::WorkerPrograms;
 
-/// The exec request the controller made, as the exec script must carry it.
+/// The command the caller asked an `exec` or `runShellCommand` call to run:
+/// what the exec script's header must carry, and nothing else.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Asked {
+pub(super) struct CallerCommand {
     /// `exec` or `shell`.
     pub mode: &'static str,
     pub command: String,
@@ -142,7 +143,7 @@ pub(super) struct CallAdmission {
     method: Method,
     /// Why nothing may run, when the call's settings or scope give no layout.
     facts: Result<Facts, String>,
-    asked: Option<Asked>,
+    asked: Option<CallerCommand>,
     /// The grant's bound of one exec, in milliseconds.
     operation_ms: u64,
 }
@@ -155,7 +156,7 @@ impl CallAdmission {
         method: Method,
         settings: &Result<Settings, SandboxSettingsError>,
         scope: Option<ScopeRef<'_>>,
-        asked: Option<Asked>,
+        asked: Option<CallerCommand>,
         operation_ms: u64,
     ) -> CallAdmission {
         let facts = settings

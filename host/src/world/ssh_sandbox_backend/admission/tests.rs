@@ -29,7 +29,7 @@ fn argv(name: &str, args: &[&str]) -> Vec<String> {
     v
 }
 
-fn admission(method: Method, access: Access, asked: Option<Asked>) -> CallAdmission {
+fn admission(method: Method, access: Access, asked: Option<CallerCommand>) -> CallAdmission {
     CallAdmission::new(method, &settings(access), Some(scope()), asked, 7_200_000)
 }
 
@@ -448,14 +448,14 @@ fn exec_run(header: Value, rest: &[u8], args: [&str; 3]) -> (Vec<String>, Vec<u8
 
 #[test]
 fn an_exec_carries_the_callers_request_and_nothing_else() {
-    let asked = Asked {
+    let asked = CallerCommand {
         mode: "exec",
         command: "make test".into(),
         env: BTreeMap::from([("CI".into(), "1".into())]),
         stdin: b"in".to_vec(),
         workdir: Some("src".into()),
         timeout_ms: Some(5000),
-        ..Asked::default()
+        ..CallerCommand::default()
     };
     let a = admission(Method::Exec, Access::ReadWrite, Some(asked));
     let nonce = "0123456789abcdef".repeat(2);
@@ -560,10 +560,10 @@ fn an_exec_carries_the_callers_request_and_nothing_else() {
     let shell = admission(
         Method::RunShellCommand,
         Access::ReadWrite,
-        Some(Asked {
+        Some(CallerCommand {
             mode: "shell",
             command: "make test".into(),
-            ..Asked::default()
+            ..CallerCommand::default()
         }),
     );
     let (run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
@@ -583,15 +583,15 @@ fn an_exec_carries_the_callers_request_and_nothing_else() {
 
 #[test]
 fn a_terminal_is_the_callers_and_the_host_writes_it() {
-    let asked = |tty: bool, mode: &'static str| Asked {
+    let asked = |tty: bool, mode: &'static str| CallerCommand {
         mode,
         command: "x".into(),
         tty,
-        ..Asked::default()
+        ..CallerCommand::default()
     };
     let header =
         serde_json::json!({"command": "x", "env": {}, "args": [], "nonce": "a".repeat(32)});
-    let envelope_of = |method: Method, a: Asked| {
+    let envelope_of = |method: Method, a: CallerCommand| {
         let adm = admission(method, Access::ReadWrite, Some(a));
         let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "0"]);
         let run = adm.admit(&run, &stdin, None).unwrap().argv;
@@ -615,10 +615,10 @@ fn a_terminal_is_the_callers_and_the_host_writes_it() {
 
 #[test]
 fn without_a_limit_of_its_own_an_exec_is_bounded_by_the_grant() {
-    let asked = Asked {
+    let asked = CallerCommand {
         mode: "exec",
         command: "x".into(),
-        ..Asked::default()
+        ..CallerCommand::default()
     };
     let a = admission(Method::Exec, Access::ReadWrite, Some(asked));
     let header =
