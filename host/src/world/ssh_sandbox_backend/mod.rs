@@ -47,7 +47,7 @@ use crate::capability::log::{self, LogGrant, LogState};
 use crate::capability::ssh_exec::{
     self, Admission, Admitted, ExecAsk, OutputSink, SshExec, SshExecState, SshMode,
 };
-use crate::error::{CallError, FailureKind, LoadError};
+use crate::error::{CallError, LoadError};
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, Linked, World, WorldInfo};
 use admission::{CallAdmission, CallerCommand, WorkerPrograms};
@@ -208,14 +208,7 @@ impl SandboxBackend {
             grant.bounds.reconnect_budget = installation.reconnect;
             grant
         })
-        .map_err(|e| LoadError::Configuration {
-            path: installation.path.clone(),
-            error: Box::new(CallError::new(
-                FailureKind::Permanent,
-                "invalid-configuration",
-                e.to_string(),
-            )),
-        })?;
+        .map_err(|e| super::invalid_configuration(&installation.path, e))?;
         let local = LocalWorkspaceGrant::new(&installation.local_workspaces)
             .map_err(|m| refuse(format!("drivers.sandbox.localWorkspaces: {m}")))?;
         let path = &installation.component;
@@ -241,20 +234,18 @@ impl SandboxBackend {
             },
         )?;
         let wall = grant.bounds.operation + CALL_SLACK;
-        let ssh = SshExec::open(grant, &options.ssh)
-            .map_err(|e| refuse(e.to_string()))?
-            .with_shipped(
-                linked
-                    .component
-                    .sections
-                    .iter()
-                    .filter_map(|(section, text)| {
-                        Some((
-                            section.strip_prefix(SCRIPT_SECTION_PREFIX)?,
-                            text.as_slice(),
-                        ))
-                    }),
-            );
+        let ssh = super::open_ssh(&installation.path, grant, &options.ssh)?.with_shipped(
+            linked
+                .component
+                .sections
+                .iter()
+                .filter_map(|(section, text)| {
+                    Some((
+                        section.strip_prefix(SCRIPT_SECTION_PREFIX)?,
+                        text.as_slice(),
+                    ))
+                }),
+        );
         let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
         let settings = installation::sandbox_settings(&installation.configuration);
         let world = WORLD.named(&linked.component);
@@ -411,13 +402,9 @@ impl SandboxBackend {
             local: LocalWorkspaceState::new(self.local.clone(), roots, upload_exec, scope.clone()),
             log: LogState::new(self.log_grant.clone(), scope.clone()),
         };
-        let result = self
-            .linked
-            .invoke(&self.runtime, data, &scope.cancel, f)
+        self.linked
+            .invoke(&self.runtime, data, &scope, sandbox_error, f)
             .await
-            .and_then(|result| result.map_err(sandbox_error))
-            .map_err(|e| e.with_refusal(scope.refusal()));
-        super::unless_audit_lost(&scope, result)
     }
 
     /// The scope's local directories must lie inside the installation's
@@ -506,14 +493,8 @@ impl Admission for UploadExecs {
 }
 
 fn sandbox_error(e: wit::SandboxError) -> CallError {
-    CallError {
-        failure: e.kind.into(),
-        code: e.code,
-        // The message names the path; the one target needs no naming.
-        message: crate::runtime::escape_control(&e.message),
-        host: None,
-        refusal: None,
-    }
+    // The message names the path; the one target needs no naming.
+    super::guest_error(e.kind, e.code, &e.message, None)
 }
 
 /// A call's scope as the layout takes it: what admission and
