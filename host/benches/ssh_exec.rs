@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use occ_driver_host::capability::ssh_exec::config::{ClientFiles, render_ssh_config};
 use occ_driver_host::capability::ssh_exec::live::LiveSsh;
 use occ_driver_host::capability::ssh_exec::{
-    Credential, ExecBackend, ExecBounds, ExecPolicy, ExecRequest, HostGrant, HostKeys, SshClient,
+    Credential, ExecBackend, ExecBounds, ExecPolicy, ExecRun, HostGrant, HostKeys, SshClient,
     SshGrant,
 };
 use tokio_util::sync::CancellationToken;
@@ -100,7 +100,7 @@ fn main() {
     let cancel = CancellationToken::new();
     let argv = vec!["true".to_string()];
     let exec = || {
-        transport.exec(ExecRequest {
+        transport.exec(ExecRun {
             alias: "bench",
             host: &host,
             argv: &argv,

@@ -7,9 +7,7 @@
 use std::time::{Duration, Instant};
 
 use occ_driver_host::capability::ssh_exec::live::LiveSsh;
-use occ_driver_host::capability::ssh_exec::{
-    ExecBackend, ExecError, ExecRequest, HostGrant, SshGrant,
-};
+use occ_driver_host::capability::ssh_exec::{ExecBackend, ExecError, ExecRun, HostGrant, SshGrant};
 use occ_e2e::rig::Rig;
 use serde_json::json;
 use tokio::io::copy_bidirectional;
@@ -95,7 +93,7 @@ async fn the_operation_bound_counts_from_the_command_not_the_connection() {
         async move {
             let started = Instant::now();
             let result = ssh
-                .exec(ExecRequest {
+                .exec(ExecRun {
                     alias: "slow",
                     host: host_grant,
                     argv: &argv,
@@ -154,7 +152,7 @@ async fn every_ending_of_an_exec_over_the_master() {
         let host_grant = &host_grant;
         let on_line = &on_line;
         async move {
-            ssh.exec(ExecRequest {
+            ssh.exec(ExecRun {
                 alias: "h",
                 host: host_grant,
                 argv: &argv,
@@ -321,7 +319,7 @@ async fn a_master_ending_as_a_session_opens_is_replaced_and_the_command_runs_onc
         let (ssh, host_grant, on_line, cancel) = (&ssh, &host_grant, &on_line, &cancel);
         async move {
             let argv = vec!["sh".to_owned(), "-c".to_owned(), script];
-            ssh.exec(ExecRequest {
+            ssh.exec(ExecRun {
                 alias: "h",
                 host: host_grant,
                 argv: &argv,

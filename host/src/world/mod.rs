@@ -8,8 +8,9 @@
 //!
 //! What every world does alike lives here: admitting a component by its
 //! imports and exports (`WorldInfo::admit`), compiling, linking and
-//! instantiating it for each call (`World`, `Linked`), and numbering,
-//! scoping and auditing its calls (`Calls`).
+//! instantiating it for each call (`World`, `Linked`), numbering, scoping
+//! and auditing its calls (`Calls`), and reading the parts of its
+//! installation selection both worlds have (`selection`).
 
 /// [`World::prepare`] and [`World::instantiate`] of a world whose bindings
 /// `wasmtime::component::bindgen!` generated: the same two calls for every
@@ -72,6 +73,7 @@ macro_rules! method_names {
     };
 }
 
+mod selection;
 pub mod ssh_compute_driver;
 pub mod ssh_sandbox_backend;
 
@@ -86,6 +88,7 @@ use wasmtime::component::{InstancePre, Linker};
 
 use crate::audit::{Audit, AuditLog};
 use crate::capability::hooks::bindings::occ::compute::types;
+use crate::capability::ssh_exec::{SshExec, SshGrant, SshMode};
 use crate::capability::{CallScope, Scope};
 use crate::error::{CallError, FailureKind, LoadError};
 use crate::runtime::sandbox::is_sealed_wasi;
@@ -256,35 +259,43 @@ impl<W: World> Linked<W> {
         Ok(Linked { component, pre })
     }
 
-    /// Run `f` against a fresh instance in a fresh store holding `data`,
-    /// bounded by `runtime`'s limits and cancelled by `cancel`.
     /// The component's prepared instantiation, its exports looked up.
     pub(crate) fn pre(&self) -> &W::Pre {
         &self.pre
     }
 
-    pub(crate) async fn invoke<R, F>(
+    /// One call of `scope`: `f` against a fresh instance in a fresh store
+    /// holding `data`, bounded by `runtime`'s limits and cancelled by the
+    /// scope's cancellation. The guest's own error becomes the call's by
+    /// `guest_error`, an error carries the refusal a capability recorded,
+    /// and a call that lost an audit record fails ([`unless_audit_lost`]).
+    pub(crate) async fn invoke<R, E, F>(
         &self,
         runtime: &Runtime,
         data: W::Data,
-        cancel: &CancellationToken,
+        scope: &CallScope,
+        guest_error: fn(E) -> CallError,
         f: F,
     ) -> Result<R, CallError>
     where
         R: Send + 'static,
-        F: for<'a> FnOnce(&'a W::Guest, &'a mut Store<W::Data>) -> CallFuture<'a, R>
+        E: Send + 'static,
+        F: for<'a> FnOnce(&'a W::Guest, &'a mut Store<W::Data>) -> CallFuture<'a, Result<R, E>>
             + Send
             + 'static,
     {
         let pre = self.pre.clone();
-        runtime
-            .call(&self.component.name(), data, cancel, move |store| {
+        let result = runtime
+            .call(&self.component.name(), data, &scope.cancel, move |store| {
                 Box::pin(async move {
                     let guest = W::instantiate(&pre, &mut *store).await?;
                     f(&guest, store).await
                 })
             })
             .await
+            .and_then(|result| result.map_err(guest_error))
+            .map_err(|e| e.with_refusal(scope.refusal()));
+        unless_audit_lost(scope, result)
     }
 }
 
@@ -364,6 +375,46 @@ impl Calls {
             .event("load", details)
             .map_err(|e| LoadError::AuditLog(e.to_string()))
     }
+}
+
+/// A guest's own error as its call's: its kind and code, its message with
+/// control characters escaped, and the host it names, if any.
+pub(crate) fn guest_error(
+    kind: types::FailureKind,
+    code: String,
+    message: &str,
+    host: Option<String>,
+) -> CallError {
+    CallError {
+        failure: kind.into(),
+        code,
+        message: crate::runtime::escape_control(message),
+        host,
+        refusal: None,
+    }
+}
+
+/// The grants of the installation at `path` cannot be read from its
+/// configuration (`error` says why): a load error that the component would
+/// name as an invalid configuration, permanent.
+pub(crate) fn invalid_configuration(path: &Path, error: impl std::fmt::Display) -> LoadError {
+    LoadError::Configuration {
+        path: path.to_path_buf(),
+        error: Box::new(CallError::new(
+            FailureKind::Permanent,
+            "invalid-configuration",
+            error.to_string(),
+        )),
+    }
+}
+
+/// The `ssh-exec` capability over `grant` in `mode`, for the installation at
+/// `path`, which a failure names.
+pub(crate) fn open_ssh(path: &Path, grant: SshGrant, mode: &SshMode) -> Result<SshExec, LoadError> {
+    SshExec::open(grant, mode).map_err(|e| LoadError::Installation {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
 }
 
 /// `result`, unless the call lost an audit record: then it fails with

@@ -29,12 +29,14 @@ pub enum OutputStream {
 pub type OutputSink =
     Arc<dyn Fn(OutputStream, Vec<u8>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
-/// Standard input streamed after [`ExecRequest::stdin`], for input too large to
+/// Standard input streamed after [`ExecRun::stdin`], for input too large to
 /// hold (a workspace archive).
 pub type InputStream<'a> = Pin<Box<dyn AsyncRead + Send + 'a>>;
 
-/// One exec, after the grant check.
-pub struct ExecRequest<'a> {
+/// One exec as a backend runs it: what the world admitted
+/// ([`super::Admitted`]), with the host it goes to and the call's bound,
+/// lines and cancellation.
+pub struct ExecRun<'a> {
     /// The granted alias.
     pub alias: &'a str,
     /// Where it points.
@@ -156,7 +158,7 @@ pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Result<ExecOutput, ExecErr
 /// Runs an exec the grant allowed.
 pub trait ExecBackend: Send + Sync {
     /// Run it.
-    fn exec<'a>(&'a self, request: ExecRequest<'a>) -> ExecFuture<'a>;
+    fn exec<'a>(&'a self, request: ExecRun<'a>) -> ExecFuture<'a>;
     /// `live`, `recording` or `replay`, for the audit log.
     fn kind(&self) -> &'static str;
     /// Whether nothing is ever sent to a host (a replay): preflight then has no

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::backend::{ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, Serve};
+use super::backend::{ExecError, ExecOutput, ExecRun, InputStream, OutputSink, Serve};
 use super::bindings::occ::compute::ssh_exec as wit;
 use super::bindings::v0_3::occ::compute0_3_0::ssh_exec as wit_0_3;
 use super::grant::{ExecPolicy, HostGrant};
@@ -259,54 +259,51 @@ impl SshExecState {
                 .get(alias)
                 .ok_or_else(|| ExecError::UnknownHost(alias.to_string()))?;
             self.check_policy(alias, host, argv, stdin, program)?;
-            let admitted = match &self.admission {
-                Some(admit) => admit(ExecAsk {
+            let admitted = self
+                .admission
+                .admit(ExecAsk {
                     alias,
                     argv,
                     stdin,
                     streamed,
                 })
-                .map_err(ExecError::Refused)?,
-                None => Admitted {
-                    argv: argv.to_vec(),
-                    audit: serde_json::Map::new(),
-                },
-            };
+                .map_err(ExecError::Refused)?;
             // What travels on the remote command line is the sealed vector.
             check_command_line(sealed_command_line_len(&exec.grant.policy, &admitted.argv))?;
             Ok((host, admitted))
         });
-        let (host, Admitted { argv, audit }) = match checked {
+        let (
+            host,
+            Admitted {
+                argv,
+                audit,
+                output: sink,
+                input,
+                serve,
+            },
+        ) = match checked {
             Ok(checked) => checked,
             Err(refusal) => return Err(self.refuse(alias, argv, stdin, refusal)),
         };
         let argv = argv.as_slice();
-        let sink = self.output.as_ref().and_then(|select| select(argv, stdin));
         // An open stdin only where the output streams: it ends with that
         // output, since the transport finishes an exec once its input has
         // ended too.
-        let (stream, sink) = match (stream, sink, &self.input) {
-            (None, Some(sink), Some(select)) => match select(argv, stdin) {
-                Some(open) => {
-                    let ended = CancellationToken::new();
-                    let stream: InputStream<'_> = Box::pin(Until {
-                        input: open,
-                        ended: Box::pin(ended.clone().cancelled_owned()),
-                    });
-                    (Some(stream), Some(ending(sink, ended)))
-                }
-                None => (None, Some(sink)),
-            },
+        let (stream, sink) = match (stream, sink, input) {
+            (None, Some(sink), Some(open)) => {
+                let ended = CancellationToken::new();
+                let stream: InputStream<'_> = Box::pin(Until {
+                    input: open,
+                    ended: Box::pin(ended.clone().cancelled_owned()),
+                });
+                (Some(stream), Some(ending(sink, ended)))
+            }
             (stream, sink, _) => (stream, sink),
         };
         // A file operation goes to a worker only when it holds its whole
         // input and collects its output (a stream, seeding, is a session's
         // own); a command streams both through it.
-        let serve = self
-            .serve
-            .as_ref()
-            .and_then(|select| select(argv))
-            .filter(|s| s.command || (stream.is_none() && sink.is_none()));
+        let serve = serve.filter(|s| s.command || (stream.is_none() && sink.is_none()));
         // The record's hashes (the long arguments, the stdin: a file's
         // bytes, for a write) are taken only when records are written.
         let mut fields = if self.scope.audit.enabled() {
@@ -446,7 +443,7 @@ impl SshExecState {
         let on_line = move |line: &str| lines(alias, line);
         self.exec
             .backend
-            .exec(ExecRequest {
+            .exec(ExecRun {
                 alias,
                 host,
                 argv,

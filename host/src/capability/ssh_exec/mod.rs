@@ -14,6 +14,12 @@
 //! - `host.rs`: the WIT `Host` implementation, which checks the grant right
 //!   before every effect and writes the audit records.
 //!
+//! One exec crosses these as: an [`ExecAsk`] (what the component asked), the
+//! grant's check, the world's [`Admission`], which refuses it or returns
+//! [`Admitted`] (what runs, and how: its audit fields, output sink, open
+//! stdin and worker), and an [`ExecRun`] (the admitted exec with its host
+//! and bound) that the [`ExecBackend`] runs.
+//!
 //! A driver names hosts by alias and never sees an address, a key or a file.
 
 pub mod backend;
@@ -32,7 +38,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Linker};
 
 pub use backend::{
-    ExecBackend, ExecError, ExecOutput, ExecRequest, InputStream, OutputSink, OutputStream, Serve,
+    ExecBackend, ExecError, ExecOutput, ExecRun, InputStream, OutputSink, OutputStream, Serve,
 };
 pub use client::{ClientError, SshClient};
 pub use grant::{
@@ -302,20 +308,8 @@ impl SshExec {
 /// Receives each complete stdout line of a running exec, with its host alias.
 pub type LineSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
-/// Chooses, per exec (the argument vector that runs, and stdin), where its
-/// output streams: a sink for the execs whose output is the caller's, none for
-/// the others (they collect theirs).
-pub type OutputSelector = Arc<dyn Fn(&[String], &[u8]) -> Option<OutputSink> + Send + Sync>;
-
-/// Chooses, per exec (the argument vector that runs, and its stdin), an open
-/// standard input that follows `stdin`: what a caller writes while the command
-/// runs. It is given only to an exec whose output streams (see
-/// [`OutputSelector`]), and it ends when that output has ended: nobody reads
-/// a finished command's input.
-pub type InputSelector =
-    Arc<dyn Fn(&[String], &[u8]) -> Option<InputStream<'static>> + Send + Sync>;
-
-/// One exec the grant allowed, as a world's [`Admission`] sees it.
+/// One exec the grant allowed, as a world's [`Admission`] sees it: what the
+/// component asked for.
 #[derive(Debug, Clone, Copy)]
 pub struct ExecAsk<'a> {
     /// The granted alias.
@@ -329,13 +323,19 @@ pub struct ExecAsk<'a> {
     pub streamed: Option<&'a str>,
 }
 
-/// A world's say over each exec of one call, after the grant allowed it: it
-/// refuses the exec (the returned reason names what was refused), or says
-/// what runs ([`Admitted`]).
-pub type Admission = Arc<dyn Fn(ExecAsk<'_>) -> Result<Admitted, String> + Send + Sync>;
+/// A world's say over each exec of one call, after the grant allowed it,
+/// decided once per exec: it refuses the exec (the reason names what was
+/// refused), or says all of what runs and how ([`Admitted`]). Each world
+/// implements it once for the execs of a call; nothing after it reads the
+/// argument vector again.
+pub trait Admission: Send + Sync {
+    /// Refuse `ask`, or say what runs: the argument vector, what the audit
+    /// names it by, where its output streams, its open stdin and whether a
+    /// long-lived worker answers it.
+    fn admit(&self, ask: ExecAsk<'_>) -> Result<Admitted, String>;
+}
 
-/// What a world's admission lets run.
-#[derive(Debug, Clone, PartialEq)]
+/// What a world's admission lets run, and how: the whole plan of one exec.
 pub struct Admitted {
     /// The argument vector that runs: the component's with what the host
     /// writes for the call, an envelope of the trusted installation's
@@ -347,63 +347,69 @@ pub struct Admitted {
     /// that an auditor sees which operation ran without the arguments, which
     /// the log keeps only as a length and SHA-256 once they are long.
     pub audit: serde_json::Map<String, serde_json::Value>,
+    /// Where its output streams as it comes, when it is the caller's; none
+    /// collects it (up to the grant's cap) for the component.
+    pub output: Option<OutputSink>,
+    /// An open standard input that follows the exec's stdin: what a caller
+    /// writes while the command runs. Taken only by an exec whose output
+    /// streams and whose stdin streams nothing else, and it ends when that
+    /// output has ended: nobody reads a finished command's input.
+    pub input: Option<InputStream<'static>>,
+    /// A long-lived worker may answer it instead of a run of its own
+    /// ([`Serve`]); taken only by a command, or by an exec that streams
+    /// neither its input nor its output.
+    pub serve: Option<Serve>,
 }
 
-/// Chooses, per admitted argument vector, whether a long-lived worker may
-/// answer it instead of a run of its own ([`Serve`]); only asked for an exec
-/// that streams neither its input nor its output.
-pub type ServeSelector = Arc<dyn Fn(&[String]) -> Option<Serve> + Send + Sync>;
+impl Admitted {
+    /// `argv` named by `audit`, run on a session of its own with its output
+    /// collected.
+    pub fn new(argv: Vec<String>, audit: serde_json::Map<String, serde_json::Value>) -> Admitted {
+        Admitted {
+            argv,
+            audit,
+            output: None,
+            input: None,
+            serve: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Admitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admitted")
+            .field("argv", &self.argv)
+            .field("audit", &self.audit)
+            .field("output", &self.output.is_some())
+            .field("input", &self.input.is_some())
+            .field("serve", &self.serve.is_some())
+            .finish()
+    }
+}
 
 /// The capability's state for one call.
 pub struct SshExecState {
     exec: Arc<SshExec>,
     scope: Scope,
     lines: LineSink,
-    admission: Option<Admission>,
-    output: Option<OutputSelector>,
-    input: Option<InputSelector>,
-    serve: Option<ServeSelector>,
+    admission: Arc<dyn Admission>,
 }
 
 impl SshExecState {
-    /// State for one call of `scope`, with stdout lines going to `lines`.
-    pub fn new(exec: Arc<SshExec>, scope: Scope, lines: LineSink) -> SshExecState {
+    /// State for one call of `scope`, with stdout lines going to `lines` and
+    /// each exec, after the grant, through the world's `admission`.
+    pub fn new(
+        exec: Arc<SshExec>,
+        scope: Scope,
+        lines: LineSink,
+        admission: Arc<dyn Admission>,
+    ) -> SshExecState {
         SshExecState {
             exec,
             scope,
             lines,
-            admission: None,
-            output: None,
-            input: None,
-            serve: None,
+            admission,
         }
-    }
-
-    /// Let each exec of this call through `admission` (after the grant): it
-    /// refuses, or says what runs and what the audit names it by.
-    pub fn with_admission(mut self, admission: Admission) -> SshExecState {
-        self.admission = Some(admission);
-        self
-    }
-
-    /// Stream the output of this call's execs where `select` says (see
-    /// [`ExecRequest::output`]); the others collect theirs.
-    pub fn with_output(mut self, select: OutputSelector) -> SshExecState {
-        self.output = Some(select);
-        self
-    }
-
-    /// Let a long-lived worker answer the execs `select` chooses (see
-    /// [`ServeSelector`]).
-    pub fn with_serve(mut self, select: ServeSelector) -> SshExecState {
-        self.serve = Some(select);
-        self
-    }
-
-    /// Give the execs `select` chooses an open stdin (see [`InputSelector`]).
-    pub fn with_input(mut self, select: InputSelector) -> SshExecState {
-        self.input = Some(select);
-        self
     }
 }
 

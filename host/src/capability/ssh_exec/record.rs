@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use occ_ssh_target::digest::sha256_hex;
 use serde_json::{Value, json};
 
-use super::backend::{ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRequest};
+use super::backend::{ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRun};
 
 /// One recorded exec.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,7 +159,7 @@ impl<B> Recording<B> {
 }
 
 impl<B: ExecBackend> ExecBackend for Recording<B> {
-    fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
+    fn exec<'a>(&'a self, req: ExecRun<'a>) -> ExecFuture<'a> {
         Box::pin(async move {
             if req.stdin_stream.is_some() {
                 return Err(ExecError::Refused(
@@ -272,7 +272,7 @@ impl Replay {
 }
 
 impl ExecBackend for Replay {
-    fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
+    fn exec<'a>(&'a self, req: ExecRun<'a>) -> ExecFuture<'a> {
         if req.stdin_stream.is_some() {
             return Box::pin(async {
                 Err(ExecError::Refused(

@@ -31,6 +31,7 @@ use serde_json::Value;
 
 use crate::error::LoadError;
 use crate::installation::{COMPONENT_ENV, parse_document, read_text};
+use crate::world::selection;
 
 /// Keys the host accepts under `drivers.compute`.
 const COMPUTE_KEYS: &[&str] = &[
@@ -109,19 +110,13 @@ impl Installation {
             path: path.to_path_buf(),
             message,
         };
-        let compute = doc
-            .get("drivers")
-            .and_then(|d| d.get("compute"))
-            .ok_or_else(|| err("drivers.compute: missing; select a compute driver".into()))?;
-        let compute = compute
-            .as_object()
-            .ok_or_else(|| err("drivers.compute: must be a mapping".into()))?;
-        if let Some(unknown) = compute.keys().find(|k| !COMPUTE_KEYS.contains(&k.as_str())) {
-            return Err(err(format!(
-                "drivers.compute.{unknown}: unknown key (expected one of: {})",
-                COMPUTE_KEYS.join(", ")
-            )));
-        }
+        let compute = selection::section(
+            path,
+            doc,
+            "compute",
+            "select a compute driver",
+            COMPUTE_KEYS,
+        )?;
         let driver_id = match compute.get("id") {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
             Some(_) => return Err(err("drivers.compute.id: must be a nonempty string".into())),
@@ -159,38 +154,21 @@ impl Installation {
             "drivers.compute.maxSessions",
         )
         .map_err(err)?;
-        // A component named by the caller is taken as given (relative to the
-        // working directory); one named in the document is relative to it.
-        let env_component = std::env::var_os(COMPONENT_ENV).filter(|v| !v.is_empty());
-        let component = match (component_override, compute.get("component"), env_component) {
-            (Some(c), _, _) => c.to_path_buf(),
-            (None, Some(Value::String(s)), _) if !s.is_empty() => {
-                let c = PathBuf::from(s);
-                if c.is_relative() {
-                    path.parent().unwrap_or(Path::new(".")).join(c)
-                } else {
-                    c
-                }
-            }
-            (None, Some(_), _) => {
-                return Err(err("drivers.compute.component: must be a file path".into()));
-            }
-            (None, None, Some(c)) => PathBuf::from(c),
-            (None, None, None) => {
-                return Err(err(format!(
-                    "drivers.compute.component: missing; name the driver component (.wasm) to load here, with --component or in ${COMPONENT_ENV}"
-                )));
-            }
-        };
-        let configuration = match compute.get("configuration") {
-            Some(v @ Value::Object(_)) => v.clone(),
-            Some(_) => {
-                return Err(err(
-                    "drivers.compute.configuration: must be a mapping".into()
-                ));
-            }
-            None => return Err(err("drivers.compute.configuration: missing".into())),
-        };
+        let component = selection::component(
+            path,
+            compute,
+            "compute",
+            component_override,
+            &format!(
+                "drivers.compute.component: missing; name the driver component (.wasm) to load here, with --component or in ${COMPONENT_ENV}"
+            ),
+        )?;
+        let configuration = selection::configuration(
+            path,
+            compute,
+            "compute",
+            "drivers.compute.configuration: missing",
+        )?;
         Ok(Installation {
             path: path.to_path_buf(),
             driver_id,

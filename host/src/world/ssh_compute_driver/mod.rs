@@ -37,7 +37,7 @@ use crate::capability::log::{self, LogGrant, LogState};
 use crate::capability::ssh_exec::{
     self, LineSink, SHIPPED_HELPER, SshExec, SshExecState, SshGrant, SshMode,
 };
-use crate::error::{CallError, FailureKind, LoadError};
+use crate::error::{CallError, LoadError};
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, Linked, ProgressSink, World, WorldInfo};
 use bindings::runtime::{AgentRuntimeExport, AgentRuntimeExportIndices};
@@ -292,14 +292,7 @@ impl Driver {
             trusted.max_sessions = installation.max_sessions;
             Ok((grant, trusted))
         })
-        .map_err(|e| LoadError::Configuration {
-            path: installation.path.clone(),
-            error: Box::new(CallError::new(
-                FailureKind::Permanent,
-                "invalid-configuration",
-                e.to_string(),
-            )),
-        })?;
+        .map_err(|e| super::invalid_configuration(&installation.path, e))?;
         let (grant, trusted) = grant;
         Driver::with_grant(runtime, installation, bytes, grant, trusted, options)
     }
@@ -347,11 +340,7 @@ impl Driver {
             options.cache.as_ref(),
             |_| Ok(()),
         )?;
-        let ssh = SshExec::open(grant, &options.ssh)
-            .map_err(|e| LoadError::Installation {
-                path: installation.path.clone(),
-                message: e.to_string(),
-            })?
+        let ssh = super::open_ssh(&installation.path, grant, &options.ssh)?
             .with_shipped(helper_section(&linked.component).map(|text| (SHIPPED_HELPER, text)));
         let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
         let world = WORLD.named(&linked.component);
@@ -447,7 +436,10 @@ impl Driver {
         let accepted = AcceptedHooks::default();
         let data = ComputeCall {
             sandbox: Sandbox::new(&self.runtime.limits()),
-            ssh: SshExecState::new(self.ssh.clone(), scope.clone(), lines).with_admission(
+            ssh: SshExecState::new(
+                self.ssh.clone(),
+                scope.clone(),
+                lines,
                 envelope::admission(
                     call.method,
                     self.trusted.clone(),
@@ -464,13 +456,9 @@ impl Driver {
             .with_accepted(accepted),
             log: LogState::new(self.log_grant.clone(), scope.clone()),
         };
-        let result = self
-            .linked
-            .invoke(&self.runtime, data, &scope.cancel, f)
+        self.linked
+            .invoke(&self.runtime, data, &scope, driver_error, f)
             .await
-            .and_then(|result| result.map_err(driver_error))
-            .map_err(|e| e.with_refusal(scope.refusal()));
-        super::unless_audit_lost(&scope, result)
     }
 
     /// Create a fresh store and instance and drop them: what every call pays
@@ -485,11 +473,5 @@ impl Driver {
 }
 
 fn driver_error(e: wit::DriverError) -> CallError {
-    CallError {
-        failure: e.kind.into(),
-        code: e.code,
-        message: crate::runtime::escape_control(&e.message),
-        host: e.host,
-        refusal: None,
-    }
+    super::guest_error(e.kind, e.code, &e.message, e.host)
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::admission::Asked;
+use super::admission::CallerCommand;
 use super::bindings::exports::occ::compute::sandbox_backend as wit;
 use super::{Method, SandboxBackend, SandboxCallOptions, params};
 use crate::capability::Scope;
@@ -251,7 +251,7 @@ impl Scoped<'_> {
                     stdin: p.bytes("stdin", "stdinText")?,
                     timeout_ms: p.opt_u32("timeoutMs")?,
                 };
-                let asked = Asked {
+                let asked = CallerCommand {
                     mode: occ_ssh_target::envelope::EXEC,
                     command: request.command.clone(),
                     env: request.env.iter().cloned().collect(),
@@ -273,7 +273,7 @@ impl Scoped<'_> {
                     allow_failure: p.flag("allowFailure", false)?,
                     timeout_ms: p.opt_u32("timeoutMs")?,
                 };
-                let asked = Asked {
+                let asked = CallerCommand {
                     mode: occ_ssh_target::envelope::SHELL,
                     command: request.script.clone(),
                     env: BTreeMap::new(),

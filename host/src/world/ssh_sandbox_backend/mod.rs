@@ -44,11 +44,13 @@ use crate::capability::local_workspace::{
     self, CallRoots, LocalWorkspaceGrant, LocalWorkspaceState,
 };
 use crate::capability::log::{self, LogGrant, LogState};
-use crate::capability::ssh_exec::{self, ExecAsk, OutputSink, SshExec, SshExecState, SshMode};
-use crate::error::{CallError, FailureKind, LoadError};
+use crate::capability::ssh_exec::{
+    self, Admission, Admitted, ExecAsk, OutputSink, SshExec, SshExecState, SshMode,
+};
+use crate::error::{CallError, LoadError};
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, Linked, World, WorldInfo};
-use admission::{Asked, CallAdmission, WorkerPrograms};
+use admission::{CallAdmission, CallerCommand, WorkerPrograms};
 use bindings::exports::occ::compute::sandbox_backend as wit;
 use bindings::{SshSandboxBackend, SshSandboxBackendPre};
 use installation::{
@@ -206,14 +208,7 @@ impl SandboxBackend {
             grant.bounds.reconnect_budget = installation.reconnect;
             grant
         })
-        .map_err(|e| LoadError::Configuration {
-            path: installation.path.clone(),
-            error: Box::new(CallError::new(
-                FailureKind::Permanent,
-                "invalid-configuration",
-                e.to_string(),
-            )),
-        })?;
+        .map_err(|e| super::invalid_configuration(&installation.path, e))?;
         let local = LocalWorkspaceGrant::new(&installation.local_workspaces)
             .map_err(|m| refuse(format!("drivers.sandbox.localWorkspaces: {m}")))?;
         let path = &installation.component;
@@ -239,20 +234,18 @@ impl SandboxBackend {
             },
         )?;
         let wall = grant.bounds.operation + CALL_SLACK;
-        let ssh = SshExec::open(grant, &options.ssh)
-            .map_err(|e| refuse(e.to_string()))?
-            .with_shipped(
-                linked
-                    .component
-                    .sections
-                    .iter()
-                    .filter_map(|(section, text)| {
-                        Some((
-                            section.strip_prefix(SCRIPT_SECTION_PREFIX)?,
-                            text.as_slice(),
-                        ))
-                    }),
-            );
+        let ssh = super::open_ssh(&installation.path, grant, &options.ssh)?.with_shipped(
+            linked
+                .component
+                .sections
+                .iter()
+                .filter_map(|(section, text)| {
+                    Some((
+                        section.strip_prefix(SCRIPT_SECTION_PREFIX)?,
+                        text.as_slice(),
+                    ))
+                }),
+        );
         let calls = Calls::open(&linked.component, options.audit_log.as_ref())?;
         let settings = installation::sandbox_settings(&installation.configuration);
         let world = WORLD.named(&linked.component);
@@ -338,7 +331,7 @@ impl SandboxBackend {
         &self,
         method: Method,
         scope: Option<&wit::SandboxScope>,
-        asked: Option<Asked>,
+        asked: Option<CallerCommand>,
     ) -> Arc<CallAdmission> {
         let operation_ms =
             u64::try_from(self.ssh.grant().bounds.operation.as_millis()).unwrap_or(u64::MAX);
@@ -372,67 +365,46 @@ impl SandboxBackend {
             + 'static,
     {
         let no_lines: ssh_exec::LineSink = Arc::new(|_, _| {});
-        let admit = admission.clone();
-        let mut ssh = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines.clone())
-            .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
-                admit
-                    .admit(ask.argv, ask.stdin, None)
-                    .map(admission::admitted)
-            }));
-        if let (Some(bound), Some(programs)) = (self.installation.worker, &self.worker_programs) {
-            // The worker is started from this call's envelope, already
-            // written: nothing is parsed again per operation.
-            let admitted = admission.clone();
-            let programs = programs.clone();
-            ssh = ssh.with_serve(Arc::new(move |argv: &[String]| {
-                admitted.served(argv, bound, &programs)
-            }));
-        }
-        if method == Method::Exec
-            && let Some(output) = &options.output
-        {
-            // Only the command's output is the caller's: not seeding on the
-            // way, nor the exec script's reports about itself.
-            let output = output.clone();
-            ssh = ssh.with_output(Arc::new(move |argv: &[String], stdin: &[u8]| {
-                let nonce = admission::exec_nonce(argv, stdin)?;
-                Some(without_reports(output.clone(), &nonce))
-            }));
-            // The caller's open stdin goes to the exec script's run of the
-            // caller's command (admitted: its header is the caller's request,
-            // its envelope this call's scope), and to nothing else.
-            if let Some(input) = &options.input {
-                let input = input.clone();
-                ssh = ssh.with_input(Arc::new(move |argv: &[String], stdin: &[u8]| {
-                    admission::exec_nonce(argv, stdin)?;
-                    (argv.get(5).map(String::as_str) == Some(occ_ssh_target::envelope::EXEC))
-                        .then(|| input.reader())
-                }));
-            }
-        }
+        // The worker is started from this call's envelope, already written:
+        // nothing is parsed again per operation.
+        let worker = self.installation.worker.zip(self.worker_programs.clone());
+        // Only the command's output is the caller's: not seeding on the way,
+        // nor the exec script's reports about itself; and the caller's open
+        // stdin goes with it.
+        let (output, input) = match &options.output {
+            Some(output) if method == Method::Exec => (Some(output.clone()), options.input.clone()),
+            _ => (None, None),
+        };
+        let ssh = SshExecState::new(
+            self.ssh.clone(),
+            scope.clone(),
+            no_lines.clone(),
+            Arc::new(CallExecs {
+                admission: admission.clone(),
+                worker,
+                output,
+                input,
+            }),
+        );
         // Uploads run through an exec state of their own, admitted the same
         // way: a root streams only into the operation that takes it (a
         // workspace into unpack, the skills into the skills refresh, staged
         // inputs into theirs).
-        let upload_exec = SshExecState::new(self.ssh.clone(), scope.clone(), no_lines)
-            .with_admission(Arc::new(move |ask: ExecAsk<'_>| {
-                admission
-                    .admit(ask.argv, ask.stdin, ask.streamed)
-                    .map(admission::admitted)
-            }));
+        let upload_exec = SshExecState::new(
+            self.ssh.clone(),
+            scope.clone(),
+            no_lines,
+            Arc::new(UploadExecs(admission)),
+        );
         let data = SandboxCallData {
             sandbox: Sandbox::new(&self.runtime.limits()),
             ssh,
             local: LocalWorkspaceState::new(self.local.clone(), roots, upload_exec, scope.clone()),
             log: LogState::new(self.log_grant.clone(), scope.clone()),
         };
-        let result = self
-            .linked
-            .invoke(&self.runtime, data, &scope.cancel, f)
+        self.linked
+            .invoke(&self.runtime, data, &scope, sandbox_error, f)
             .await
-            .and_then(|result| result.map_err(sandbox_error))
-            .map_err(|e| e.with_refusal(scope.refusal()));
-        super::unless_audit_lost(&scope, result)
     }
 
     /// The scope's local directories must lie inside the installation's
@@ -465,15 +437,64 @@ impl SandboxBackend {
     }
 }
 
-fn sandbox_error(e: wit::SandboxError) -> CallError {
-    CallError {
-        failure: e.kind.into(),
-        code: e.code,
-        // The message names the path; the one target needs no naming.
-        message: crate::runtime::escape_control(&e.message),
-        host: None,
-        refusal: None,
+/// The execs a call's component runs itself: admitted against the call, and
+/// each told where its output goes, whether the caller's open stdin follows
+/// its own and whether the target's worker answers it.
+struct CallExecs {
+    admission: Arc<CallAdmission>,
+    /// The installation's bound of a worker's request, and what the worker
+    /// starts from, when the installation wants one.
+    worker: Option<(Duration, Arc<WorkerPrograms>)>,
+    /// The caller's sink of an `exec` call's output.
+    output: Option<OutputSink>,
+    /// The caller's open stdin of an `exec` call, with `output` only.
+    input: Option<stdin::CommandInput>,
+}
+
+impl Admission for CallExecs {
+    fn admit(&self, ask: ExecAsk<'_>) -> Result<Admitted, String> {
+        let run = self.admission.admit(ask.argv, ask.stdin, None)?;
+        let output = self
+            .output
+            .as_ref()
+            .zip(run.nonce.as_ref())
+            .map(|(output, nonce)| without_reports(output.clone(), nonce));
+        // The caller's open stdin goes to the exec script's run of the
+        // caller's command (admitted: its header is the caller's request,
+        // its envelope this call's scope), and to nothing else.
+        let input = self
+            .input
+            .as_ref()
+            .filter(|_| run.is_exec_mode())
+            .map(stdin::CommandInput::reader);
+        let serve = self
+            .worker
+            .as_ref()
+            .and_then(|(bound, programs)| self.admission.served(&run, *bound, programs));
+        Ok(Admitted {
+            output,
+            input,
+            serve,
+            ..run.into_admitted()
+        })
     }
+}
+
+/// The execs an upload runs (`local-workspace`): admitted against the call
+/// with the root that streams into them; their output is the component's.
+struct UploadExecs(Arc<CallAdmission>);
+
+impl Admission for UploadExecs {
+    fn admit(&self, ask: ExecAsk<'_>) -> Result<Admitted, String> {
+        self.0
+            .admit(ask.argv, ask.stdin, ask.streamed)
+            .map(admission::ScriptRun::into_admitted)
+    }
+}
+
+fn sandbox_error(e: wit::SandboxError) -> CallError {
+    // The message names the path; the one target needs no naming.
+    super::guest_error(e.kind, e.code, &e.message, None)
 }
 
 /// A call's scope as the layout takes it: what admission and

@@ -252,8 +252,35 @@ pub fn admission(
     trusted: Arc<TrustedRuntime>,
     subjects: Subjects,
     accepted: AcceptedHooks,
-) -> Admission {
-    Arc::new(move |ask: ExecAsk<'_>| admit(method, &trusted, &subjects, &accepted, ask))
+) -> Arc<dyn Admission> {
+    Arc::new(HelperRuns {
+        method,
+        trusted,
+        subjects,
+        accepted,
+    })
+}
+
+/// The helper runs of one call: each one's operation checked against the
+/// call's method and run with the envelope the host writes. Their output is
+/// collected for the component, on a session of their own.
+struct HelperRuns {
+    method: Method,
+    trusted: Arc<TrustedRuntime>,
+    subjects: Subjects,
+    accepted: AcceptedHooks,
+}
+
+impl Admission for HelperRuns {
+    fn admit(&self, ask: ExecAsk<'_>) -> Result<Admitted, String> {
+        admit(
+            self.method,
+            &self.trusted,
+            &self.subjects,
+            &self.accepted,
+            ask,
+        )
+    }
 }
 
 /// Checks one helper run and returns its argv with the envelope appended,
@@ -447,15 +474,15 @@ fn admit(
         audit.insert("logRequest".into(), request.clone());
     }
     let envelope = Value::Object(envelope).to_string();
-    Ok(Admitted {
-        argv: vec![
+    Ok(Admitted::new(
+        vec![
             program.clone(),
             dash.clone(),
             operation.clone(),
             BASE64.encode(envelope),
         ],
         audit,
-    })
+    ))
 }
 
 fn decode(operation: &str) -> Result<Map<String, Value>, String> {

@@ -60,7 +60,7 @@ fn run(
         subjects,
         Arc::new(std::sync::Mutex::new(accepted)),
     );
-    let admitted = admit(ExecAsk {
+    let admitted = admit.admit(ExecAsk {
         alias,
         argv,
         stdin: b"",

@@ -38,6 +38,7 @@ use serde_json::Value;
 
 use super::installation::SandboxSettingsError;
 use super::method::Method;
+use crate::capability::ssh_exec::Admitted;
 
 #[cfg(test)]
 mod tests;
@@ -45,9 +46,10 @@ mod worker;
 
 pub(super) use worker::WorkerPrograms;
 
-/// The exec request the controller made, as the exec script must carry it.
+/// The command the caller asked an `exec` or `runShellCommand` call to run:
+/// what the exec script's header must carry, and nothing else.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Asked {
+pub(super) struct CallerCommand {
     /// `exec` or `shell`.
     pub mode: &'static str,
     pub command: String,
@@ -60,6 +62,72 @@ pub(super) struct Asked {
     /// The caller asked for a pseudo-terminal (mode `exec` only). The host
     /// says so in the envelope (`tty`), never the component.
     pub tty: bool,
+}
+
+/// Which approved script a run is: the only three the sandbox world runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Script {
+    /// `preflight`, whose one argument is the envelope.
+    Preflight,
+    /// `workspace`: a file operation, seeding, or a runtime's steps.
+    Workspace,
+    /// `exec`: the caller's command, in mode `exec` or `shell`.
+    Exec,
+}
+
+impl Script {
+    fn of(name: &str) -> Option<Script> {
+        match name {
+            "preflight" => Some(Script::Preflight),
+            "workspace" => Some(Script::Workspace),
+            "exec" => Some(Script::Exec),
+            _ => None,
+        }
+    }
+
+    /// The script's name, as the component ships it and the audit names it.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Script::Preflight => "preflight",
+            Script::Workspace => "workspace",
+            Script::Exec => "exec",
+        }
+    }
+}
+
+/// A script run this call admitted: the argument vector that runs, and what
+/// the admission read of the request on the way, so that nothing after it
+/// reads the vector again by position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ScriptRun {
+    /// `[<interpreter>, "-c", <script>, <name>, <envelope>, <args...>]`.
+    pub argv: Vec<String>,
+    /// The script it runs.
+    pub script: Script,
+    /// Its operation: the workspace script's, the exec script's mode
+    /// (`exec` or `shell`), or `preflight` for the script that is its own.
+    pub op: String,
+    /// The exec script's nonce, from the header on its stdin, which marks
+    /// the script's own report lines; none for the other scripts.
+    pub nonce: Option<String>,
+}
+
+impl ScriptRun {
+    /// Whether it is the exec script's run of the caller's command in mode
+    /// `exec` (the mode whose stdin the caller may keep open).
+    pub(super) fn is_exec_mode(&self) -> bool {
+        self.script == Script::Exec && self.op == envelope::EXEC
+    }
+
+    /// What runs, with what its audit records name it by: the script's name
+    /// and its operation, so that an auditor reads them without the long
+    /// arguments the log keeps only as length and SHA-256.
+    pub(super) fn into_admitted(self) -> Admitted {
+        let mut audit = serde_json::Map::new();
+        audit.insert("script".into(), Value::String(self.script.name().into()));
+        audit.insert("operation".into(), Value::String(self.op));
+        Admitted::new(self.argv, audit)
+    }
 }
 
 /// What the host knows of one call.
@@ -75,7 +143,7 @@ pub(super) struct CallAdmission {
     method: Method,
     /// Why nothing may run, when the call's settings or scope give no layout.
     facts: Result<Facts, String>,
-    asked: Option<Asked>,
+    asked: Option<CallerCommand>,
     /// The grant's bound of one exec, in milliseconds.
     operation_ms: u64,
 }
@@ -88,7 +156,7 @@ impl CallAdmission {
         method: Method,
         settings: &Result<Settings, SandboxSettingsError>,
         scope: Option<ScopeRef<'_>>,
-        asked: Option<Asked>,
+        asked: Option<CallerCommand>,
         operation_ms: u64,
     ) -> CallAdmission {
         let facts = settings
@@ -130,15 +198,15 @@ impl CallAdmission {
         }
     }
 
-    /// The argument vector that runs for `argv` (one the grant allowed), with
-    /// `stdin`; `streamed` names the local root that streams into it, if
-    /// one does. Refused with the reason.
+    /// The run of `argv` (one the grant allowed), with `stdin`; `streamed`
+    /// names the local root that streams into it, if one does. Refused with
+    /// the reason.
     pub(super) fn admit(
         &self,
         argv: &[String],
         stdin: &[u8],
         streamed: Option<&str>,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<ScriptRun, String> {
         let method = self.method;
         let [_, _, _, name, args @ ..] = argv else {
             return Err("not a script run".into());
@@ -165,6 +233,7 @@ impl CallAdmission {
                 ));
             }
         };
+        let script = Script::of(name).expect("one of the three scripts");
         if script_of(op) != Some(name.as_str()) {
             return Err(format!(
                 "{} is not an operation of the {name} script",
@@ -213,6 +282,7 @@ impl CallAdmission {
         if is_inputs && streamed.is_none() {
             return Err("workspace inputs takes its archive from the scope's staged inputs the host streams, not from the component".into());
         }
+        let mut nonce = None;
         if name != "preflight" {
             let layout = facts
                 .layout
@@ -229,23 +299,29 @@ impl CallAdmission {
                     return Err("workspace skills would change the workspace mount, which workspaceAccess makes read-only".into());
                 }
             } else {
-                self.check_exec(layout, op, rest, stdin)?;
+                nonce = Some(self.check_exec(layout, op, rest, stdin)?);
             }
         }
         let mut run = argv[..4].to_vec();
         run.push(facts.json.clone());
         run.extend(args.iter().cloned());
-        Ok(run)
+        Ok(ScriptRun {
+            argv: run,
+            script,
+            op: op.to_string(),
+            nonce,
+        })
     }
 
-    /// The exec script's arguments after its mode, and its header.
+    /// The exec script's arguments after its mode, and its header; the
+    /// header's nonce.
     fn check_exec(
         &self,
         layout: &Layout,
         mode: &str,
         rest: &[String],
         stdin: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<String, String> {
         let method = self.method;
         let spec = WorkspaceOp {
             name: envelope::EXEC,
@@ -333,35 +409,20 @@ impl CallAdmission {
         if args.as_ref() != Some(&asked.args) {
             return Err(differs("args"));
         }
-        if !header
+        let Some(nonce) = header
             .get("nonce")
             .and_then(Value::as_str)
-            .is_some_and(is_nonce)
-        {
+            .filter(|n| is_nonce(n))
+        else {
             return Err(format!(
                 "{method}: the exec header's nonce must be 32 lowercase hex digits"
             ));
-        }
+        };
         if command_stdin != asked.stdin.as_slice() {
             return Err(differs("stdin"));
         }
-        Ok(())
+        Ok(nonce.to_string())
     }
-}
-
-/// The nonce in the header of an exec-script run (the argument vector that
-/// runs, and its stdin), which marks the script's own report lines.
-pub(super) fn exec_nonce(argv: &[String], stdin: &[u8]) -> Option<String> {
-    if argv.get(3).map(String::as_str) != Some("exec") {
-        return None;
-    }
-    let len: usize = argv.last()?.parse().ok()?;
-    let header: Value = serde_json::from_slice(stdin.get(..len)?).ok()?;
-    header
-        .get("nonce")?
-        .as_str()
-        .filter(|n| is_nonce(n))
-        .map(str::to_string)
 }
 
 /// Each argument of `what` as `spec` has it, against the scope's layout.
@@ -455,19 +516,4 @@ fn check_args(
 /// A value of the component's, quoted and cut short for a message.
 fn shown(value: &str) -> String {
     format!("{:?}", crate::runtime::escape_control_head(value, 64))
-}
-
-/// An admitted script run, with what its audit records name it by: the
-/// script's name and its operation (`[<interpreter>, "-c", <script>, <name>,
-/// <envelope>, <op>, ...]`; a script without operations, `preflight`, is its
-/// own), so that an auditor reads them without the long arguments the log
-/// keeps only as length and SHA-256.
-pub(super) fn admitted(argv: Vec<String>) -> crate::capability::ssh_exec::Admitted {
-    let mut audit = serde_json::Map::new();
-    if let Some(name) = argv.get(3) {
-        audit.insert("script".into(), Value::String(name.clone()));
-        let op = argv.get(5).unwrap_or(name);
-        audit.insert("operation".into(), Value::String(op.clone()));
-    }
-    crate::capability::ssh_exec::Admitted { argv, audit }
 }

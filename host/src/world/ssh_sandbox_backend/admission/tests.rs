@@ -29,7 +29,7 @@ fn argv(name: &str, args: &[&str]) -> Vec<String> {
     v
 }
 
-fn admission(method: Method, access: Access, asked: Option<Asked>) -> CallAdmission {
+fn admission(method: Method, access: Access, asked: Option<CallerCommand>) -> CallAdmission {
     CallAdmission::new(method, &settings(access), Some(scope()), asked, 7_200_000)
 }
 
@@ -77,7 +77,7 @@ fn a_worker_answers_what_was_admitted_and_starts_from_the_envelope() {
         &serve.start_input[4..],
         br##"{"exec":"#!/usr/bin/env python3\n# the exec script\n"}"##
     );
-    assert_eq!(serve.request, read[4..].to_vec(), "envelope first");
+    assert_eq!(serve.request, read.argv[4..].to_vec(), "envelope first");
     assert!(serve.idempotent && !serve.command);
     assert_eq!(
         serve.order.as_deref(),
@@ -118,12 +118,17 @@ fn a_worker_answers_what_was_admitted_and_starts_from_the_envelope() {
         .expect("a write is served");
     assert!(!serve.idempotent, "a write is never sent twice");
     // A command, beside the scope's file operations, never sent twice.
-    let exec = argv("exec", &["{}", "exec", "workspace", "", "0", "2"]);
+    let exec = ScriptRun {
+        argv: argv("exec", &["{}", "exec", "workspace", "", "0", "2"]),
+        script: Script::Exec,
+        op: "exec".into(),
+        nonce: None,
+    };
     let serve = admission(Method::Exec, Access::ReadWrite, None)
         .served(&exec, bound, &programs(true))
         .expect("a command is served");
     assert!(serve.command && !serve.idempotent && serve.order.is_none());
-    assert_eq!(serve.request, exec[4..].to_vec());
+    assert_eq!(serve.request, exec.argv[4..].to_vec());
     // ... unless no exec script is approved for the worker to run.
     assert!(
         admission(Method::Exec, Access::ReadWrite, None)
@@ -140,6 +145,12 @@ fn a_worker_answers_what_was_admitted_and_starts_from_the_envelope() {
     ] {
         let mut run = argv(name, &["{}"]);
         run.extend(args.iter().map(|a| a.to_string()));
+        let run = ScriptRun {
+            argv: run,
+            script: Script::of(name).unwrap(),
+            op: args.first().copied().unwrap_or(name).to_string(),
+            nonce: None,
+        };
         assert!(
             admission(Method::ReadFile, Access::ReadWrite, None)
                 .served(&run, bound, &programs(true))
@@ -167,7 +178,8 @@ fn the_envelope_goes_before_the_components_arguments() {
             &[],
             None,
         )
-        .unwrap();
+        .unwrap()
+        .argv;
     assert_eq!(&run[3..4], &["workspace"]);
     let envelope: Value = serde_json::from_str(&run[4]).unwrap();
     assert_eq!(envelope["method"], "readFile");
@@ -436,14 +448,14 @@ fn exec_run(header: Value, rest: &[u8], args: [&str; 3]) -> (Vec<String>, Vec<u8
 
 #[test]
 fn an_exec_carries_the_callers_request_and_nothing_else() {
-    let asked = Asked {
+    let asked = CallerCommand {
         mode: "exec",
         command: "make test".into(),
         env: BTreeMap::from([("CI".into(), "1".into())]),
         stdin: b"in".to_vec(),
         workdir: Some("src".into()),
         timeout_ms: Some(5000),
-        ..Asked::default()
+        ..CallerCommand::default()
     };
     let a = admission(Method::Exec, Access::ReadWrite, Some(asked));
     let nonce = "0123456789abcdef".repeat(2);
@@ -451,7 +463,7 @@ fn an_exec_carries_the_callers_request_and_nothing_else() {
         serde_json::json!({"command": "make test", "env": {"CI": "1"}, "args": [], "nonce": nonce});
     let (run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
     let admitted = a.admit(&run, &stdin, None).unwrap();
-    assert_eq!(exec_nonce(&admitted, &stdin), Some(nonce.clone()));
+    assert_eq!(admitted.nonce, Some(nonce.clone()));
     let with = |key: &str, value: Value| {
         let mut h = honest.clone();
         h[key] = value;
@@ -548,10 +560,10 @@ fn an_exec_carries_the_callers_request_and_nothing_else() {
     let shell = admission(
         Method::RunShellCommand,
         Access::ReadWrite,
-        Some(Asked {
+        Some(CallerCommand {
             mode: "shell",
             command: "make test".into(),
-            ..Asked::default()
+            ..CallerCommand::default()
         }),
     );
     let (run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
@@ -571,18 +583,18 @@ fn an_exec_carries_the_callers_request_and_nothing_else() {
 
 #[test]
 fn a_terminal_is_the_callers_and_the_host_writes_it() {
-    let asked = |tty: bool, mode: &'static str| Asked {
+    let asked = |tty: bool, mode: &'static str| CallerCommand {
         mode,
         command: "x".into(),
         tty,
-        ..Asked::default()
+        ..CallerCommand::default()
     };
     let header =
         serde_json::json!({"command": "x", "env": {}, "args": [], "nonce": "a".repeat(32)});
-    let envelope_of = |method: Method, a: Asked| {
+    let envelope_of = |method: Method, a: CallerCommand| {
         let adm = admission(method, Access::ReadWrite, Some(a));
         let (run, stdin) = exec_run(header.clone(), b"", ["workspace", "", "0"]);
-        let run = adm.admit(&run, &stdin, None).unwrap();
+        let run = adm.admit(&run, &stdin, None).unwrap().argv;
         serde_json::from_str::<Value>(&run[4]).unwrap()
     };
     assert_eq!(envelope_of(Method::Exec, asked(true, "exec"))["tty"], true);
@@ -603,10 +615,10 @@ fn a_terminal_is_the_callers_and_the_host_writes_it() {
 
 #[test]
 fn without_a_limit_of_its_own_an_exec_is_bounded_by_the_grant() {
-    let asked = Asked {
+    let asked = CallerCommand {
         mode: "exec",
         command: "x".into(),
-        ..Asked::default()
+        ..CallerCommand::default()
     };
     let a = admission(Method::Exec, Access::ReadWrite, Some(asked));
     let header =

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use occ_ssh_target::envelope;
 
-use super::CallAdmission;
+use super::{CallAdmission, Script, ScriptRun};
 use crate::capability::ssh_exec::Serve;
 use crate::capability::ssh_exec::seal::frame;
 
@@ -81,8 +81,8 @@ fn start_vector(interpreter: &str, workspace: &str, workspace_root: &str) -> Arc
 }
 
 impl CallAdmission {
-    /// How the target's long-lived worker answers the argument vector this
-    /// call admitted, if it may: a file operation
+    /// How the target's long-lived worker answers a run this call admitted,
+    /// if it may: a file operation
     /// (`[<interpreter>, "-c", <script>, "workspace", <envelope>, <op>,
     /// <args...>]`) in the order of its scope's others, or a command (the
     /// exec script's run) beside them. The worker is started as
@@ -91,18 +91,15 @@ impl CallAdmission {
     /// first), and sent everything after the script's name.
     pub(in crate::world::ssh_sandbox_backend) fn served(
         &self,
-        argv: &[String],
+        run: &ScriptRun,
         bound: std::time::Duration,
         programs: &WorkerPrograms,
     ) -> Option<Serve> {
-        let [_, _, _, name, _, op, ..] = argv else {
-            return None;
-        };
         let envelope = &self.facts.as_ref().ok()?.envelope;
         let runtime = envelope.runtime_id.as_deref()?;
-        let (command, idempotent) = match name.as_str() {
-            "workspace" => (false, SERVED.iter().find(|(o, _)| o == op)?.1),
-            "exec" if programs.runs_commands => (true, false),
+        let (command, idempotent) = match run.script {
+            Script::Workspace => (false, SERVED.iter().find(|(o, _)| *o == run.op)?.1),
+            Script::Exec if programs.runs_commands => (true, false),
             _ => return None,
         };
         // The envelope's root is the installation's, which the backend's
@@ -118,7 +115,7 @@ impl CallAdmission {
         Some(Serve {
             start,
             start_input: programs.start_input.clone(),
-            request: argv[4..].to_vec(),
+            request: run.argv[4..].to_vec(),
             command,
             order: (!command).then(|| runtime.to_string()),
             idempotent,

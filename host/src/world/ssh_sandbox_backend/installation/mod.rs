@@ -56,6 +56,7 @@ use crate::capability::ssh_exec::{
     Credential, ExecBounds, ExecPolicy, GrantError, HostGrant, HostKeys, SshClient, SshGrant,
 };
 use crate::error::LoadError;
+use crate::world::selection;
 use occ_ssh_target::digest::Sha256;
 
 /// Keys the host accepts under `drivers.sandbox`.
@@ -160,48 +161,25 @@ impl SandboxInstallation {
             path: path.to_path_buf(),
             message,
         };
-        let sandbox = doc
-            .get("drivers")
-            .and_then(|d| d.get("sandbox"))
-            .ok_or_else(|| err("drivers.sandbox: missing; select a sandbox backend".into()))?
-            .as_object()
-            .ok_or_else(|| err("drivers.sandbox: must be a mapping".into()))?;
-        if let Some(unknown) = sandbox.keys().find(|k| !SANDBOX_KEYS.contains(&k.as_str())) {
-            return Err(err(format!(
-                "drivers.sandbox.{unknown}: unknown key (expected one of: {})",
-                SANDBOX_KEYS.join(", ")
-            )));
-        }
+        let sandbox = selection::section(
+            path,
+            doc,
+            "sandbox",
+            "select a sandbox backend",
+            SANDBOX_KEYS,
+        )?;
         let id = match sandbox.get("id") {
             None => DEFAULT_ID.to_string(),
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
             Some(_) => return Err(err("drivers.sandbox.id: must be a nonempty string".into())),
         };
-        let relative = |p: &str| {
-            let p = PathBuf::from(p);
-            if p.is_relative() {
-                path.parent().unwrap_or(Path::new(".")).join(p)
-            } else {
-                p
-            }
-        };
-        let component = match (component_override, sandbox.get("component")) {
-            (Some(c), _) => c.to_path_buf(),
-            (None, Some(Value::String(s))) if !s.is_empty() => relative(s),
-            (None, Some(_)) => {
-                return Err(err("drivers.sandbox.component: must be a file path".into()));
-            }
-            (None, None) => match std::env::var_os(crate::installation::COMPONENT_ENV)
-                .filter(|v| !v.is_empty())
-            {
-                Some(c) => PathBuf::from(c),
-                None => {
-                    return Err(err(
-                        "drivers.sandbox.component: missing; name the sandbox component (.wasm) here or with --component".into(),
-                    ));
-                }
-            },
-        };
+        let component = selection::component(
+            path,
+            sandbox,
+            "sandbox",
+            component_override,
+            "drivers.sandbox.component: missing; name the sandbox component (.wasm) here or with --component",
+        )?;
         let approved_scripts = match sandbox.get("approvedScripts") {
             None => BTreeMap::new(),
             Some(Value::Object(m)) => m
@@ -232,7 +210,7 @@ impl SandboxInstallation {
                 .iter()
                 .enumerate()
                 .map(|(i, v)| match v.as_str() {
-                    Some(s) if !s.is_empty() => Ok(relative(&expand_home(s))),
+                    Some(s) if !s.is_empty() => Ok(selection::relative_to(path, &expand_home(s))),
                     _ => Err(err(format!(
                         "drivers.sandbox.localWorkspaces[{i}]: must be a directory path"
                     ))),
@@ -272,11 +250,12 @@ impl SandboxInstallation {
                 }
             },
         };
-        let configuration = match sandbox.get("configuration") {
-            Some(v @ Value::Object(_)) => v.clone(),
-            Some(_) => return Err(err("drivers.sandbox.configuration: must be a mapping".into())),
-            None => return Err(err("drivers.sandbox.configuration: missing; put OpenClaw's agents.defaults.sandbox block here".into())),
-        };
+        let configuration = selection::configuration(
+            path,
+            sandbox,
+            "sandbox",
+            "drivers.sandbox.configuration: missing; put OpenClaw's agents.defaults.sandbox block here",
+        )?;
         Ok(SandboxInstallation {
             path: path.to_path_buf(),
             id,

@@ -45,9 +45,9 @@ use tokio::sync::watch;
 use super::client::SshClient;
 use super::config::{ClientFiles, render_ssh_config};
 use super::master::{ConnectFailure, Master, exit_socket, jittered, remote_command};
-use super::worker::{Ask, Workers};
+use super::worker::{ServedRun, Workers};
 use crate::capability::ssh_exec::backend::{
-    ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRequest, OutputStream,
+    ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRun, OutputStream,
 };
 use crate::capability::ssh_exec::grant::{HostGrant, SshGrant};
 use crate::capability::ssh_exec::seal::seal;
@@ -343,7 +343,7 @@ impl LiveSsh {
 }
 
 impl ExecBackend for LiveSsh {
-    fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
+    fn exec<'a>(&'a self, req: ExecRun<'a>) -> ExecFuture<'a> {
         Box::pin(async move {
             if req.argv.is_empty() {
                 return Err(ExecError::Io("empty argument vector".into()));
@@ -365,7 +365,7 @@ impl ExecBackend for LiveSsh {
                     .await
                 {
                     Some(Ok(worker)) => {
-                        let ask = Ask {
+                        let ask = ServedRun {
                             alias,
                             stdin: req.stdin,
                             timeout,

@@ -18,7 +18,7 @@ impl LiveSsh {
         master: &Master,
         mut child: openssh::Child<&openssh::Session>,
         input: &[u8],
-        req: ExecRequest<'_>,
+        req: ExecRun<'_>,
     ) -> Result<ExecOutput, ExecError> {
         let bounds = &self.grant.bounds;
         let mut child_stdin = child
@@ -241,7 +241,7 @@ impl LiveSsh {
     }
 
     /// `req` as a session of its own.
-    pub(super) async fn one_shot(&self, req: ExecRequest<'_>) -> Result<ExecOutput, ExecError> {
+    pub(super) async fn one_shot(&self, req: ExecRun<'_>) -> Result<ExecOutput, ExecError> {
         let cancel = req.cancel.clone();
         let bound = req.timeout.min(self.grant.bounds.operation);
         // Nothing of the call on the remote command line: its values travel

@@ -73,7 +73,7 @@ pub(super) async fn request(
 /// collected) as it comes, then its exit status. Never sent twice.
 pub(super) async fn command(
     w: &Arc<Worker>,
-    req: Ask<'_>,
+    req: ServedRun<'_>,
     serve: &Serve,
     cap: usize,
     tail_max: usize,

@@ -172,8 +172,9 @@ struct Slot {
     unavailable_until: Option<Instant>,
 }
 
-/// What a worker's request needs of its exec.
-pub(crate) struct Ask<'a> {
+/// What a worker's request needs of its [`ExecRun`](crate::capability::ssh_exec::ExecRun):
+/// the run as the worker serves it.
+pub(crate) struct ServedRun<'a> {
     pub alias: &'a str,
     pub stdin: &'a [u8],
     /// The exec's bound (the request's is the smaller of it and the serve's).
@@ -343,7 +344,7 @@ impl Workers {
     pub(crate) async fn call<F, Fut>(
         &self,
         first: Arc<Worker>,
-        req: Ask<'_>,
+        req: ServedRun<'_>,
         serve: &Serve,
         cap: usize,
         tail: usize,
