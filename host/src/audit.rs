@@ -260,10 +260,6 @@ pub struct Audit {
     lost: Arc<Mutex<Option<String>>>,
 }
 
-/// The code of a call that lost an audit record: retryable, since a log that
-/// cannot be written now (a full disk) may be writable later.
-pub const UNAVAILABLE: &str = crate::Code::AuditUnavailable.as_str();
-
 impl std::fmt::Debug for Audit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Audit")
@@ -293,7 +289,7 @@ impl Audit {
     }
 
     /// Which record of this view could not be written, and why, if one could
-    /// not: the call that made it fails with [`UNAVAILABLE`], whatever its
+    /// not: the call that made it fails with [`crate::Code::AuditUnavailable`], whatever its
     /// driver made of the capability's error.
     pub fn lost(&self) -> Option<String> {
         self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone()

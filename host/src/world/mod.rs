@@ -90,7 +90,7 @@ use crate::audit::{Audit, AuditLog};
 use crate::capability::hooks::bindings::occ::compute::types;
 use crate::capability::ssh_exec::{SshExec, SshGrant, SshMode};
 use crate::capability::{CallScope, Scope};
-use crate::error::{CallError, FailureKind, LoadError};
+use crate::error::{CallError, Code, FailureKind, LoadError};
 use crate::runtime::sandbox::is_sealed_wasi;
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime};
 
@@ -400,9 +400,8 @@ pub(crate) fn guest_error(
 pub(crate) fn invalid_configuration(path: &Path, error: impl std::fmt::Display) -> LoadError {
     LoadError::Configuration {
         path: path.to_path_buf(),
-        error: Box::new(CallError::new(
-            FailureKind::Permanent,
-            "invalid-configuration",
+        error: Box::new(CallError::host(
+            Code::InvalidConfiguration,
             error.to_string(),
         )),
     }
@@ -418,7 +417,7 @@ pub(crate) fn open_ssh(path: &Path, grant: SshGrant, mode: &SshMode) -> Result<S
 }
 
 /// `result`, unless the call lost an audit record: then it fails with
-/// [`crate::audit::UNAVAILABLE`], retryable, naming the log and the record,
+/// [`Code::AuditUnavailable`], retryable, naming the log and the record,
 /// whatever its driver made of the capability's error (a driver sees an I/O
 /// error of its exec, which it would report as its transport's).
 pub(crate) fn unless_audit_lost<T>(
@@ -426,11 +425,7 @@ pub(crate) fn unless_audit_lost<T>(
     result: Result<T, CallError>,
 ) -> Result<T, CallError> {
     match scope.audit.lost() {
-        Some(lost) => Err(CallError::new(
-            FailureKind::Retryable,
-            crate::audit::UNAVAILABLE,
-            lost,
-        )),
+        Some(lost) => Err(CallError::host(Code::AuditUnavailable, lost)),
         None => result,
     }
 }
@@ -507,9 +502,8 @@ pub(crate) fn within_result_bound(
 ) -> Result<Value, CallError> {
     let size = result.to_string().len();
     if size > max {
-        return Err(CallError::new(
-            FailureKind::Permanent,
-            "result-too-large",
+        return Err(CallError::host(
+            Code::ResultTooLarge,
             format!("{what} result is {size} bytes, over the bound of {max}"),
         ));
     }

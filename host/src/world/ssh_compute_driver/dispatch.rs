@@ -12,7 +12,7 @@ use super::{CallGrant, CallOptions, Driver, Method};
 use crate::capability::Scope;
 use crate::capability::hooks::HookScope;
 use crate::capability::hooks::bindings::occ::compute::types as wit;
-use crate::error::{CallError, FailureKind};
+use crate::error::{CallError, Code};
 use crate::world::{warnings, within_result_bound};
 
 impl Driver {
@@ -86,9 +86,8 @@ impl Driver {
                 )))
             }
             (Some(accepted), _) => Ok(Some(accepted)),
-            (None, Some(_)) if self.require_bind => Err(CallError::new(
-                FailureKind::Permanent,
-                "unbound-agent",
+            (None, Some(_)) if self.require_bind => Err(CallError::host(
+                Code::UnboundAgent,
                 format!(
                     "revision {:?}: its Agent {:?} was never bound; call bindAgent first (a binding passed with a revision call is not accepted here)",
                     p.revision.id, p.revision.agent_id
@@ -178,9 +177,8 @@ impl MethodCall<'_> {
                         .map(Ok)
                 })?;
                 serde_json::from_str(&text).map_err(|e| {
-                    CallError::new(
-                        FailureKind::Permanent,
-                        "invalid-schema",
+                    CallError::host(
+                        Code::InvalidSchema,
                         format!("the driver's configuration schema is not JSON: {e}"),
                     )
                 })?
@@ -195,11 +193,7 @@ impl MethodCall<'_> {
                 // A replay uses no identity or known-hosts file: nothing to verify.
                 if !self.driver.ssh.is_offline() {
                     self.driver.ssh.grant().verify_local_files().map_err(|m| {
-                        CallError::new(
-                            FailureKind::Permanent,
-                            "local-ssh-files",
-                            format!("preflight: {m}"),
-                        )
+                        CallError::host(Code::LocalSshFiles, format!("preflight: {m}"))
                     })?;
                 }
                 let w = guest!(self, none(), Subjects::default(), |g, s, d| g
@@ -379,9 +373,8 @@ impl MethodCall<'_> {
         let revision_id = p.revision.id.clone();
         let observed_at = super::runtime_shape::now_rfc3339;
         let unimplemented = || {
-            CallError::new(
-                FailureKind::Permanent,
-                "not-implemented",
+            CallError::host(
+                Code::NotImplemented,
                 format!(
                     "{}: this driver component does not export {} (it targets WIT before 0.4.0)",
                     self.method,
@@ -509,6 +502,7 @@ pub fn reason(e: &CallError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::FailureKind;
 
     #[test]
     fn namespace_failures_are_results_in_occs_shape() {

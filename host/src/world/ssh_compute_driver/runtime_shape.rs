@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::bindings::runtime::exports::occ::compute0_4_0::agent_runtime as wit;
 use super::params::LogRequest;
-use crate::error::{CallError, FailureKind};
+use crate::error::{CallError, Code};
 
 /// OCC's bounds: events per pod, checks per diagnosis.
 const MAX_EVENTS: usize = 100;
@@ -52,9 +52,8 @@ pub(crate) fn now_rfc3339() -> String {
 }
 
 fn invalid(what: &str) -> CallError {
-    CallError::new(
-        FailureKind::Retryable,
-        "invalid-runtime-record",
+    CallError::host(
+        Code::InvalidRuntimeRecord,
         format!(
             "the driver's {what}; the call returns nothing rather than pass it to the controller"
         ),

@@ -12,7 +12,7 @@ use super::bindings::exports::occ::compute::sandbox_backend as wit;
 use super::{Method, SandboxBackend, SandboxCallOptions, params};
 use crate::capability::Scope;
 use crate::capability::local_workspace::CallRoots;
-use crate::error::{CallError, FailureKind};
+use crate::error::{CallError, Code};
 use crate::world::{warnings, within_result_bound};
 
 impl SandboxBackend {
@@ -25,9 +25,8 @@ impl SandboxBackend {
         options: SandboxCallOptions,
     ) -> Result<Value, CallError> {
         let method = Method::from_name(method_name).ok_or_else(|| {
-            CallError::new(
-                FailureKind::Permanent,
-                "unknown-method",
+            CallError::host(
+                Code::UnknownMethod,
                 format!(
                     "unknown method {method_name:?}; one of: {}",
                     Method::names()
@@ -100,13 +99,10 @@ impl SandboxBackend {
     /// it but for `running`: the host's own layout of the installation's
     /// settings and the scope, which every call's envelope is written from.
     fn resolve_workdir(&self, scope: &wit::SandboxScope) -> Result<Value, CallError> {
-        let settings = self.settings.as_ref().map_err(|e| {
-            CallError::new(
-                FailureKind::Permanent,
-                "invalid-configuration",
-                e.to_string(),
-            )
-        })?;
+        let settings = self
+            .settings
+            .as_ref()
+            .map_err(|e| CallError::host(Code::InvalidConfiguration, e.to_string()))?;
         let layout = occ_ssh_target::layout::Layout::new(settings, &super::scope_ref(scope))
             .map_err(|why| {
                 CallError::invalid_params(format!("resolveWorkdir: params.scope: {why}"))

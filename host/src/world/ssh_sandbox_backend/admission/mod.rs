@@ -483,7 +483,7 @@ fn check_args(
                 }
             }
             Arg::Flag => {
-                if !matches!(value.as_str(), "0" | "1") {
+                if Arg::read_flag(value).is_none() {
                     return Err(format!("{field}: must be 0 or 1, not {}", shown(value)));
                 }
             }
