@@ -50,7 +50,7 @@ use crate::capability::ssh_exec::{
 use crate::error::{CallError, LoadError};
 use crate::runtime::{CallData, CallFuture, CompiledComponent, ComponentCache, Runtime, Sandbox};
 use crate::world::{Calls, Linked, World, WorldInfo};
-use admission::{CallAdmission, CallerCommand, WorkerPrograms};
+use admission::{CallRules, CallerCommand, WorkerPrograms};
 use bindings::exports::occ::compute::sandbox_backend as wit;
 use bindings::{SshSandboxBackend, SshSandboxBackendPre};
 use installation::{
@@ -332,11 +332,11 @@ impl SandboxBackend {
         method: Method,
         scope: Option<&wit::SandboxScope>,
         asked: Option<CallerCommand>,
-    ) -> Arc<CallAdmission> {
+    ) -> Arc<CallRules> {
         let operation_ms =
             u64::try_from(self.ssh.grant().bounds.operation.as_millis()).unwrap_or(u64::MAX);
         let scope = scope.map(scope_ref);
-        Arc::new(CallAdmission::new(
+        Arc::new(CallRules::new(
             method,
             &self.settings,
             scope,
@@ -351,7 +351,7 @@ impl SandboxBackend {
         scope: Scope,
         method: Method,
         roots: CallRoots,
-        admission: Arc<CallAdmission>,
+        admission: Arc<CallRules>,
         options: &SandboxCallOptions,
         f: F,
     ) -> Result<R, CallError>
@@ -441,7 +441,7 @@ impl SandboxBackend {
 /// each told where its output goes, whether the caller's open stdin follows
 /// its own and whether the target's worker answers it.
 struct CallExecs {
-    admission: Arc<CallAdmission>,
+    admission: Arc<CallRules>,
     /// The installation's bound of a worker's request, and what the worker
     /// starts from, when the installation wants one.
     worker: Option<(Duration, Arc<WorkerPrograms>)>,
@@ -482,7 +482,7 @@ impl Admission for CallExecs {
 
 /// The execs an upload runs (`local-workspace`): admitted against the call
 /// with the root that streams into them; their output is the component's.
-struct UploadExecs(Arc<CallAdmission>);
+struct UploadExecs(Arc<CallRules>);
 
 impl Admission for UploadExecs {
     fn admit(&self, ask: ExecAsk<'_>) -> Result<Admitted, String> {

@@ -138,8 +138,9 @@ struct Facts {
     layout: Option<Layout>,
 }
 
-/// One call's say over its execs.
-pub(super) struct CallAdmission {
+/// One call's rules for its script runs: the scope's layout and envelope, written
+/// once for the call, against which each run is checked ([`CallRules::admit`]).
+pub(super) struct CallRules {
     method: Method,
     /// Why nothing may run, when the call's settings or scope give no layout.
     facts: Result<Facts, String>,
@@ -148,7 +149,7 @@ pub(super) struct CallAdmission {
     operation_ms: u64,
 }
 
-impl CallAdmission {
+impl CallRules {
     /// The admission of a `method` call under the installation's `settings`,
     /// for `scope` (none for a call without one) and, for a command, the
     /// caller's request.
@@ -158,7 +159,7 @@ impl CallAdmission {
         scope: Option<ScopeRef<'_>>,
         asked: Option<CallerCommand>,
         operation_ms: u64,
-    ) -> CallAdmission {
+    ) -> CallRules {
         let facts = settings
             .as_ref()
             .map_err(ToString::to_string)
@@ -190,7 +191,7 @@ impl CallAdmission {
                     layout,
                 })
             });
-        CallAdmission {
+        CallRules {
             method,
             facts,
             asked,

@@ -29,8 +29,8 @@ fn argv(name: &str, args: &[&str]) -> Vec<String> {
     v
 }
 
-fn admission(method: Method, access: Access, asked: Option<CallerCommand>) -> CallAdmission {
-    CallAdmission::new(method, &settings(access), Some(scope()), asked, 7_200_000)
+fn admission(method: Method, access: Access, asked: Option<CallerCommand>) -> CallRules {
+    CallRules::new(method, &settings(access), Some(scope()), asked, 7_200_000)
 }
 
 const RUNTIME: &str = "openclaw-ssh-shared-8198076c";
@@ -159,7 +159,7 @@ fn a_worker_answers_what_was_admitted_and_starts_from_the_envelope() {
         );
     }
     // An envelope without a scope names no worker.
-    let unscoped = CallAdmission::new(
+    let unscoped = CallRules::new(
         Method::ReadFile,
         &settings(Access::ReadWrite),
         None,
@@ -415,10 +415,10 @@ fn refusals_name_what_is_refused() {
         a.admit(&argv("workspace", &["describe"]), &[], None)
             .is_ok()
     );
-    let p = CallAdmission::new(Method::Preflight, &settings(Access::None), None, None, 1);
+    let p = CallRules::new(Method::Preflight, &settings(Access::None), None, None, 1);
     assert!(p.admit(&argv("preflight", &[]), &[], None).is_ok());
     // A call whose settings give no layout runs nothing.
-    let broken = CallAdmission::new(
+    let broken = CallRules::new(
         Method::ReadFile,
         &Err(SandboxSettingsError::Invalid(SettingsError {
             key: "scope",

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use occ_ssh_target::envelope;
 
-use super::{CallAdmission, Script, ScriptRun};
+use super::{CallRules, Script, ScriptRun};
 use crate::capability::ssh_exec::Serve;
 use crate::capability::ssh_exec::seal::frame;
 
@@ -80,7 +80,7 @@ fn start_vector(interpreter: &str, workspace: &str, workspace_root: &str) -> Arc
     .into()
 }
 
-impl CallAdmission {
+impl CallRules {
     /// How the target's long-lived worker answers a run this call admitted,
     /// if it may: a file operation
     /// (`[<interpreter>, "-c", <script>, "workspace", <envelope>, <op>,
