@@ -45,7 +45,7 @@ use tokio::sync::watch;
 use super::client::SshClient;
 use super::config::{ClientFiles, render_ssh_config};
 use super::master::{ConnectFailure, Master, exit_socket, jittered, remote_command};
-use super::worker::{ServedRun, Workers};
+use super::worker::Workers;
 use crate::capability::ssh_exec::backend::{
     ExecBackend, ExecError, ExecFuture, ExecOutput, ExecRun, OutputStream,
 };
@@ -365,20 +365,13 @@ impl ExecBackend for LiveSsh {
                     .await
                 {
                     Some(Ok(worker)) => {
-                        let ask = ServedRun {
-                            alias,
-                            stdin: req.stdin,
-                            timeout,
-                            on_line: req.on_line,
-                            cancel,
-                            stream: req.stdin_stream.take(),
-                            output: req.output,
-                        };
+                        // The worker's request has the smaller bound.
+                        req.timeout = timeout;
                         let result = self
                             .workers
                             .call(
                                 worker,
-                                ask,
+                                req,
                                 serve,
                                 bounds.stdout_cap,
                                 bounds.stderr_tail,

@@ -73,7 +73,7 @@ pub(super) async fn request(
 /// collected) as it comes, then its exit status. Never sent twice.
 pub(super) async fn command(
     w: &Arc<Worker>,
-    req: ServedRun<'_>,
+    req: ExecRun<'_>,
     serve: &Serve,
     cap: usize,
     tail_max: usize,
@@ -107,7 +107,7 @@ pub(super) async fn command(
     .map_err(broken)?;
     // The caller's input, framed as it comes; its end closes the command's.
     let feed = async {
-        if let Some(mut stream) = req.stream {
+        if let Some(mut stream) = req.stdin_stream {
             let mut buf = vec![0u8; INPUT_CHUNK];
             loop {
                 match stream.read(&mut buf).await {

@@ -46,9 +46,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::master::{Master, remote_command};
-use crate::capability::ssh_exec::backend::{
-    ExecError, ExecOutput, InputStream, OutputSink, OutputStream, Serve,
-};
+use crate::capability::ssh_exec::backend::{ExecError, ExecOutput, ExecRun, OutputStream, Serve};
 use crate::capability::ssh_exec::grant::ExecPolicy;
 use crate::capability::ssh_exec::seal::{self, Sealed};
 
@@ -170,22 +168,6 @@ struct Slot {
     worker: Option<Arc<Worker>>,
     /// No start is tried before this: the last one produced no worker.
     unavailable_until: Option<Instant>,
-}
-
-/// What a worker's request needs of its [`ExecRun`](crate::capability::ssh_exec::ExecRun):
-/// the run as the worker serves it.
-pub(crate) struct ServedRun<'a> {
-    pub alias: &'a str,
-    pub stdin: &'a [u8],
-    /// The exec's bound (the request's is the smaller of it and the serve's).
-    pub timeout: Duration,
-    pub on_line: &'a (dyn Fn(&str) + Send + Sync),
-    pub cancel: &'a CancellationToken,
-    /// More input, after `stdin` (a command's open stdin).
-    pub stream: Option<InputStream<'a>>,
-    /// Where a command's output goes as it comes; without one it is
-    /// collected.
-    pub output: Option<&'a OutputSink>,
 }
 
 /// The workers of one backend.
@@ -344,7 +326,7 @@ impl Workers {
     pub(crate) async fn call<F, Fut>(
         &self,
         first: Arc<Worker>,
-        req: ServedRun<'_>,
+        req: ExecRun<'_>,
         serve: &Serve,
         cap: usize,
         tail: usize,
