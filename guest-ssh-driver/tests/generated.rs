@@ -14,7 +14,10 @@ use guest_ssh_driver::ids::{
 };
 use guest_ssh_driver::model::{Agent, AgentBinding, ComputeRef, Harness, Namespace, Revision};
 use guest_ssh_driver::validate_configuration;
-use occ_strategies::{cases, default_cases, hostile_text, json_value, key_paths, object_at};
+use occ_strategies::{
+    cases, default_cases, hostile_text, json_value, key_paths, object_paths, set_or_remove,
+    with_key,
+};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{Map, Value, json};
@@ -197,8 +200,7 @@ proptest! {
         let mut doc = base();
         let paths = key_paths(&doc);
         let path = pick.get(&paths).clone();
-        let (last, parent) = path.split_last().unwrap();
-        object_at(&mut doc, parent).insert(last.clone(), replacement);
+        set_or_remove(&mut doc, &path, Some(replacement));
         check_document(&doc, &[path])?;
     }
 
@@ -210,19 +212,9 @@ proptest! {
         added in value(),
     ) {
         let doc = base();
-        let mut objects = vec![Vec::new()];
-        let paths = key_paths(&doc);
-        objects.extend(paths.into_iter().filter(|p| {
-            let mut at = &doc;
-            for k in p { at = &at[k]; }
-            at.is_object()
-        }));
+        let objects = object_paths(&doc);
         let parent = pick.get(&objects).clone();
-        let mut changed = doc.clone();
-        let fresh = !object_at(&mut changed, &parent).contains_key(&key);
-        object_at(&mut changed, &parent).insert(key.clone(), added);
-        let mut path = parent.clone();
-        path.push(key);
+        let (changed, path, fresh) = with_key(&doc, &parent, &key, added);
         let accepted = check_document(&changed, &[path])?;
         // Only `hosts` takes keys of its own choosing (Namespace names).
         prop_assert!(!(accepted && fresh && parent != ["hosts"]), "an unknown key was accepted");
@@ -289,8 +281,7 @@ proptest! {
             .cloned()
             .collect();
         for path in &deleted {
-            let (last, parent) = path.split_last().unwrap();
-            object_at(&mut doc, parent).remove(last);
+            set_or_remove(&mut doc, path, None);
         }
         let no_host = doc["hosts"].as_object().is_some_and(Map::is_empty);
         let mut named = deleted.clone();
@@ -314,8 +305,7 @@ fn deleting_an_optional_key_is_accepted_and_a_required_one_named() {
     ] {
         let path: Vec<String> = path.into_iter().map(String::from).collect();
         let mut doc = base();
-        let (last, parent) = path.split_last().unwrap();
-        object_at(&mut doc, parent).remove(last);
+        set_or_remove(&mut doc, &path, None);
         assert_eq!(
             check_document(&doc, std::slice::from_ref(&path)).unwrap(),
             !required,
@@ -366,8 +356,7 @@ proptest! {
             at.as_str().is_some_and(|s| s.starts_with('/'))
         });
         let path = pick.get(&paths).clone();
-        let (last, parent) = path.split_last().unwrap();
-        object_at(&mut doc, parent).insert(last.clone(), json!(value));
+        set_or_remove(&mut doc, &path, Some(json!(value)));
         let accepted = check_document(&doc, &[path])?;
         let obeys = obeys_path_rule(&value) || value.strip_suffix('/').is_some_and(obeys_path_rule);
         prop_assert_eq!(accepted, obeys);

@@ -11,7 +11,9 @@
 use guest_ssh_sandbox::config::{Config, SshCommand};
 use guest_ssh_sandbox::layout::Layout;
 use guest_ssh_sandbox::model::SandboxScope;
-use occ_strategies::{cases, hostile_text, json_value, key_paths, object_at};
+use occ_strategies::{
+    cases, hostile_text, json_value, key_paths, object_at, object_paths, set_or_remove, with_key,
+};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{Value, json};
@@ -200,11 +202,7 @@ proptest! {
         let mut doc = base();
         let paths = key_paths(&doc);
         let path = pick.get(&paths).clone();
-        let (last, parent) = path.split_last().unwrap();
-        match replacement {
-            Some(v) => object_at(&mut doc, parent).insert(last.clone(), v),
-            None => object_at(&mut doc, parent).remove(last),
-        };
+        set_or_remove(&mut doc, &path, replacement);
         check_document(&doc, &path)?;
     }
 
@@ -218,15 +216,9 @@ proptest! {
         added in value(),
     ) {
         let doc = base();
-        let mut objects = vec![Vec::new()];
-        let paths = key_paths(&doc);
-        objects.extend(paths.into_iter().filter(|p| doc.pointer(&format!("/{}", p.join("/"))).is_some_and(Value::is_object)));
+        let objects = object_paths(&doc);
         let parent = pick.get(&objects).clone();
-        let mut changed = doc.clone();
-        let fresh = !object_at(&mut changed, &parent).contains_key(&key);
-        object_at(&mut changed, &parent).insert(key.clone(), added);
-        let mut path = parent.clone();
-        path.push(key);
+        let (changed, path, fresh) = with_key(&doc, &parent, &key, added);
         let accepted = check_document(&changed, &path)?;
         let open = ["docker", "browser", "prune"].iter().any(|o| parent.last().is_some_and(|p| p == o));
         prop_assert!(!(accepted && fresh && !open), "an unknown key was accepted");

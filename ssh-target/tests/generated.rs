@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 use occ_ssh_target::layout::{Access, Layout, Mount, MountInfo, ScopeRef, Settings, join};
 use occ_ssh_target::paths::{PathError, Resolved, exec_workdir, resolve};
 use occ_ssh_target::scope::{Scope, is_runtime_id, runtime_id, scope_key};
-use occ_strategies::{cases, hostile_text, json_value, key_paths, object_at};
+use occ_strategies::{cases, hostile_text, json_value, key_paths, set_or_remove};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{Value, json};
@@ -482,11 +482,7 @@ proptest! {
         let mut block = sandbox();
         let paths = key_paths(&block);
         let path = pick.get(&paths).clone();
-        let (last, parent) = path.split_last().unwrap();
-        match replacement {
-            Some(v) => object_at(&mut block, parent).insert(last.clone(), v),
-            None => object_at(&mut block, parent).remove(last),
-        };
+        set_or_remove(&mut block, &path, replacement);
         match Settings::from_sandbox(block.as_object().unwrap()) {
             Err(e) => {
                 let message = e.to_string();

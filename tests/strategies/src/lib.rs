@@ -102,6 +102,48 @@ pub fn object_at<'a>(v: &'a mut Value, path: &[String]) -> &'a mut Map<String, V
         .unwrap_or_else(|| panic!("{path:?} is not an object"))
 }
 
+/// The key at `path` of `v` set to `replacement`, or removed where there is
+/// none: the one change a property makes to a sound document.
+pub fn set_or_remove(v: &mut Value, path: &[String], replacement: Option<Value>) {
+    let (last, parent) = path
+        .split_last()
+        .unwrap_or_else(|| panic!("an empty key path"));
+    let object = object_at(v, parent);
+    match replacement {
+        Some(value) => object.insert(last.clone(), value),
+        None => object.remove(last),
+    };
+}
+
+/// The paths of `v`'s objects, `v` itself (the empty path) first, then the
+/// others outermost first: where a test may add a key.
+pub fn object_paths(v: &Value) -> Vec<Vec<String>> {
+    let mut objects = vec![Vec::new()];
+    objects.extend(key_paths(v).into_iter().filter(|p| {
+        p.iter()
+            .try_fold(v, |at, k| at.get(k))
+            .is_some_and(Value::is_object)
+    }));
+    objects
+}
+
+/// `v` with `key` set to `value` in the object at `parent`: the changed
+/// document, the key's path, and whether the key is new there.
+pub fn with_key(
+    v: &Value,
+    parent: &[String],
+    key: &str,
+    value: Value,
+) -> (Value, Vec<String>, bool) {
+    let mut changed = v.clone();
+    let object = object_at(&mut changed, parent);
+    let fresh = !object.contains_key(key);
+    object.insert(key.to_string(), value);
+    let mut path = parent.to_vec();
+    path.push(key.to_string());
+    (changed, path, fresh)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +159,27 @@ mod tests {
         let mut doc = doc;
         object_at(&mut doc, &paths[2]).insert("g".into(), json!(true));
         assert_eq!(doc["a"]["c"]["g"], json!(true));
+    }
+
+    #[test]
+    fn a_key_is_set_removed_or_added_where_objects_are() {
+        let mut doc = json!({"a": {"b": 1, "c": {"d": []}}, "e": [{"f": 1}]});
+        let path = |p: &str| p.split('.').map(String::from).collect::<Vec<_>>();
+        set_or_remove(&mut doc, &path("a.b"), Some(json!(2)));
+        set_or_remove(&mut doc, &path("a.c.d"), None);
+        assert_eq!(doc, json!({"a": {"b": 2, "c": {}}, "e": [{"f": 1}]}));
+        let objects: Vec<String> = object_paths(&doc).iter().map(|p| p.join(".")).collect();
+        assert_eq!(objects, ["", "a", "a.c"]);
+        let (changed, at, fresh) = with_key(&doc, &path("a"), "b", json!(3));
+        assert_eq!(
+            (changed["a"]["b"].clone(), at, fresh),
+            (json!(3), path("a.b"), false)
+        );
+        let (changed, at, fresh) = with_key(&doc, &[], "g", json!(true));
+        assert_eq!(
+            (changed["g"].clone(), at, fresh),
+            (json!(true), path("g"), true)
+        );
     }
 
     #[test]
