@@ -15,8 +15,7 @@ use guest_ssh_driver::ids::{
 use guest_ssh_driver::model::{Agent, AgentBinding, ComputeRef, Harness, Namespace, Revision};
 use guest_ssh_driver::validate_configuration;
 use occ_strategies::{
-    cases, default_cases, hostile_text, json_value, key_paths, object_paths, set_or_remove,
-    with_key,
+    add_key, cases, change_key, default_cases, hostile_text, json_value, key_paths, set_or_remove,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -198,9 +197,7 @@ proptest! {
         replacement in value(),
     ) {
         let mut doc = base();
-        let paths = key_paths(&doc);
-        let path = pick.get(&paths).clone();
-        set_or_remove(&mut doc, &path, Some(replacement));
+        let path = change_key(&mut doc, &pick, Some(replacement));
         check_document(&doc, &[path])?;
     }
 
@@ -211,13 +208,10 @@ proptest! {
         key in text(),
         added in value(),
     ) {
-        let doc = base();
-        let objects = object_paths(&doc);
-        let parent = pick.get(&objects).clone();
-        let (changed, path, fresh) = with_key(&doc, &parent, &key, added);
-        let accepted = check_document(&changed, &[path])?;
+        let a = add_key(&base(), &pick, &key, added);
+        let accepted = check_document(&a.doc, &[a.path])?;
         // Only `hosts` takes keys of its own choosing (Namespace names).
-        prop_assert!(!(accepted && fresh && parent != ["hosts"]), "an unknown key was accepted");
+        prop_assert!(!(accepted && a.fresh && a.parent != ["hosts"]), "an unknown key was accepted");
     }
 
     /// Any text as a document: never a panic, always the document named.
