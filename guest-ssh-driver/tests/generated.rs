@@ -12,8 +12,14 @@ use guest_ssh_driver::config::{self, PATH_PUNCTUATION};
 use guest_ssh_driver::ids::{
     AgentIds, MAX_ID_LEN, MAX_REVISION_NUMBER, RevisionIds, account_name, check_id, short_hash,
 };
-use guest_ssh_driver::model::{Agent, AgentBinding, ComputeRef, Harness, Namespace, Revision};
+use guest_ssh_driver::model::{Agent, AgentBinding, Namespace, Revision};
 use guest_ssh_driver::validate_configuration;
+// The unit tests' fixtures (`src/testing.rs`), which name the model as
+// `crate::model`; the ones this file does not call go unused.
+use guest_ssh_driver::model;
+#[path = "../src/testing.rs"]
+#[allow(dead_code)]
+mod testing;
 use occ_strategies::{
     add_key, cases, change_key, default_cases, hostile_text, json_value, key_paths, set_or_remove,
 };
@@ -423,31 +429,13 @@ fn binding(namespace: &str, agent: &str, principal: &str) -> AgentBinding {
     }
 }
 
+/// The unit tests' revision with another id and number, and no configuration.
 fn revision(id: &str, number: u64) -> Revision {
     Revision {
         id: id.into(),
-        namespace_id: "ns-1".into(),
-        agent_id: "agent-1".into(),
         revision: number,
-        service_principal_id: "sp-1".into(),
-        compute: ComputeRef {
-            id: "compute-ssh".into(),
-            implementation: "occ/ssh".into(),
-        },
-        configuration_kind: "agent".into(),
-        configuration_generation: 1,
         configuration: "{}".into(),
-        harness: Harness {
-            id: "openclaw".into(),
-            version: "2026.9.6".into(),
-            mode: "embedded".into(),
-        },
-        harness_auth: r#"{"method":"runtime"}"#.into(),
-        plugins: None,
-        plugin_approvers: None,
-        secret_bindings: None,
-        sandbox_driver_id: None,
-        secret_driver_id: None,
+        ..testing::revision()
     }
 }
 
