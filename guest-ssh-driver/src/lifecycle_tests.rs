@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use crate::error::{Error, ExecError, FailureKind};
 use crate::lifecycle::{Driver, Effects, validate_configuration, validate_harness_auth};
 use crate::model::{
-    AgentBinding, ExecOutput, HookError, Level, Namespace, Revision, RevisionContext, Selection,
-    Warning,
+    AgentBinding, ExecOutput, HookError, Level, Namespace, Readiness, Revision, RevisionContext,
+    Selection, Warning,
 };
 use crate::testing;
 
@@ -419,14 +419,7 @@ fn validate_harness_auth_checks_harness_and_auth_alone() {
 fn prepare_sends_the_controllers_document_and_reads_readiness() {
     let mut script = Script::default();
     let revision = testing::revision();
-    let result = with_driver(&mut script, |d| {
-        d.prepare_revision(
-            Some(&testing::binding()),
-            &revision,
-            Some(&RevisionContext::default()),
-        )
-    })
-    .unwrap();
+    let result = prepare(&mut script, &revision).unwrap();
     assert!(result.ready);
     assert_eq!(script.calls, ["exec stable prepare"]);
     // The document exactly as received: the host hashed it, the helper renders
@@ -445,14 +438,7 @@ fn prepare_of_a_trusted_proxy_revision_sends_it_as_it_is() {
     let mut revision = testing::revision();
     revision.configuration = r#"{"gateway":{"mode":"local","bind":"loopback","auth":{"mode":"trusted-proxy","trustedProxy":{"userHeader":"x-forwarded-user"}}}}"#.into();
     let mut script = Script::default();
-    with_driver(&mut script, |d| {
-        d.prepare_revision(
-            Some(&testing::binding()),
-            &revision,
-            Some(&RevisionContext::default()),
-        )
-    })
-    .unwrap();
+    prepare(&mut script, &revision).unwrap();
     assert_eq!(
         script.operations[0]["configuration"],
         json!(revision.configuration)
@@ -464,28 +450,14 @@ fn prepare_outcomes() {
     // Superseded: not ready, nothing else.
     let mut script = Script::default();
     script.answer("prepare", Ok(ok_line(json!({"ready": false}))));
-    let result = with_driver(&mut script, |d| {
-        d.prepare_revision(
-            Some(&testing::binding()),
-            &testing::revision(),
-            Some(&RevisionContext::default()),
-        )
-    })
-    .unwrap();
+    let result = prepare(&mut script, &testing::revision()).unwrap();
     assert!(!result.ready);
     assert!(script.logs.iter().any(|(_, m)| m.contains("superseded")));
 
     // A result without `ready` is an unexpected helper failure.
     let mut script = Script::default();
     script.answer("prepare", Ok(ok_line(json!({}))));
-    let err = with_driver(&mut script, |d| {
-        d.prepare_revision(
-            Some(&testing::binding()),
-            &testing::revision(),
-            Some(&RevisionContext::default()),
-        )
-    })
-    .unwrap_err();
+    let err = prepare(&mut script, &testing::revision()).unwrap_err();
     assert_eq!(
         summary(&err),
         (
@@ -550,19 +522,45 @@ fn transport_failures_name_the_host() {
     for (error, kind, code, message) in cases {
         let mut script = Script::default();
         script.answer("prepare", Err(error));
-        let err = with_driver(&mut script, |d| {
-            d.prepare_revision(
-                Some(&testing::binding()),
-                &testing::revision(),
-                Some(&RevisionContext::default()),
-            )
-        })
-        .unwrap_err();
+        let err = prepare(&mut script, &testing::revision()).unwrap_err();
         assert_eq!(
             summary(&err),
             (kind, code, Some("stable"), message.to_owned())
         );
     }
+}
+
+/// `revision` prepared for `testing::binding()` with an empty context.
+fn prepare(script: &mut Script, revision: &Revision) -> Result<Readiness, Error> {
+    with_driver(script, |d| {
+        d.prepare_revision(
+            Some(&testing::binding()),
+            revision,
+            Some(&RevisionContext::default()),
+        )
+    })
+}
+
+/// `revision` deactivated, stopped and retired for `testing::binding()`: each
+/// succeeds, and only the stop hook runs, before each of the last two.
+fn tear_down(script: &mut Script, revision: &Revision) {
+    let b = testing::binding();
+    with_driver(script, |d| {
+        d.deactivate_revision(Some(&b), revision)?;
+        d.stop_revision(Some(&b), revision)?;
+        d.retire_revision(Some(&b), revision)
+    })
+    .unwrap();
+    assert_eq!(
+        script.calls,
+        [
+            "exec stable deactivate",
+            "beforeWorkloadStop agent-1 rev-1",
+            "exec stable stop",
+            "beforeWorkloadStop agent-1 rev-1",
+            "exec stable retire"
+        ]
+    );
 }
 
 fn activate(script: &mut Script) -> Result<(), Error> {
@@ -748,24 +746,9 @@ fn activation_refuses_what_admission_refuses_before_any_effect() {
 fn teardown_is_exempt_from_the_gateway_settings_check() {
     let mut revision = testing::revision();
     revision.configuration = r#"{"gateway":{"mode":"local","tls":{"enabled":true}}}"#.into();
-    let b = testing::binding();
     let mut script = Script::default();
-    with_driver(&mut script, |d| {
-        d.deactivate_revision(Some(&b), &revision)?;
-        d.stop_revision(Some(&b), &revision)?;
-        d.retire_revision(Some(&b), &revision)
-    })
-    .unwrap();
-    assert_eq!(
-        script.calls,
-        [
-            "exec stable deactivate",
-            "beforeWorkloadStop agent-1 rev-1",
-            "exec stable stop",
-            "beforeWorkloadStop agent-1 rev-1",
-            "exec stable retire"
-        ]
-    );
+    tear_down(&mut script, &revision);
+    let b = testing::binding();
     let mut script = Script::default();
     let err = with_driver(&mut script, |d| {
         d.prepare_revision(Some(&b), &revision, None)
@@ -820,23 +803,7 @@ fn teardown_does_not_depend_on_admission() {
     let cases = [refused, unrenderable];
     for revision in cases {
         let mut script = Script::default();
-        with_driver(&mut script, |d| {
-            let b = testing::binding();
-            d.deactivate_revision(Some(&b), &revision)?;
-            d.stop_revision(Some(&b), &revision)?;
-            d.retire_revision(Some(&b), &revision)
-        })
-        .unwrap();
-        assert_eq!(
-            script.calls,
-            [
-                "exec stable deactivate",
-                "beforeWorkloadStop agent-1 rev-1",
-                "exec stable stop",
-                "beforeWorkloadStop agent-1 rev-1",
-                "exec stable retire"
-            ]
-        );
+        tear_down(&mut script, &revision);
         for op in &script.operations {
             assert_eq!(op.as_object().unwrap().len(), 3, "{op}");
         }
@@ -906,14 +873,7 @@ fn a_configuration_too_large_for_the_hosts_argument_bound_is_refused_permanent_b
     revision.configuration =
         format!(r#"{{"gateway":{{"mode":"local"}},"agents":{{"defaults":{{"note":"{big}"}}}}}}"#);
     let mut script = Script::default();
-    let err = with_driver(&mut script, |d| {
-        d.prepare_revision(
-            Some(&testing::binding()),
-            &revision,
-            Some(&RevisionContext::default()),
-        )
-    })
-    .unwrap_err();
+    let err = prepare(&mut script, &revision).unwrap_err();
     let (kind, code, host, message) = summary(&err);
     assert_eq!(
         (kind, code, host),
@@ -936,13 +896,7 @@ fn a_configuration_too_large_for_the_hosts_argument_bound_is_refused_permanent_b
             "x".repeat(note)
         );
         let mut script = Script::default();
-        let result = with_driver(&mut script, |d| {
-            d.prepare_revision(
-                Some(&testing::binding()),
-                &revision,
-                Some(&RevisionContext::default()),
-            )
-        });
+        let result = prepare(&mut script, &revision);
         (result.map(drop), script)
     };
     let (mut fits, mut over) = (150_000, 200_000);

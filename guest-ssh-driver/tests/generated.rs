@@ -12,9 +12,17 @@ use guest_ssh_driver::config::{self, PATH_PUNCTUATION};
 use guest_ssh_driver::ids::{
     AgentIds, MAX_ID_LEN, MAX_REVISION_NUMBER, RevisionIds, account_name, check_id, short_hash,
 };
-use guest_ssh_driver::model::{Agent, AgentBinding, ComputeRef, Harness, Namespace, Revision};
+use guest_ssh_driver::model::{Agent, AgentBinding, Namespace, Revision};
 use guest_ssh_driver::validate_configuration;
-use occ_strategies::{cases, default_cases, hostile_text, json_value, key_paths, object_at};
+// The unit tests' fixtures (`src/testing.rs`), which name the model as
+// `crate::model`; the ones this file does not call go unused.
+use guest_ssh_driver::model;
+#[path = "../src/testing.rs"]
+#[allow(dead_code)]
+mod testing;
+use occ_strategies::{
+    add_key, cases, change_key, default_cases, hostile_text, json_value, key_paths, set_or_remove,
+};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{Map, Value, json};
@@ -195,10 +203,7 @@ proptest! {
         replacement in value(),
     ) {
         let mut doc = base();
-        let paths = key_paths(&doc);
-        let path = pick.get(&paths).clone();
-        let (last, parent) = path.split_last().unwrap();
-        object_at(&mut doc, parent).insert(last.clone(), replacement);
+        let path = change_key(&mut doc, &pick, Some(replacement));
         check_document(&doc, &[path])?;
     }
 
@@ -209,23 +214,10 @@ proptest! {
         key in text(),
         added in value(),
     ) {
-        let doc = base();
-        let mut objects = vec![Vec::new()];
-        let paths = key_paths(&doc);
-        objects.extend(paths.into_iter().filter(|p| {
-            let mut at = &doc;
-            for k in p { at = &at[k]; }
-            at.is_object()
-        }));
-        let parent = pick.get(&objects).clone();
-        let mut changed = doc.clone();
-        let fresh = !object_at(&mut changed, &parent).contains_key(&key);
-        object_at(&mut changed, &parent).insert(key.clone(), added);
-        let mut path = parent.clone();
-        path.push(key);
-        let accepted = check_document(&changed, &[path])?;
+        let a = add_key(&base(), &pick, &key, added);
+        let accepted = check_document(&a.doc, &[a.path])?;
         // Only `hosts` takes keys of its own choosing (Namespace names).
-        prop_assert!(!(accepted && fresh && parent != ["hosts"]), "an unknown key was accepted");
+        prop_assert!(!(accepted && a.fresh && a.parent != ["hosts"]), "an unknown key was accepted");
     }
 
     /// Any text as a document: never a panic, always the document named.
@@ -289,8 +281,7 @@ proptest! {
             .cloned()
             .collect();
         for path in &deleted {
-            let (last, parent) = path.split_last().unwrap();
-            object_at(&mut doc, parent).remove(last);
+            set_or_remove(&mut doc, path, None);
         }
         let no_host = doc["hosts"].as_object().is_some_and(Map::is_empty);
         let mut named = deleted.clone();
@@ -314,8 +305,7 @@ fn deleting_an_optional_key_is_accepted_and_a_required_one_named() {
     ] {
         let path: Vec<String> = path.into_iter().map(String::from).collect();
         let mut doc = base();
-        let (last, parent) = path.split_last().unwrap();
-        object_at(&mut doc, parent).remove(last);
+        set_or_remove(&mut doc, &path, None);
         assert_eq!(
             check_document(&doc, std::slice::from_ref(&path)).unwrap(),
             !required,
@@ -366,8 +356,7 @@ proptest! {
             at.as_str().is_some_and(|s| s.starts_with('/'))
         });
         let path = pick.get(&paths).clone();
-        let (last, parent) = path.split_last().unwrap();
-        object_at(&mut doc, parent).insert(last.clone(), json!(value));
+        set_or_remove(&mut doc, &path, Some(json!(value)));
         let accepted = check_document(&doc, &[path])?;
         let obeys = obeys_path_rule(&value) || value.strip_suffix('/').is_some_and(obeys_path_rule);
         prop_assert_eq!(accepted, obeys);
@@ -440,31 +429,13 @@ fn binding(namespace: &str, agent: &str, principal: &str) -> AgentBinding {
     }
 }
 
+/// The unit tests' revision with another id and number, and no configuration.
 fn revision(id: &str, number: u64) -> Revision {
     Revision {
         id: id.into(),
-        namespace_id: "ns-1".into(),
-        agent_id: "agent-1".into(),
         revision: number,
-        service_principal_id: "sp-1".into(),
-        compute: ComputeRef {
-            id: "compute-ssh".into(),
-            implementation: "occ/ssh".into(),
-        },
-        configuration_kind: "agent".into(),
-        configuration_generation: 1,
         configuration: "{}".into(),
-        harness: Harness {
-            id: "openclaw".into(),
-            version: "2026.9.6".into(),
-            mode: "embedded".into(),
-        },
-        harness_auth: r#"{"method":"runtime"}"#.into(),
-        plugins: None,
-        plugin_approvers: None,
-        secret_bindings: None,
-        sandbox_driver_id: None,
-        secret_driver_id: None,
+        ..testing::revision()
     }
 }
 

@@ -443,6 +443,15 @@ fn read_only_access_keeps_the_workspace_unchanged() {
     assert_eq!(b.read_file(&f("README.md"), None).unwrap(), b"hello\n");
 }
 
+/// One replacement of the first `old` by `new`.
+fn one_edit(old: &str, new: &str) -> [TextEdit; 1] {
+    [TextEdit {
+        old_text: old.into(),
+        new_text: new.into(),
+        replace_all: false,
+    }]
+}
+
 #[test]
 fn edit_and_apply_patch_change_real_files() {
     let fx = Fixture::new("rw");
@@ -450,14 +459,7 @@ fn edit_and_apply_patch_change_real_files() {
     let ws = fx.workspace(&mut t);
     let mut b = fx.backend(&mut t);
     let edited = b
-        .edit(
-            &f("src/main.rs"),
-            &[TextEdit {
-                old_text: "old();".into(),
-                new_text: "new();".into(),
-                replace_all: false,
-            }],
-        )
+        .edit(&f("src/main.rs"), &one_edit("old();", "new();"))
         .unwrap();
     assert_eq!(edited.replacements, 1);
     assert_eq!(
@@ -465,16 +467,9 @@ fn edit_and_apply_patch_change_real_files() {
         "fn main() {\n    new();\n}\n"
     );
     assert_eq!(
-        b.edit(
-            &f("src/main.rs"),
-            &[TextEdit {
-                old_text: "absent".into(),
-                new_text: "x".into(),
-                replace_all: false
-            }]
-        )
-        .unwrap_err()
-        .code(),
+        b.edit(&f("src/main.rs"), &one_edit("absent", "x"))
+            .unwrap_err()
+            .code(),
         "no-match"
     );
     let patch = "*** Begin Patch\n*** Add File: docs/new.md\n+# New\n*** Update File: src/main.rs\n*** Move to: src/lib.rs\n@@ fn main() {\n-    new();\n+    newer();\n*** Delete File: README.md\n*** End Patch";
@@ -657,15 +652,8 @@ fn every_method_runs_within_its_own_envelope() {
             b.read_directory(&f("src")).unwrap();
         }),
         ("edit", |b| {
-            b.edit(
-                &f("src/main.rs"),
-                &[TextEdit {
-                    old_text: "old();".into(),
-                    new_text: "new();".into(),
-                    replace_all: false,
-                }],
-            )
-            .unwrap();
+            b.edit(&f("src/main.rs"), &one_edit("old();", "new();"))
+                .unwrap();
         }),
         ("applyPatch", |b| {
             let patch = "*** Begin Patch\n*** Add File: n.md\n+n\n*** Update File: src/main.rs\n@@ fn main() {\n-    old();\n+    newer();\n*** Delete File: README.md\n*** End Patch";

@@ -11,7 +11,10 @@
 use guest_ssh_sandbox::config::{Config, SshCommand};
 use guest_ssh_sandbox::layout::Layout;
 use guest_ssh_sandbox::model::SandboxScope;
-use occ_strategies::{cases, hostile_text, json_value, key_paths, object_at};
+use occ_strategies::{
+    add_key, cases, change_key, hostile_text, is_normalized_root, json_value, object_at,
+    replacement,
+};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{Value, json};
@@ -105,17 +108,6 @@ fn names_the_key(message: &str, path: &[String]) -> bool {
     enclosing || message.starts_with(&format!("{at}: ")) || message.starts_with(&format!("{at}."))
 }
 
-/// A workspace root as the layout joins it: absolute, normalized, without
-/// control characters.
-fn is_normalized_root(root: &str) -> bool {
-    let normalized = root == "/"
-        || root.strip_prefix('/').is_some_and(|rest| {
-            rest.split('/')
-                .all(|c| !c.is_empty() && c != "." && c != "..")
-        });
-    normalized && !root.chars().any(char::is_control)
-}
-
 /// Parses a changed document: a refusal is a short configuration error
 /// naming `path`; an accepted one holds a target, a client and a root the
 /// host can take as they are, and gives a layout inside that root. Whether
@@ -195,16 +187,10 @@ proptest! {
     #[test]
     fn a_changed_or_deleted_key_is_refused_by_name_or_usable(
         pick in any::<prop::sample::Index>(),
-        replacement in prop::option::of(prop_oneof![2 => value(), 1 => text().prop_map(Value::String)]),
+        replacement in replacement(value(), text()),
     ) {
         let mut doc = base();
-        let paths = key_paths(&doc);
-        let path = pick.get(&paths).clone();
-        let (last, parent) = path.split_last().unwrap();
-        match replacement {
-            Some(v) => object_at(&mut doc, parent).insert(last.clone(), v),
-            None => object_at(&mut doc, parent).remove(last),
-        };
+        let path = change_key(&mut doc, &pick, replacement);
         check_document(&doc, &path)?;
     }
 
@@ -217,19 +203,10 @@ proptest! {
         key in text(),
         added in value(),
     ) {
-        let doc = base();
-        let mut objects = vec![Vec::new()];
-        let paths = key_paths(&doc);
-        objects.extend(paths.into_iter().filter(|p| doc.pointer(&format!("/{}", p.join("/"))).is_some_and(Value::is_object)));
-        let parent = pick.get(&objects).clone();
-        let mut changed = doc.clone();
-        let fresh = !object_at(&mut changed, &parent).contains_key(&key);
-        object_at(&mut changed, &parent).insert(key.clone(), added);
-        let mut path = parent.clone();
-        path.push(key);
-        let accepted = check_document(&changed, &path)?;
-        let open = ["docker", "browser", "prune"].iter().any(|o| parent.last().is_some_and(|p| p == o));
-        prop_assert!(!(accepted && fresh && !open), "an unknown key was accepted");
+        let a = add_key(&base(), &pick, &key, added);
+        let accepted = check_document(&a.doc, &a.path)?;
+        let open = ["docker", "browser", "prune"].iter().any(|o| a.parent.last().is_some_and(|p| p == o));
+        prop_assert!(!(accepted && a.fresh && !open), "an unknown key was accepted");
     }
 }
 

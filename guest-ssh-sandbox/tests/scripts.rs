@@ -155,6 +155,21 @@ fn run_exec(args: &[&str], header: &str) -> (std::io::Result<()>, std::process::
     (written, child.wait_with_output().unwrap())
 }
 
+/// The workspace script as it ships, started by the local python3 as the
+/// host starts it (`python3 -c <text> workspace`), its stdio piped.
+fn spawn_workspace() -> std::process::Child {
+    let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
+    Command::new("python3")
+        .arg("-c")
+        .arg(text)
+        .arg("workspace")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn scripts() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .join("scripts")
@@ -685,17 +700,8 @@ impl Worker {
 
     /// Started for `root` with more keys in its start frame.
     fn start_with(root: &str, more: serde_json::Value) -> Worker {
-        let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
         let exec = std::fs::read_to_string(scripts().join("exec.py")).unwrap();
-        let mut child = Command::new("python3")
-            .arg("-c")
-            .arg(text)
-            .arg("workspace")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_workspace();
         let mut stdin = child.stdin.take();
         {
             use std::io::Write;
@@ -1038,21 +1044,12 @@ fn the_serving_mode_answers_as_a_run_would_and_ends_cleanly() {
     assert!(!alive(pid), "the stopped worker {pid} outlived its session");
     // Only a host-built start serves: a relative root, or a start without
     // the exec frame, is refused before anything runs.
-    let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
     for (root, second) in [
         ("relative", frame(serde_json::json!({"exec": null}), b"")),
         ("/tmp", frame(serde_json::json!({"exec": 1}), b"")),
         ("/tmp", Vec::new()),
     ] {
-        let mut child = Command::new("python3")
-            .arg("-c")
-            .arg(&text)
-            .arg("workspace")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_workspace();
         {
             use std::io::Write;
             let mut start = args_frame(&["--serve", root]);
@@ -1400,16 +1397,7 @@ fn an_event_of_a_cancelled_command_is_not_taken_for_its_successors() {
 /// Run the workspace script with `envelope` and `args` (stdin `data`).
 fn run_workspace(envelope: &str, args: &[&str], data: &[u8]) -> std::process::Output {
     use std::io::Write;
-    let text = std::fs::read_to_string(scripts().join("workspace.py")).unwrap();
-    let mut child = Command::new("python3")
-        .arg("-c")
-        .arg(text)
-        .arg("workspace")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_workspace();
     let mut request = vec![envelope];
     request.extend_from_slice(args);
     let mut input = args_frame(&request);

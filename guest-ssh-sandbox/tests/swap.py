@@ -55,6 +55,23 @@ class Case:
         os.rename(path, path + ".real")
         os.symlink(self.outside, path)
 
+    def swap_after_parent_of(self, rel, nth=1, then=None):
+        """Swap <ws>/<rel> for the link once the script's parent_of has
+        answered for the nth time, then run `then` (if any)."""
+        original = self.ns["parent_of"]
+        calls = []
+
+        def parent_then_swap(*args, **kwargs):
+            got = original(*args, **kwargs)
+            calls.append(args)
+            if len(calls) == nth:
+                self.swap(rel)
+                if then:
+                    then()
+            return got
+
+        self.ns["parent_of"] = parent_then_swap
+
     def run(self, fn):
         try:
             return fn(self.ns), None
@@ -69,14 +86,7 @@ class Case:
 
 def case_write():
     c = Case("write")
-    original = c.ns["parent_of"]
-
-    def parent_then_swap(*args, **kwargs):
-        got = original(*args, **kwargs)
-        c.swap("d")
-        return got
-
-    c.ns["parent_of"] = parent_then_swap
+    c.swap_after_parent_of("d")
     c.ns["copy_into"] = lambda fd, src: os.write(fd, b"written")
     result, refused = c.run(lambda ns: ns["op_write"](c.root, "rt", "workspace", "d/file", "0"))
     assert refused is None, refused
@@ -87,14 +97,7 @@ def case_write():
 
 def case_create():
     c = Case("create")
-    original = c.ns["parent_of"]
-
-    def parent_then_swap(*args, **kwargs):
-        got = original(*args, **kwargs)
-        c.swap("d")
-        return got
-
-    c.ns["parent_of"] = parent_then_swap
+    c.swap_after_parent_of("d")
     c.ns["copy_into"] = lambda fd, src: os.write(fd, b"created")
     result, refused = c.run(lambda ns: ns["op_create"](c.root, "rt", "workspace", "d/new", "0"))
     assert refused is None and result == {"result": "created"}, (result, refused)
@@ -104,17 +107,13 @@ def case_create():
 
 def case_read():
     c = Case("read")
-    original = c.ns["parent_of"]
 
-    def parent_then_swap(*args, **kwargs):
-        got = original(*args, **kwargs)
-        c.swap("d")
+    def outside_file():
         with open(os.path.join(c.outside, "file"), "w") as f:
             f.write("outside")
         c.before = c.snapshot()
-        return got
 
-    c.ns["parent_of"] = parent_then_swap
+    c.swap_after_parent_of("d", then=outside_file)
     import io
 
     class Capture:
@@ -213,17 +212,7 @@ def case_remove():
 
 def case_rename():
     c = Case("rename")
-    original = c.ns["parent_of"]
-    calls = []
-
-    def parent_then_swap(*args, **kwargs):
-        got = original(*args, **kwargs)
-        calls.append(args)
-        if len(calls) == 2:
-            c.swap("d")
-        return got
-
-    c.ns["parent_of"] = parent_then_swap
+    c.swap_after_parent_of("d", nth=2)
     result, refused = c.run(lambda ns: ns["op_rename"](c.root, "rt", "workspace", "d/file", "workspace", "d/moved"))
     assert refused is None, refused
     assert open(os.path.join(c.ws, "d.real", "moved")).read() == "inside"

@@ -9,6 +9,7 @@
 
 #[path = "../tests/support/mod.rs"]
 mod support;
+use support::median;
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -27,11 +28,6 @@ fn configuration() -> serde_json::Value {
         "runtime": {"nodePath": "/usr/bin/node", "openclawPath": "/opt/openclaw/current/dist/index.js", "user": "openclaw", "root": "/var/lib/openclaw-enterprise", "systemdUnitDirectory": "/etc/systemd/system"},
         "network": {"gatewayPortRange": {"start": 18800, "end": 18899}},
     })
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
 }
 
 /// Median per-iteration time over `rounds` rounds of `per_round` iterations.

@@ -9,6 +9,7 @@
 
 #[path = "../tests/support/mod.rs"]
 mod support;
+use support::{median, rig_var};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,18 +24,6 @@ use sha2::{Digest, Sha256};
 
 const ROUNDS: usize = 30;
 const SEED_ROUNDS: usize = 3;
-
-fn rig_var(env: &str, key: &str) -> String {
-    env.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("{key} missing from the rig env"))
-        .to_string()
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3

@@ -6,6 +6,10 @@
 //!
 //! Reads the rig from $OCC_RIG/env (default /run/occ-rig/env).
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+use support::{median, rig_var};
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -17,18 +21,6 @@ use occ_driver_host::capability::ssh_exec::{
     SshGrant,
 };
 use tokio_util::sync::CancellationToken;
-
-fn rig_var(env: &str, key: &str) -> String {
-    env.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("{key} missing from the rig env"))
-        .to_string()
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn main() {
     let dir = std::env::var("OCC_RIG").unwrap_or_else(|_| "/run/occ-rig".into());

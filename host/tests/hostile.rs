@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 mod support;
-use support::component;
+use support::{component, validate};
 
 /// SHA-256 of the fault guest's helper, as an operator would pin it.
 fn fault_helper_sha() -> String {
@@ -84,16 +84,6 @@ fn open(rt: &Arc<Runtime>, installation: Installation) -> Opened {
         audit,
         _dir: dir,
     }
-}
-
-async fn validate(driver: &Driver) -> Result<Value, CallError> {
-    driver
-        .call_json(
-            Method::ValidateConfiguration,
-            &json!({}),
-            CallOptions::default(),
-        )
-        .await
 }
 
 fn audit_events(path: &Path) -> Vec<Value> {

@@ -12,10 +12,10 @@ use occ_driver_host::{
     CallOptions, ComponentCache, Driver, DriverOptions, FailureKind, Installation, Limits,
     LoadError, Method, Runtime,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 mod support;
-use support::component;
+use support::{component, validate};
 
 fn installation(component: PathBuf, fault: &str) -> Installation {
     Installation {
@@ -44,16 +44,6 @@ fn limits() -> Limits {
         max_instances: 16,
         ..Limits::default()
     }
-}
-
-async fn validate(driver: &Driver) -> Result<Value, occ_driver_host::CallError> {
-    driver
-        .call_json(
-            Method::ValidateConfiguration,
-            &json!({}),
-            CallOptions::default(),
-        )
-        .await
 }
 
 fn open(rt: &Arc<Runtime>, fault: &str) -> Driver {

@@ -13,7 +13,9 @@ use std::sync::LazyLock;
 use occ_ssh_target::layout::{Access, Layout, Mount, MountInfo, ScopeRef, Settings, join};
 use occ_ssh_target::paths::{PathError, Resolved, exec_workdir, resolve};
 use occ_ssh_target::scope::{Scope, is_runtime_id, runtime_id, scope_key};
-use occ_strategies::{cases, hostile_text, json_value, key_paths, object_at};
+use occ_strategies::{
+    cases, change_key, hostile_text, is_normalized_root, json_value, replacement,
+};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{Value, json};
@@ -457,17 +459,6 @@ fn value() -> BoxedStrategy<Value> {
     json_value(text())
 }
 
-/// A workspace root as the layout joins it: absolute, normalized, without
-/// control characters.
-fn is_normalized_root(root: &str) -> bool {
-    let normalized = root == "/"
-        || root.strip_prefix('/').is_some_and(|rest| {
-            rest.split('/')
-                .all(|c| !c.is_empty() && c != "." && c != "..")
-        });
-    normalized && !root.chars().any(char::is_control)
-}
-
 proptest! {
     #![proptest_config(cases(1024))]
 
@@ -477,16 +468,10 @@ proptest! {
     #[test]
     fn a_changed_setting_is_refused_by_name_or_normalized(
         pick in any::<prop::sample::Index>(),
-        replacement in prop::option::of(prop_oneof![2 => value(), 1 => root_text().prop_map(Value::String)]),
+        replacement in replacement(value(), root_text()),
     ) {
         let mut block = sandbox();
-        let paths = key_paths(&block);
-        let path = pick.get(&paths).clone();
-        let (last, parent) = path.split_last().unwrap();
-        match replacement {
-            Some(v) => object_at(&mut block, parent).insert(last.clone(), v),
-            None => object_at(&mut block, parent).remove(last),
-        };
+        let path = change_key(&mut block, &pick, replacement);
         match Settings::from_sandbox(block.as_object().unwrap()) {
             Err(e) => {
                 let message = e.to_string();

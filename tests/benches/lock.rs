@@ -17,10 +17,9 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use occ_driver_host::{Driver, DriverOptions, Installation, Limits, Method, Runtime};
-use occ_e2e::compute::{Agent, Sweep, call_retrying, config, stand_in, unique};
+use occ_e2e::compute::{Agent, Sweep, all_at_once, call_retrying, config, stand_in, unique};
 use occ_e2e::rig::Rig;
 use occ_e2e::{component, write_installation};
 use serde_json::{Value, json};
@@ -141,18 +140,13 @@ fn main() {
     };
     // Every Agent's call at once, Agent i through controller i % 2; the wall time.
     let all = |method: Method, params: Vec<Value>| {
-        let started = Instant::now();
-        tokio.block_on(async {
-            let calls: Vec<_> = params
+        all_at_once(
+            &tokio,
+            params
                 .into_iter()
                 .enumerate()
-                .map(|(i, p)| tokio::spawn(call(controllers[i % 2].clone(), method, p)))
-                .collect();
-            for c in calls {
-                c.await.unwrap();
-            }
-        });
-        started.elapsed()
+                .map(|(i, p)| call(controllers[i % 2].clone(), method, p)),
+        )
     };
 
     let namespace = json!({"id": unique("ns-lock"), "name": "lock"});

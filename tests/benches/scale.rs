@@ -16,10 +16,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use occ_driver_host::{Driver, DriverOptions, Installation, Limits, Method, Runtime};
-use occ_e2e::compute::{Agent, Sweep, call_retrying, config, stand_in, unique};
+use occ_e2e::compute::{Agent, Sweep, all_at_once, call_retrying, config, stand_in, unique};
 use occ_e2e::rig::Rig;
 use occ_e2e::{component, write_installation};
 use serde_json::{Value, json};
@@ -93,17 +93,7 @@ fn main() {
     };
     // Every Agent's call at once; the wall time.
     let all = |method: Method, params: Vec<Value>| {
-        let started = Instant::now();
-        tokio.block_on(async {
-            let calls: Vec<_> = params
-                .into_iter()
-                .map(|p| tokio::spawn(call(method, p)))
-                .collect();
-            for c in calls {
-                c.await.unwrap();
-            }
-        });
-        started.elapsed()
+        all_at_once(&tokio, params.into_iter().map(|p| call(method, p)))
     };
 
     println!(

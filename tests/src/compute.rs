@@ -404,6 +404,26 @@ impl Controller {
     }
 }
 
+/// Every one of `calls` spawned at once on `tokio` and each awaited: the wall
+/// time, from the first spawn to the last answer.
+pub fn all_at_once<F>(
+    tokio: &tokio::runtime::Runtime,
+    calls: impl IntoIterator<Item = F>,
+) -> Duration
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let started = std::time::Instant::now();
+    tokio.block_on(async {
+        let calls: Vec<_> = calls.into_iter().map(tokio::spawn).collect();
+        for c in calls {
+            c.await.unwrap();
+        }
+    });
+    started.elapsed()
+}
+
 /// One call of a benchmark, made again (after 1 s, at most five times) while it
 /// fails retryable, as OCC's worker retries such failures (a lock wait past its
 /// 30 s bound, when many Agents of one host queue for its lock); `retried` sees

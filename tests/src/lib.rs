@@ -106,6 +106,28 @@ pub fn write_installation(dir: &Path, component: &Path, configuration: &Value) -
     path
 }
 
+/// The spec's example configuration with its one host, `stable`, on a port
+/// that refuses connections at once (127.0.0.1:1), and an identity file and
+/// known hosts of its own in `dir`: the identity is never read, the connection
+/// being refused first, but private, as the host demands.
+pub fn refusing_configuration(dir: &Path) -> Value {
+    use std::os::unix::fs::PermissionsExt;
+    let path = repo_root().join("guest-ssh-driver/tests/fixtures/valid-spec-example.json");
+    let mut configuration: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    std::fs::write(dir.join("id"), "not a key\n").unwrap();
+    std::fs::set_permissions(dir.join("id"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(dir.join("known_hosts"), "").unwrap();
+    configuration["ssh"] = serde_json::json!({
+        "identityFile": dir.join("id"),
+        "knownHostsFile": dir.join("known_hosts"),
+        "connectTimeoutSeconds": 2,
+    });
+    configuration["hosts"]["stable"]["address"] = serde_json::json!("127.0.0.1");
+    configuration["hosts"]["stable"]["port"] = serde_json::json!(1);
+    configuration
+}
+
 /// Run the host binary with `args`.
 pub fn run_host(args: &[&str]) -> Output {
     Command::new(host_binary())

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use occ_e2e::{component, repo_root, run_host, write_installation};
+use occ_e2e::{component, refusing_configuration, run_host, write_installation};
 use serde_json::{Value, json};
 
 fn text(b: &[u8]) -> String {
@@ -15,21 +15,7 @@ fn text(b: &[u8]) -> String {
 
 /// An installation whose one host refuses connections at once.
 fn installation(dir: &Path, approved: Option<&str>) -> PathBuf {
-    let path = repo_root().join("guest-ssh-driver/tests/fixtures/valid-spec-example.json");
-    let mut configuration: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    // Never read: the connection is refused first. Private, as the host demands.
-    std::fs::write(dir.join("id"), "not a key\n").unwrap();
-    std::fs::set_permissions(dir.join("id"), std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::fs::write(dir.join("known_hosts"), "").unwrap();
-    configuration["ssh"] = json!({
-        "identityFile": dir.join("id"),
-        "knownHostsFile": dir.join("known_hosts"),
-        "connectTimeoutSeconds": 2,
-    });
-    configuration["hosts"]["stable"]["address"] = json!("127.0.0.1");
-    configuration["hosts"]["stable"]["port"] = json!(1);
+    let configuration = refusing_configuration(dir);
     let sub = dir.join(if approved.is_some() { "bad" } else { "good" });
     std::fs::create_dir_all(&sub).unwrap();
     let inst = write_installation(&sub, &component("guest_ssh_driver"), &configuration);

@@ -1,13 +1,43 @@
 //! The operator CLI against the real built components; no test host needed.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 
-use occ_e2e::{component, host_binary, repo_root, run_host, target_dir, write_installation};
+use occ_e2e::{
+    component, host_binary, repo_root, run_host, spawn_serve, target_dir, write_installation,
+};
 use serde_json::{Value, json};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// `serve --installation <inst> <extra>` with nothing on its stdin: it runs
+/// until its input ends (or it refuses to start); what it wrote and its exit.
+fn serve_to_the_end(inst: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(host_binary())
+        .args(["serve", "--installation", inst.to_str().unwrap()])
+        .args(extra)
+        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// `serve --installation <inst> --listen <socket>`, its stdio the test's own.
+fn serve_on(inst: &Path, socket: &Path) -> Child {
+    Command::new(host_binary())
+        .args([
+            "serve",
+            "--installation",
+            inst.to_str().unwrap(),
+            "--listen",
+            socket.to_str().unwrap(),
+        ])
+        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
+        .spawn()
+        .unwrap()
 }
 
 fn sha256(bytes: &[u8]) -> String {
@@ -299,13 +329,7 @@ fn serve_answers_errors_and_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let configuration = spec_configuration();
     let inst = write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
-    let mut child = Command::new(host_binary())
-        .args(["serve", "--installation", inst.to_str().unwrap()])
-        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_serve(&inst, &[]);
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut ask = |line: &str| -> Value {
@@ -354,17 +378,7 @@ fn serve_listens_on_a_private_unix_socket() {
     let configuration = spec_configuration();
     let inst = write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
     let socket = dir.path().join("driver.sock");
-    let mut child = Command::new(host_binary())
-        .args([
-            "serve",
-            "--installation",
-            inst.to_str().unwrap(),
-            "--listen",
-            socket.to_str().unwrap(),
-        ])
-        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
-        .spawn()
-        .unwrap();
+    let mut child = serve_on(&inst, &socket);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !socket.exists() {
         assert!(
@@ -483,12 +497,7 @@ fn serve_refuses_to_start_on_an_unknown_key() {
     let mut configuration = spec_configuration();
     configuration["runtime"]["nodepath"] = json!("/usr/bin/node");
     let inst = write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
-    let out = Command::new(host_binary())
-        .args(["serve", "--installation", inst.to_str().unwrap()])
-        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = serve_to_the_end(&inst, &[]);
     assert_eq!(out.status.code(), Some(65), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("configuration.runtime.nodepath: unknown key"),
@@ -527,15 +536,7 @@ fn serve_with_preflight_refuses_to_start_when_preflight_fails() {
     let missing = dir.path().join("no-such-key");
     configuration["ssh"]["identityFile"] = json!(missing);
     let inst = write_installation(dir.path(), &component("guest_ssh_driver"), &configuration);
-    let serve = |extra: &[&str]| {
-        Command::new(host_binary())
-            .args(["serve", "--installation", inst.to_str().unwrap()])
-            .args(extra)
-            .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
+    let serve = |extra: &[&str]| serve_to_the_end(&inst, extra);
     let out = serve(&["--preflight"]);
     assert_ne!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
@@ -565,19 +566,7 @@ fn the_unix_socket_serves_no_other_uid() {
         &spec_configuration(),
     );
     let socket = dir.path().join("driver.sock");
-    let _server = KillOnDrop(
-        Command::new(host_binary())
-            .args([
-                "serve",
-                "--installation",
-                inst.to_str().unwrap(),
-                "--listen",
-                socket.to_str().unwrap(),
-            ])
-            .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
-            .spawn()
-            .unwrap(),
-    );
+    let _server = KillOnDrop(serve_on(&inst, &socket));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !socket.exists() {
         assert!(
@@ -690,13 +679,7 @@ fn serve_holds_revision_calls_to_what_bind_agent_accepted() {
         &component("guest_ssh_driver"),
         &spec_configuration(),
     );
-    let mut child = Command::new(host_binary())
-        .args(["serve", "--installation", inst.to_str().unwrap()])
-        .env("OCC_DRIVER_CACHE", target_dir().join("tmp/driver-cache"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_serve(&inst, &[]);
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut ask = |id: u64, method: &str, params: Value| -> Value {

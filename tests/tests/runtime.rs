@@ -327,16 +327,21 @@ fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
     std::fs::write(&agent_file, revision_binding(&a, &rev_a).to_string()).unwrap();
     let agent_arg = format!("@{}", agent_file.display());
     let installation = d.installation.to_str().unwrap();
-    let out = run_host(&[
-        "logs",
-        "-i",
-        installation,
-        "--agent",
-        &agent_arg,
-        "--tail",
-        "3",
-        "--previous",
-    ]);
+    // `logs` of agent A's gateway from its last `tail` lines on, then `more`.
+    let logs = |tail: &'static str, more: &[&'static str]| {
+        let mut args = vec![
+            "logs",
+            "-i",
+            installation,
+            "--agent",
+            &agent_arg,
+            "--tail",
+            tail,
+        ];
+        args.extend_from_slice(more);
+        args
+    };
+    let out = run_host(&logs("3", &["--previous"]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -373,18 +378,7 @@ fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
 
     // `logs --follow` prints what the gateway writes after it started, once.
     let mut follow = std::process::Command::new(host_binary())
-        .args([
-            "logs",
-            "-i",
-            installation,
-            "--agent",
-            &agent_arg,
-            "--tail",
-            "1",
-            "--follow",
-            "--interval",
-            "1",
-        ])
+        .args(logs("1", &["--follow", "--interval", "1"]))
         .env(
             "OCC_DRIVER_CACHE",
             occ_e2e::target_dir().join("tmp/driver-cache"),

@@ -23,6 +23,17 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
+/// A shell script that lists the tree at `dir` (as the shell should read it):
+/// each entry's relative path, type, mode and contents, in a fixed order.
+fn tree_listing(dir: &str) -> String {
+    format!(
+        "cd {dir} && find . -mindepth 1 | LC_ALL=C sort | while read -r p; do \
+           if [ -L \"$p\" ]; then echo \"$p link $(readlink \"$p\")\"; \
+           elif [ -d \"$p\" ]; then echo \"$p dir $(stat -c %a \"$p\")\"; \
+           else echo \"$p file $(stat -c %a \"$p\") $(sha256sum < \"$p\" | cut -c1-16)\"; fi; done"
+    )
+}
+
 /// A local workspace, a remote workspace root of its own, and an installation.
 struct Fixture {
     dir: tempfile::TempDir,
@@ -102,31 +113,28 @@ impl Fixture {
         Serve::start(&self.installation, &[])
     }
 
+    /// `ensureRuntime` with this fixture's scope: the remote workdir it answers.
+    fn workdir(&self, s: &mut Serve) -> String {
+        s.call("ensureRuntime", self.p(json!({}))).ok()["workdir"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     fn sh(&self, script: &str) -> String {
         self.rig.sh_ok(&self.host, script)
     }
 
     /// A listing of a remote tree: relative path, type, mode and contents.
     fn remote_tree(&self, dir: &str) -> String {
-        self.sh(&format!(
-            "cd {dir} && find . -mindepth 1 | LC_ALL=C sort | while read -r p; do \
-               if [ -L \"$p\" ]; then echo \"$p link $(readlink \"$p\")\"; \
-               elif [ -d \"$p\" ]; then echo \"$p dir $(stat -c %a \"$p\")\"; \
-               else echo \"$p file $(stat -c %a \"$p\") $(sha256sum < \"$p\" | cut -c1-16)\"; fi; done"
-        ))
+        self.sh(&tree_listing(dir))
     }
 
     /// The same listing of a local tree.
     fn local_tree(&self, dir: &Path) -> String {
         let out = std::process::Command::new("sh")
             .arg("-c")
-            .arg(format!(
-                "cd '{}' && find . -mindepth 1 | LC_ALL=C sort | while read -r p; do \
-                   if [ -L \"$p\" ]; then echo \"$p link $(readlink \"$p\")\"; \
-                   elif [ -d \"$p\" ]; then echo \"$p dir $(stat -c %a \"$p\")\"; \
-                   else echo \"$p file $(stat -c %a \"$p\") $(sha256sum < \"$p\" | cut -c1-16)\"; fi; done",
-                dir.display()
-            ))
+            .arg(tree_listing(&format!("'{}'", dir.display())))
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -461,10 +469,7 @@ fn leftovers(fx: &Fixture) -> String {
 fn confinement_refuses_and_nothing_outside_changes() {
     let fx = Fixture::new(0);
     let mut s = fx.serve();
-    let ws = s.call("ensureRuntime", fx.p(json!({}))).ok()["workdir"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let ws = fx.workdir(&mut s);
     let outside = format!("{}-outside", fx.remote_root);
     fx.sh(&format!(
         "mkdir -p {outside} && echo secret > {outside}/secret && ln -s /etc {ws}/etc-link && \
@@ -942,10 +947,7 @@ fn shell_quote(s: &str) -> String {
 fn edit_and_apply_patch_on_the_target() {
     let fx = Fixture::new(0);
     let mut s = fx.serve();
-    let ws = s.call("ensureRuntime", fx.p(json!({}))).ok()["workdir"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let ws = fx.workdir(&mut s);
     let r = s
         .call(
             "edit",
@@ -2188,10 +2190,7 @@ fn a_full_disk_on_the_target_fails_retryable_and_the_same_call_succeeds_once_fre
     );
     // Room for the seed, then the disk filled: a write of 3 MiB.
     fx.sh(&format!("mount -o remount,size=64m {}", fx.remote_root));
-    let ws = s.call("ensureRuntime", fx.p(json!({}))).ok()["workdir"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let ws = fx.workdir(&mut s);
     fx.sh(&format!(
         "dd if=/dev/zero of={}/.fill bs=64k 2>/dev/null; true",
         fx.remote_root

@@ -1,11 +1,19 @@
 //! The operator CLI with the sandbox component; no test host needed.
 
+use std::path::{Path, PathBuf};
+
 use occ_e2e::sandbox::{approved_scripts, write_installation};
 use occ_e2e::{component, run_host};
 use serde_json::{Value, json};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// An installation in `dir` of a sandbox on a documentation address (never
+/// reached), with `dir` its one local workspace.
+fn unreachable_installation(dir: &Path) -> PathBuf {
+    write_installation(dir, json!({"target": "me@192.0.2.1:22"}), json!({}), &[dir])
 }
 
 #[test]
@@ -41,12 +49,7 @@ fn inspect_shows_the_world_and_each_script_it_ships() {
 #[test]
 fn check_names_unapproved_scripts_and_the_line_to_add() {
     let dir = tempfile::tempdir().unwrap();
-    let inst = write_installation(
-        dir.path(),
-        json!({"target": "me@192.0.2.1:22"}),
-        json!({}),
-        &[dir.path()],
-    );
+    let inst = unreachable_installation(dir.path());
     let out = run_host(&["check", inst.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
@@ -82,12 +85,7 @@ fn check_names_unapproved_scripts_and_the_line_to_add() {
 #[test]
 fn call_refuses_a_local_workspace_outside_the_installation() {
     let dir = tempfile::tempdir().unwrap();
-    let inst = write_installation(
-        dir.path(),
-        json!({"target": "me@192.0.2.1:22"}),
-        json!({}),
-        &[dir.path()],
-    );
+    let inst = unreachable_installation(dir.path());
     let params = json!({"scope": {"workspaceDir": "/etc"}}).to_string();
     let out = run_host(&[
         "call",
@@ -121,12 +119,7 @@ fn call_refuses_a_local_workspace_outside_the_installation() {
 #[test]
 fn a_sandbox_cannot_be_recorded_or_replayed() {
     let dir = tempfile::tempdir().unwrap();
-    let inst = write_installation(
-        dir.path(),
-        json!({"target": "me@192.0.2.1:22"}),
-        json!({}),
-        &[dir.path()],
-    );
+    let inst = unreachable_installation(dir.path());
     let replay = dir.path().join("replay.jsonl");
     std::fs::write(&replay, "").unwrap();
     let out = run_host(&[

@@ -7,8 +7,9 @@
 //! host needed; `tests/tests/e2e.rs` records real ones.
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
-use occ_e2e::{component, helper_sha256, repo_root, run_host, write_installation};
+use occ_e2e::{component, helper_sha256, refusing_configuration, run_host, write_installation};
 use serde_json::{Value, json};
 
 fn text(b: &[u8]) -> String {
@@ -16,21 +17,18 @@ fn text(b: &[u8]) -> String {
 }
 
 fn installation(dir: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = repo_root().join("guest-ssh-driver/tests/fixtures/valid-spec-example.json");
-    let mut configuration: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    std::fs::write(dir.join("id"), "never read\n").unwrap();
-    std::fs::set_permissions(dir.join("id"), std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::fs::write(dir.join("known_hosts"), "").unwrap();
-    configuration["ssh"] = json!({
-        "identityFile": dir.join("id"),
-        "knownHostsFile": dir.join("known_hosts"),
-        "connectTimeoutSeconds": 2,
-    });
-    configuration["hosts"]["stable"]["address"] = json!("127.0.0.1");
-    configuration["hosts"]["stable"]["port"] = json!(1);
+    let configuration = refusing_configuration(dir);
     write_installation(dir, &component("inventory_driver"), &configuration)
+}
+
+/// `call preflight --json` of the installation `inst`, the SSH session
+/// recorded or replayed as `session` says (`["--ssh-record", file]`), with
+/// `more` arguments.
+fn preflight(session: [&str; 2], inst: &str, more: &[&str]) -> Output {
+    let mut args = vec![session[0], session[1], "call", "preflight", "-i", inst];
+    args.extend_from_slice(more);
+    args.push("--json");
+    run_host(&args)
 }
 
 #[test]
@@ -55,15 +53,7 @@ fn preflight_reports_each_check_of_a_recorded_probe() {
     let (inst_s, rec_s) = (inst.to_str().unwrap(), rec.to_str().unwrap());
 
     // Record: the one exec is a probe of host stable, and the port refuses.
-    let out = run_host(&[
-        "--ssh-record",
-        rec_s,
-        "call",
-        "preflight",
-        "-i",
-        inst_s,
-        "--json",
-    ]);
+    let out = preflight(["--ssh-record", rec_s], inst_s, &[]);
     assert_eq!(out.status.code(), Some(75), "{}", text(&out.stdout));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["code"], "probe-failed", "{v}");
@@ -84,15 +74,7 @@ fn preflight_reports_each_check_of_a_recorded_probe() {
         ], "error": {"code": "probe-failed", "message": "flock", "permanent": true}})
     ));
     std::fs::write(&rec, format!("{line}\n")).unwrap();
-    let out = run_host(&[
-        "--ssh-replay",
-        rec_s,
-        "call",
-        "preflight",
-        "-i",
-        inst_s,
-        "--json",
-    ]);
+    let out = preflight(["--ssh-replay", rec_s], inst_s, &[]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -112,15 +94,7 @@ fn preflight_reports_each_check_of_a_recorded_probe() {
     // the recorded one fails the call, naming the difference.
     line["argv"][0] = json!("/opt/other/node");
     std::fs::write(&rec, format!("{line}\n")).unwrap();
-    let out = run_host(&[
-        "--ssh-replay",
-        rec_s,
-        "call",
-        "preflight",
-        "-i",
-        inst_s,
-        "--json",
-    ]);
+    let out = preflight(["--ssh-replay", rec_s], inst_s, &[]);
     assert_ne!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
 
@@ -173,17 +147,7 @@ fn a_real_host_is_inventoried_and_its_recording_replays() {
         rec.to_str().unwrap(),
         log.to_str().unwrap(),
     );
-    let live = run_host(&[
-        "--ssh-record",
-        rec,
-        "call",
-        "preflight",
-        "-i",
-        inst,
-        "--audit-log",
-        log,
-        "--json",
-    ]);
+    let live = preflight(["--ssh-record", rec], inst, &["--audit-log", log]);
     assert_eq!(
         live.status.code(),
         Some(0),
@@ -199,17 +163,7 @@ fn a_real_host_is_inventoried_and_its_recording_replays() {
             "{check}: {live}"
         );
     }
-    let replayed = run_host(&[
-        "--ssh-replay",
-        rec,
-        "call",
-        "preflight",
-        "-i",
-        inst,
-        "--audit-log",
-        log,
-        "--json",
-    ]);
+    let replayed = preflight(["--ssh-replay", rec], inst, &["--audit-log", log]);
     assert_eq!(
         replayed.status.code(),
         Some(0),

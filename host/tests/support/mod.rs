@@ -1,10 +1,15 @@
 //! What the host crate's integration tests and benches share: where the
-//! components `cargo guests` built are.
+//! components `cargo guests` built are, the one call every driver test makes
+//! first, and how a bench reads the rig and sums up its samples.
 
 // Each test binary and bench includes this file and uses part of it.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use occ_driver_host::{CallError, CallOptions, Driver, Method};
+use serde_json::{Value, json};
 
 /// The cargo target directory these tests were built in. The tests build for
 /// the host's own triple (`cargo xtask test`), which puts
@@ -37,4 +42,30 @@ pub(crate) fn component(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// `validate-configuration` with no parameters, as every driver test calls it.
+pub(crate) async fn validate(driver: &Driver) -> Result<Value, CallError> {
+    driver
+        .call_json(
+            Method::ValidateConfiguration,
+            &json!({}),
+            CallOptions::default(),
+        )
+        .await
+}
+
+/// The value of `key` in a rig's env file (`KEY=value` lines); panics when
+/// the rig did not write it.
+pub(crate) fn rig_var(env: &str, key: &str) -> String {
+    env.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("{key} missing from the rig env"))
+        .to_string()
+}
+
+/// The middle of `v` once sorted (the upper one of an even count).
+pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
 }

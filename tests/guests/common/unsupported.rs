@@ -1,5 +1,5 @@
-// Shared by the test guests: `include!` this file at module level, then write
-// `unsupported_methods!();` inside `impl Guest`. Every ComputeDriver method a test
+// Shared by the test guests: `world.rs` includes this file at module level;
+// write `unsupported_methods!();` inside `impl Guest`. Every ComputeDriver method a test
 // guest does not exercise then answers `unsupported()`; each guest writes
 // `configuration-schema`, `validate-configuration` and `ensure-namespace` itself
 // (`unsupported_methods!(but_preflight);` leaves `preflight` to the guest too).

@@ -72,6 +72,15 @@ pub fn json_value(text: BoxedStrategy<String>) -> BoxedStrategy<Value> {
     .boxed()
 }
 
+/// What a property puts in place of a key ([`change_key`]): any of `value`
+/// two times in three, else a string of `text`; or nothing (the key deleted).
+pub fn replacement(
+    value: BoxedStrategy<Value>,
+    text: impl Strategy<Value = String> + 'static,
+) -> BoxedStrategy<Option<Value>> {
+    prop::option::of(prop_oneof![2 => value, 1 => text.prop_map(Value::String)]).boxed()
+}
+
 /// Every key path of `v`'s objects, outermost first.
 pub fn key_paths(v: &Value) -> Vec<Vec<String>> {
     fn walk(v: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
@@ -102,6 +111,81 @@ pub fn object_at<'a>(v: &'a mut Value, path: &[String]) -> &'a mut Map<String, V
         .unwrap_or_else(|| panic!("{path:?} is not an object"))
 }
 
+/// The key at `path` of `v` set to `replacement`, or removed where there is
+/// none: the one change a property makes to a sound document.
+pub fn set_or_remove(v: &mut Value, path: &[String], replacement: Option<Value>) {
+    let (last, parent) = path
+        .split_last()
+        .unwrap_or_else(|| panic!("an empty key path"));
+    let object = object_at(v, parent);
+    match replacement {
+        Some(value) => object.insert(last.clone(), value),
+        None => object.remove(last),
+    };
+}
+
+/// One key of `v`, at any depth, chosen by `pick`, set to `replacement` or
+/// removed ([`set_or_remove`]): its path.
+pub fn change_key(
+    v: &mut Value,
+    pick: &prop::sample::Index,
+    replacement: Option<Value>,
+) -> Vec<String> {
+    let path = pick.get(&key_paths(v)).clone();
+    set_or_remove(v, &path, replacement);
+    path
+}
+
+/// The paths of `v`'s objects, `v` itself (the empty path) first, then the
+/// others outermost first: where a test may add a key.
+pub fn object_paths(v: &Value) -> Vec<Vec<String>> {
+    let mut objects = vec![Vec::new()];
+    objects.extend(key_paths(v).into_iter().filter(|p| {
+        p.iter()
+            .try_fold(v, |at, k| at.get(k))
+            .is_some_and(Value::is_object)
+    }));
+    objects
+}
+
+/// What [`add_key`] made: the changed document, the object the key went
+/// into, the key's path, and whether the key is new there.
+pub struct Added {
+    pub doc: Value,
+    pub parent: Vec<String>,
+    pub path: Vec<String>,
+    pub fresh: bool,
+}
+
+/// `v` with `key` set to `value` in one of its objects ([`object_paths`]),
+/// chosen by `pick`.
+pub fn add_key(v: &Value, pick: &prop::sample::Index, key: &str, value: Value) -> Added {
+    let parent = pick.get(&object_paths(v)).clone();
+    let mut doc = v.clone();
+    let object = object_at(&mut doc, &parent);
+    let fresh = !object.contains_key(key);
+    object.insert(key.to_string(), value);
+    let mut path = parent.clone();
+    path.push(key.to_string());
+    Added {
+        doc,
+        parent,
+        path,
+        fresh,
+    }
+}
+
+/// A workspace root as the layout joins it: absolute, normalized, without
+/// control characters.
+pub fn is_normalized_root(root: &str) -> bool {
+    let normalized = root == "/"
+        || root.strip_prefix('/').is_some_and(|rest| {
+            rest.split('/')
+                .all(|c| !c.is_empty() && c != "." && c != "..")
+        });
+    normalized && !root.chars().any(char::is_control)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +201,43 @@ mod tests {
         let mut doc = doc;
         object_at(&mut doc, &paths[2]).insert("g".into(), json!(true));
         assert_eq!(doc["a"]["c"]["g"], json!(true));
+    }
+
+    #[test]
+    fn a_key_is_set_removed_or_added_where_objects_are() {
+        let mut doc = json!({"a": {"b": 1, "c": {"d": []}}, "e": [{"f": 1}]});
+        let path = |p: &str| p.split('.').map(String::from).collect::<Vec<_>>();
+        set_or_remove(&mut doc, &path("a.b"), Some(json!(2)));
+        set_or_remove(&mut doc, &path("a.c.d"), None);
+        assert_eq!(doc, json!({"a": {"b": 2, "c": {}}, "e": [{"f": 1}]}));
+        let objects: Vec<String> = object_paths(&doc).iter().map(|p| p.join(".")).collect();
+        assert_eq!(objects, ["", "a", "a.c"]);
+        let mut runner = TestRunner::deterministic();
+        let (mut parents, mut changed_paths) = (Vec::new(), Vec::new());
+        for _ in 0..200 {
+            let pick = any::<prop::sample::Index>()
+                .new_tree(&mut runner)
+                .unwrap()
+                .current();
+            let a = add_key(&doc, &pick, "b", json!(3));
+            let at = a.parent.iter().fold(&doc, |at, k| &at[k]);
+            assert_eq!(a.fresh, at.get("b").is_none(), "{:?}", a.parent);
+            assert_eq!(a.path, [a.parent.clone(), path("b")].concat());
+            assert_eq!(a.path.iter().fold(&a.doc, |at, k| &at[k]), &json!(3));
+            parents.push(a.parent.join("."));
+            let mut changed = doc.clone();
+            let at = change_key(&mut changed, &pick, None);
+            assert!(key_paths(&changed).len() < key_paths(&doc).len(), "{at:?}");
+            changed_paths.push(at.join("."));
+        }
+        for seen in [parents, changed_paths] {
+            let mut seen = seen;
+            seen.sort();
+            seen.dedup();
+            assert!(seen.len() > 1, "every pick chose {seen:?}");
+        }
+        assert!(is_normalized_root("/") && is_normalized_root("/srv/a"));
+        assert!(!is_normalized_root("/srv/../a") && !is_normalized_root("srv"));
     }
 
     #[test]

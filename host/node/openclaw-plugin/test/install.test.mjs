@@ -12,13 +12,12 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import test from "node:test";
 
 import { agentTurn, scriptedModel, scriptedProvider, toolResults } from "./model.mjs";
-import { DEFAULT_PATH, repo, rig, sh, unique } from "./rig.mjs";
+import { DEFAULT_PATH, installedPluginAgents, openclawHome, repo, rig, sh, unique } from "./rig.mjs";
 
 const host = rig.hosts[0];
 const dist = process.env.OCC_DIST;
@@ -29,26 +28,11 @@ test("openclaw plugins install of the release's tarball, then an agent turn on t
   timeout: 600_000,
 }, async () => {
   assert.ok(release, "CI is set but OCC_DIST is not: the release is missing");
-  const base = mkdtempSync(join(tmpdir(), "occ-install-"));
-  const workspaceRoot = `/tmp/${unique("occ-sbx-install")}`;
-  const tarball = join(dist, release.packages.find((p) => p.name === "occ-driver-host-openclaw").file);
   // The Agent's workspace where OpenClaw keeps it, under its state directory:
   // where the plugin reads seeds from unless told otherwise (localWorkspaces).
-  for (const d of ["home", "state", "state/workspace"]) mkdirSync(join(base, d));
-  writeFileSync(join(base, "state/workspace/seed.txt"), "seeded from the installed plugin's workspace\n");
-  const configPath = join(base, "state/openclaw.json");
-  writeFileSync(configPath, "{}\n");
-  // Node 24 (this process's) and the system's npm; nothing of cargo, the
-  // checkout or the test run's own settings.
-  const env = {
-    PATH: `${dirname(process.execPath)}:/usr/bin:/bin`,
-    HOME: join(base, "home"),
-    OPENCLAW_STATE_DIR: join(base, "state"),
-    OPENCLAW_CONFIG_PATH: configPath,
-    npm_config_offline: "true",
-    npm_config_cache: join(base, "npm-cache"),
-    npm_config_update_notifier: "false",
-  };
+  const { base, configPath, env } = openclawHome("occ-install-", "seeded from the installed plugin's workspace\n");
+  const workspaceRoot = `/tmp/${unique("occ-sbx-install")}`;
+  const tarball = join(dist, release.packages.find((p) => p.name === "occ-driver-host-openclaw").file);
   const model = await scriptedModel([
     { tool: "write", args: { path: "installed-note.txt", content: "written through the installed plugin\n" } },
     { tool: "exec", args: { command: "cat installed-note.txt seed.txt; uname -n" } },
@@ -82,19 +66,7 @@ test("openclaw plugins install of the release's tarball, then an agent turn on t
     };
     config.models = scriptedProvider(model.port);
     config.tools = { profile: "coding" };
-    config.agents = {
-      defaults: {
-        workspace: join(base, "state/workspace"),
-        model: { primary: "scripted/steps" },
-        sandbox: {
-          mode: "all",
-          backend: "occ-ssh",
-          scope: "session",
-          workspaceAccess: "rw",
-          ssh: { target: `root@${host.address}:22`, workspaceRoot, identityFile: rig.identity, knownHostsFile: rig.knownHosts, updateHostKeys: false },
-        },
-      },
-    };
+    config.agents = installedPluginAgents(base, host, workspaceRoot);
     writeFileSync(configPath, JSON.stringify(config));
     const enabled = openclaw("plugins", "enable", "occ-ssh");
     assert.equal(enabled.status, 0, `${enabled.stdout}\n${enabled.stderr}`);

@@ -52,6 +52,53 @@ export function localWorkspace() {
   return { base, workspace, cleanup: () => rmSync(base, { recursive: true, force: true }) };
 }
 
+/**
+ * A fresh OpenClaw home under a private directory, for installing the plugin
+ * as a user would: `home`, `state`, and the Agent's workspace where OpenClaw
+ * keeps it (`state/workspace`, holding seed.txt with `seed`); an empty
+ * configuration; and the environment OpenClaw runs in: Node 24 (this
+ * process's) and the system's npm, offline, nothing of cargo, the checkout or
+ * the test run's own settings.
+ */
+export function openclawHome(prefix, seed) {
+  const base = mkdtempSync(join(tmpdir(), prefix));
+  for (const d of ["home", "state", "state/workspace"]) mkdirSync(join(base, d));
+  writeFileSync(join(base, "state/workspace/seed.txt"), seed);
+  const configPath = join(base, "state/openclaw.json");
+  writeFileSync(configPath, "{}\n");
+  const env = {
+    PATH: `${dirname(process.execPath)}:/usr/bin:/bin`,
+    HOME: join(base, "home"),
+    OPENCLAW_STATE_DIR: join(base, "state"),
+    OPENCLAW_CONFIG_PATH: configPath,
+    npm_config_offline: "true",
+    npm_config_cache: join(base, "npm-cache"),
+    npm_config_update_notifier: "false",
+  };
+  return { base, configPath, env };
+}
+
+/**
+ * OpenClaw's `agents` for an installed plugin in an {@link openclawHome}:
+ * the scripted model, and every session sandboxed by occ-ssh, read-write, on
+ * `host` under `workspaceRoot`.
+ */
+export function installedPluginAgents(base, host, workspaceRoot) {
+  return {
+    defaults: {
+      workspace: join(base, "state/workspace"),
+      model: { primary: "scripted/steps" },
+      sandbox: {
+        mode: "all",
+        backend: "occ-ssh",
+        scope: "session",
+        workspaceAccess: "rw",
+        ssh: { target: `root@${host.address}:22`, workspaceRoot, identityFile: rig.identity, knownHostsFile: rig.knownHosts, updateHostKeys: false },
+      },
+    },
+  };
+}
+
 /** OpenClaw's ssh block for a host of the rig. */
 export function sshBlock(host, workspaceRoot, extra = {}) {
   return {

@@ -13,13 +13,12 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import test from "node:test";
 
 import { agentTurn, scriptedModel, scriptedProvider, toolResults } from "./model.mjs";
-import { rig, sh, unique } from "./rig.mjs";
+import { installedPluginAgents, openclawHome, rig, sh, unique } from "./rig.mjs";
 
 const host = rig.hosts[0];
 const manifest = (dir) => (dir ? JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) : null);
@@ -37,21 +36,8 @@ test("openclaw plugins install --force of this release over the previous one wit
 }, async () => {
   assert.ok(current && previous, "CI is set but OCC_DIST or OCC_PREVIOUS_DIST is not: a release is missing");
   assert.notEqual(current.version, previous.version);
-  const base = mkdtempSync(join(tmpdir(), "occ-upgrade-"));
+  const { base, configPath, env } = openclawHome("occ-upgrade-", "seeded before the upgrade\n");
   const workspaceRoot = `/tmp/${unique("occ-sbx-upgrade")}`;
-  for (const d of ["home", "state", "state/workspace"]) mkdirSync(join(base, d));
-  writeFileSync(join(base, "state/workspace/seed.txt"), "seeded before the upgrade\n");
-  const configPath = join(base, "state/openclaw.json");
-  writeFileSync(configPath, "{}\n");
-  const env = {
-    PATH: `${dirname(process.execPath)}:/usr/bin:/bin`,
-    HOME: join(base, "home"),
-    OPENCLAW_STATE_DIR: join(base, "state"),
-    OPENCLAW_CONFIG_PATH: configPath,
-    npm_config_offline: "true",
-    npm_config_cache: join(base, "npm-cache"),
-    npm_config_update_notifier: "false",
-  };
   const openclaw = (...args) => {
     const r = spawnSync(process.execPath, [rig.openclaw, ...args], { env, encoding: "utf8", timeout: 300_000 });
     assert.equal(r.status, 0, `openclaw ${args.join(" ")}:\n${r.stdout}\n${r.stderr}`);
@@ -100,19 +86,7 @@ test("openclaw plugins install --force of this release over the previous one wit
     install(process.env.OCC_PREVIOUS_DIST, previous, scriptsOf(previous));
     const config = JSON.parse(readFileSync(configPath, "utf8"));
     config.tools = { profile: "coding" };
-    config.agents = {
-      defaults: {
-        workspace: join(base, "state/workspace"),
-        model: { primary: "scripted/steps" },
-        sandbox: {
-          mode: "all",
-          backend: "occ-ssh",
-          scope: "session",
-          workspaceAccess: "rw",
-          ssh: { target: `root@${host.address}:22`, workspaceRoot, identityFile: rig.identity, knownHostsFile: rig.knownHosts, updateHostKeys: false },
-        },
-      },
-    };
+    config.agents = installedPluginAgents(base, host, workspaceRoot);
     writeFileSync(configPath, JSON.stringify(config));
     openclaw("plugins", "enable", "occ-ssh");
 

@@ -21,20 +21,10 @@
 
 #![allow(unsafe_code, unreachable_pub)]
 
-wit_bindgen::generate!({
-    world: "ssh-compute-driver",
-    path: "../../../wit/0.2.0",
-});
+include!("../../common/world.rs");
 
-use exports::occ::compute::compute_driver::Guest;
 use occ::compute::lifecycle_hooks;
 use occ::compute::ssh_exec;
-use occ::compute::types::{
-    AgentBinding, DriverError, FailureKind, Harness, Namespace, Readiness, Revision,
-    RevisionContext, Selection, Warning,
-};
-
-include!("../../common/unsupported.rs");
 
 /// The helper this guest ships, like a real driver, in the section the host reads.
 const HELPER: &[u8] = include_bytes!("../helper.js");

@@ -3,18 +3,7 @@
 
 #![allow(unsafe_code, unreachable_pub)]
 
-wit_bindgen::generate!({
-    world: "ssh-compute-driver",
-    path: "../../../wit/0.2.0",
-});
-
-use exports::occ::compute::compute_driver::Guest;
-use occ::compute::types::{
-    AgentBinding, DriverError, FailureKind, Harness, Namespace, Readiness, Revision,
-    RevisionContext, Selection, Warning,
-};
-
-include!("../../common/unsupported.rs");
+include!("../../common/world.rs");
 
 struct ReadsFiles;
 

@@ -458,10 +458,12 @@ fn an_exec_carries_the_callers_request_and_nothing_else() {
         ..CallerCommand::default()
     };
     let a = admission(Method::Exec, Access::ReadWrite, Some(asked));
+    // The mount, workdir and timeout the caller asked for, as exec's arguments.
+    let asked_args = ["workspace", "src", "5000"];
     let nonce = "0123456789abcdef".repeat(2);
     let honest =
         serde_json::json!({"command": "make test", "env": {"CI": "1"}, "args": [], "nonce": nonce});
-    let (run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
+    let (run, stdin) = exec_run(honest.clone(), b"in", asked_args);
     let admitted = a.admit(&run, &stdin, None).unwrap();
     assert_eq!(admitted.nonce, Some(nonce.clone()));
     let with = |key: &str, value: Value| {
@@ -469,11 +471,15 @@ fn an_exec_carries_the_callers_request_and_nothing_else() {
         h[key] = value;
         h
     };
-    let cases: Vec<(Value, &[u8], [&str; 3], &str)> = vec![
+    let refused = |header: &Value, rest: &[u8], args: [&str; 3], expected: &str| {
+        let (run, stdin) = exec_run(header.clone(), rest, args);
+        let err = a.admit(&run, &stdin, None).unwrap_err();
+        assert!(err.contains(expected), "{header} {args:?}: {err}");
+    };
+    // A header that is not the one asked for, with the stdin and arguments asked for.
+    for (header, expected) in [
         (
             with("command", "make test; rm -rf /".into()),
-            b"in",
-            ["workspace", "src", "5000"],
             "header's command",
         ),
         (
@@ -481,72 +487,40 @@ fn an_exec_carries_the_callers_request_and_nothing_else() {
                 "env",
                 serde_json::json!({"CI": "1", "LD_PRELOAD": "/tmp/x.so"}),
             ),
-            b"in",
-            ["workspace", "src", "5000"],
             "header's env",
         ),
+        (with("env", serde_json::json!({})), "header's env"),
+        (with("args", serde_json::json!(["x"])), "header's args"),
+        (with("nonce", "short".into()), "nonce must be"),
+        (with("extra", 1.into()), "carries \"extra\""),
+    ] {
+        refused(&header, b"in", asked_args, expected);
+    }
+    // The header asked for, with another stdin, mount, workdir or timeout.
+    let others: [(&[u8], [&str; 3], &str); 5] = [
+        (b"other", asked_args, "header's stdin"),
         (
-            with("env", serde_json::json!({})),
-            b"in",
-            ["workspace", "src", "5000"],
-            "header's env",
-        ),
-        (
-            with("args", serde_json::json!(["x"])),
-            b"in",
-            ["workspace", "src", "5000"],
-            "header's args",
-        ),
-        (
-            with("nonce", "short".into()),
-            b"in",
-            ["workspace", "src", "5000"],
-            "nonce must be",
-        ),
-        (
-            with("extra", 1.into()),
-            b"in",
-            ["workspace", "src", "5000"],
-            "carries \"extra\"",
-        ),
-        (
-            honest.clone(),
-            b"other",
-            ["workspace", "src", "5000"],
-            "header's stdin",
-        ),
-        (
-            honest.clone(),
             b"in",
             ["workspace", "", "5000"],
             "in the caller's workdir (workspace/src), not in \"workspace\"/\"\"",
         ),
+        (b"in", ["agent", "src", "5000"], "in the caller's workdir"),
         (
-            honest.clone(),
-            b"in",
-            ["agent", "src", "5000"],
-            "in the caller's workdir",
-        ),
-        (
-            honest.clone(),
             b"in",
             ["workspace", "src", "5001"],
             "not within the caller's 5000 ms",
         ),
         (
-            honest.clone(),
             b"in",
             ["workspace", "src", "0"],
             "not within the caller's 5000 ms",
         ),
     ];
-    for (header, rest, args, expected) in cases {
-        let (run, stdin) = exec_run(header.clone(), rest, args);
-        let err = a.admit(&run, &stdin, None).unwrap_err();
-        assert!(err.contains(expected), "{header} {args:?}: {err}");
+    for (rest, args, expected) in others {
+        refused(&honest, rest, args, expected);
     }
     // A header length past the end of stdin, or no count at all.
-    let (mut run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
+    let (mut run, stdin) = exec_run(honest.clone(), b"in", asked_args);
     *run.last_mut().unwrap() = (stdin.len() + 1).to_string();
     let err = a.admit(&run, &stdin, None).unwrap_err();
     assert!(err.contains("stdin is shorter than its header"), "{err}");
@@ -566,7 +540,7 @@ fn an_exec_carries_the_callers_request_and_nothing_else() {
             ..CallerCommand::default()
         }),
     );
-    let (run, stdin) = exec_run(honest.clone(), b"in", ["workspace", "src", "5000"]);
+    let (run, stdin) = exec_run(honest.clone(), b"in", asked_args);
     assert!(
         shell
             .admit(&run, &stdin, None)
