@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 
 use occ_ssh_target::envelope::{Arg, Envelope, EnvelopeMount, WORKSPACE_OPS};
 use occ_ssh_target::layout::Mount;
+use occ_strategies::docs::FrameRow;
 
 /// The first frame a Python script reads on stdin: its arguments, as the host
 /// sends them (4 bytes of big-endian length, then `{"args": [...]}`).
@@ -16,63 +17,13 @@ fn args_frame(args: &[&str]) -> Vec<u8> {
     frame(serde_json::json!({ "args": args }), b"")
 }
 
-/// A row of the table of the worker's frames in `docs/architecture.md`, the
-/// one description of the protocol: every frame these tests send a script
-/// and every frame a serving script sends back is checked against it.
-#[derive(Debug)]
-struct FrameRow {
-    name: String,
-    from: String,
-    /// Its header's keys, and whether each may be left out.
-    keys: Vec<(String, bool)>,
-    /// The keys whose numbers are the lengths of the data, in order.
-    data: Vec<String>,
-}
-
+/// The table of the worker's frames in `docs/architecture.md`, the one
+/// description of the protocol: every frame these tests send a script and
+/// every frame a serving script sends back is checked against it.
 fn frame_table() -> &'static [FrameRow] {
     static TABLE: std::sync::OnceLock<Vec<FrameRow>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md");
-        let page = std::fs::read_to_string(&path).unwrap();
-        let section = page
-            .split("## The worker's frames")
-            .nth(1)
-            .expect("docs/architecture.md has a section \"The worker's frames\"");
-        let quoted = |cell: &str| -> Vec<String> {
-            cell.split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_owned)
-                .collect()
-        };
-        let rows: Vec<FrameRow> = section
-            .lines()
-            .skip_while(|l| !l.starts_with("| frame |"))
-            .skip(2)
-            .take_while(|l| l.starts_with('|'))
-            .map(|l| {
-                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
-                FrameRow {
-                    name: cells[1].to_owned(),
-                    from: cells[2].to_owned(),
-                    keys: quoted(cells[3])
-                        .into_iter()
-                        .map(|k| match k.strip_suffix('?') {
-                            Some(k) => (k.to_owned(), true),
-                            None => (k, false),
-                        })
-                        .collect(),
-                    data: quoted(cells[4]),
-                }
-            })
-            .collect();
-        assert!(
-            rows.len() >= 10,
-            "{}: only {} rows read",
-            path.display(),
-            rows.len()
-        );
-        rows
+        occ_strategies::docs::worker_frames(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
     })
 }
 

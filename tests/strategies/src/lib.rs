@@ -4,6 +4,9 @@
 //! add the texts that matter to it (targets almost right, IDs, roots) and keep
 //! their own properties.
 //!
+//! Also the protocol tables of `docs/` ([`docs`]), read as the tests of both
+//! sides of a protocol check themselves against them.
+//!
 //! A dev-dependency only: no component or host build links it.
 
 use proptest::prelude::*;
@@ -251,5 +254,79 @@ mod tests {
             seen.1 |= t.len() > 1000 && t.chars().all(|c| c == 'x' || c == 'y');
         }
         assert_eq!(seen, (true, true));
+    }
+}
+
+/// The protocol tables of `docs/`, read as the tests of both sides of a
+/// protocol check themselves against them.
+pub mod docs {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    /// A row of the table of the worker's frames (`docs/architecture.md`,
+    /// "The worker's frames").
+    #[derive(Debug, Clone)]
+    pub struct FrameRow {
+        /// The frame's name (`request`, `answer`, ...).
+        pub name: String,
+        /// Who sends it: `host` or `worker`.
+        pub from: String,
+        /// Its header's keys, and whether each may be left out (`?`).
+        pub keys: Vec<(String, bool)>,
+        /// The keys whose numbers are the lengths of the data, in order.
+        pub data: Vec<String>,
+    }
+
+    impl FrameRow {
+        /// Its header's keys.
+        pub fn key_set(&self) -> BTreeSet<&str> {
+            self.keys.iter().map(|(k, _)| k.as_str()).collect()
+        }
+    }
+
+    /// The table of the worker's frames, from the tree at `root`.
+    pub fn worker_frames(root: &Path) -> Vec<FrameRow> {
+        let path = root.join("docs/architecture.md");
+        let page =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let section = page
+            .split("## The worker's frames")
+            .nth(1)
+            .expect("docs/architecture.md has a section \"The worker's frames\"");
+        let quoted = |cell: &str| -> Vec<String> {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect()
+        };
+        let rows: Vec<FrameRow> = section
+            .lines()
+            .skip_while(|l| !l.starts_with("| frame |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                FrameRow {
+                    name: cells[1].to_owned(),
+                    from: cells[2].to_owned(),
+                    keys: quoted(cells[3])
+                        .into_iter()
+                        .map(|k| match k.strip_suffix('?') {
+                            Some(k) => (k.to_owned(), true),
+                            None => (k, false),
+                        })
+                        .collect(),
+                    data: quoted(cells[4]),
+                }
+            })
+            .collect();
+        assert!(
+            rows.len() >= 10,
+            "{}: only {} rows read",
+            path.display(),
+            rows.len()
+        );
+        rows
     }
 }

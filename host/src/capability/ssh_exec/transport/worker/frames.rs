@@ -325,61 +325,14 @@ mod tests {
 
     use super::*;
 
-    /// A row of the table of the worker's frames in `docs/architecture.md`.
-    #[derive(Debug)]
-    struct Row {
-        name: String,
-        from: String,
-        /// Its header's keys, and whether each may be left out.
-        header: Vec<(String, bool)>,
-        /// The keys whose numbers are the lengths of the data, in order.
-        data: Vec<String>,
-    }
-
-    impl Row {
-        fn keys(&self) -> BTreeSet<&str> {
-            self.header.iter().map(|(k, _)| k.as_str()).collect()
-        }
-    }
+    use occ_strategies::docs::FrameRow as Row;
 
     /// The table, as the page gives it.
     fn table() -> Vec<Row> {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/architecture.md");
-        let page = std::fs::read_to_string(path).unwrap();
-        let section = page
-            .split("## The worker's frames")
-            .nth(1)
-            .expect("docs/architecture.md has a section \"The worker's frames\"");
-        let quoted = |cell: &str| -> Vec<String> {
-            cell.split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_owned)
-                .collect()
-        };
-        let rows: Vec<Row> = section
-            .lines()
-            .skip_while(|l| !l.starts_with("| frame |"))
-            .skip(2)
-            .take_while(|l| l.starts_with('|'))
-            .map(|l| {
-                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
-                Row {
-                    name: cells[1].to_owned(),
-                    from: cells[2].to_owned(),
-                    header: quoted(cells[3])
-                        .into_iter()
-                        .map(|k| match k.strip_suffix('?') {
-                            Some(k) => (k.to_owned(), true),
-                            None => (k, false),
-                        })
-                        .collect(),
-                    data: quoted(cells[4]),
-                }
-            })
-            .collect();
-        assert!(rows.len() >= 10, "{path}: only {} rows read", rows.len());
-        rows
+        occ_strategies::docs::worker_frames(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/.."
+        )))
     }
 
     fn row<'a>(rows: &'a [Row], name: &str) -> &'a Row {
@@ -416,7 +369,7 @@ mod tests {
         ];
         let listed: BTreeSet<&str> = rows
             .iter()
-            .filter(|r| r.from == "host" && r.keys().contains("id"))
+            .filter(|r| r.from == "host" && r.key_set().contains("id"))
             .map(|r| r.name.as_str())
             .collect();
         assert_eq!(listed, sent.iter().map(|(name, _)| *name).collect());
@@ -429,7 +382,7 @@ mod tests {
                 .keys()
                 .map(String::as_str)
                 .collect();
-            assert_eq!(keys, row.keys(), "{name}: {header}");
+            assert_eq!(keys, row.key_set(), "{name}: {header}");
             assert_eq!(header["id"], 7, "{name}");
             for key in &row.data {
                 assert_eq!(header[key], 3, "{name}: {key} is the data's length");
@@ -457,7 +410,7 @@ mod tests {
 
     fn header_of(row: &Row, leave_out_optional: bool) -> Value {
         Value::Object(
-            row.header
+            row.keys
                 .iter()
                 .filter(|(_, optional)| !(leave_out_optional && *optional))
                 .map(|(k, _)| (k.clone(), sample(k)))
