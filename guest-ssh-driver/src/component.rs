@@ -6,7 +6,7 @@ use crate::bindings::occ::compute0_2_0::lifecycle_hooks::{self, HookError};
 use crate::bindings::occ::compute0_2_0::types as wit;
 use crate::bindings::occ::compute0_2_0::{log, ssh_exec as exec_types};
 use crate::bindings::occ::compute0_3_0::ssh_exec;
-use crate::error::{Error, ExecError, FailureKind};
+use crate::error::{Error, ExecError};
 use crate::lifecycle::{self, Driver, Effects};
 use crate::model;
 
@@ -39,14 +39,13 @@ mod export {
 /// The real effects: the host's `ssh-exec`, `lifecycle-hooks` and `log` imports.
 pub(crate) struct Host;
 
+occ_ssh_target::failure_kind_wit!(wit::FailureKind);
+
 fn hook_error(e: HookError) -> model::HookError {
     match e {
         HookError::Refused(r) => model::HookError::Refused {
             message: r.message,
-            failure: match r.kind {
-                wit::FailureKind::Retryable => FailureKind::Retryable,
-                wit::FailureKind::Permanent => FailureKind::Permanent,
-            },
+            failure: r.kind.into(),
         },
         HookError::InvalidAnswer(m) => model::HookError::InvalidAnswer(m),
         HookError::NotAllowed(m) => model::HookError::NotAllowed(m),
@@ -274,10 +273,7 @@ impl Guest for Component {
 
 fn error_to_wit(error: Error) -> wit::DriverError {
     wit::DriverError {
-        kind: match error.kind() {
-            FailureKind::Retryable => wit::FailureKind::Retryable,
-            FailureKind::Permanent => wit::FailureKind::Permanent,
-        },
+        kind: error.kind().into(),
         code: error.code().to_owned(),
         host: error.host().map(str::to_owned),
         message: error.to_string(),

@@ -4,11 +4,13 @@
 use crate::backend::{self, Backend, Effects};
 use crate::bindings::exports::occ::compute0_2_0::sandbox_backend as wit;
 use crate::bindings::occ::compute0_2_0::types::{FailureKind as WitKind, Warning as WitWarning};
+
+occ_ssh_target::failure_kind_wit!(WitKind);
 use crate::bindings::occ::compute0_2_0::{
     local_workspace as workspace_types, log, ssh_exec as exec_types,
 };
 use crate::bindings::occ::compute0_3_0::{local_workspace, ssh_exec};
-use crate::error::{Error, ExecError, FailureKind};
+use crate::error::{Error, ExecError};
 use crate::model;
 use crate::scripts::Run;
 
@@ -167,10 +169,7 @@ impl Effects for Host {
 
 fn error_to_wit(e: Error) -> wit::SandboxError {
     wit::SandboxError {
-        kind: match e.kind() {
-            FailureKind::Retryable => WitKind::Retryable,
-            FailureKind::Permanent => WitKind::Permanent,
-        },
+        kind: e.kind().into(),
         code: e.code().to_string(),
         path: e.path().map(str::to_string),
         message: e.message,

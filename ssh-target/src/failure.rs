@@ -1,7 +1,8 @@
 //! What both components say about a failure, written once: whether it is
 //! worth retrying ([`FailureKind`], the WIT `failure-kind` and the host's
-//! `failure`), and how the host's `ssh-exec.exec-error` becomes a
-//! component's own exec error ([`exec_error_from_wit!`](crate::exec_error_from_wit)).
+//! `failure`, as one another by [`failure_kind_wit!`](crate::failure_kind_wit)),
+//! and how the host's `ssh-exec.exec-error` becomes a component's own exec
+//! error ([`exec_error_from_wit!`](crate::exec_error_from_wit)).
 //!
 //! One spelling runs through the layers: a failure is `failure`, retryable or
 //! permanent. The one exception is the compute helper's result line, which
@@ -27,14 +28,36 @@ impl FailureKind {
             FailureKind::Retryable
         }
     }
+}
 
-    /// Its name on the wire and in messages: `retryable` or `permanent`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::Retryable => "retryable",
-            FailureKind::Permanent => "permanent",
+/// The WIT `failure-kind` and [`FailureKind`] as one another, both ways: a
+/// component's bindings generate a type of their own for the WIT one, so the
+/// two conversions are written here once.
+///
+/// `failure_kind_wit!(bindings::...::FailureKind)`
+#[macro_export]
+macro_rules! failure_kind_wit {
+    ($wit:ty) => {
+        impl From<$wit> for $crate::failure::FailureKind {
+            fn from(kind: $wit) -> Self {
+                type Wit = $wit;
+                match kind {
+                    Wit::Retryable => $crate::failure::FailureKind::Retryable,
+                    Wit::Permanent => $crate::failure::FailureKind::Permanent,
+                }
+            }
         }
-    }
+
+        impl From<$crate::failure::FailureKind> for $wit {
+            fn from(kind: $crate::failure::FailureKind) -> Self {
+                type Wit = $wit;
+                match kind {
+                    $crate::failure::FailureKind::Retryable => Wit::Retryable,
+                    $crate::failure::FailureKind::Permanent => Wit::Permanent,
+                }
+            }
+        }
+    };
 }
 
 /// The host's `ssh-exec.exec-error` as a component's own exec error: the two

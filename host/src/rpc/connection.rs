@@ -154,8 +154,10 @@ impl LifecycleHooks for RpcHooks {
                             .and_then(Value::as_str)
                             .unwrap_or("the controller returned an error")
                     ),
-                    permanent: e.pointer("/data/failure").and_then(Value::as_str)
-                        == Some("permanent"),
+                    failure: match e.pointer("/data/failure").and_then(Value::as_str) {
+                        Some("permanent") => FailureKind::Permanent,
+                        _ => FailureKind::Retryable,
+                    },
                 }),
             }
         })

@@ -128,16 +128,15 @@ impl HooksState {
         let outcome = match &answer {
             Ok(HookAnswer::NotSelected) => json!({"outcome": "not-selected"}),
             Ok(HookAnswer::Answered(_)) => json!({"outcome": "answered"}),
-            Err(r) => json!({"outcome": "refused", "message": r.message, "permanent": r.permanent}),
+            Err(r) => json!({"outcome": "refused", "message": r.message, "failure": r.failure}),
         };
         span.end(outcome).map_err(|e| not_allowed(e.to_string()))?;
         answer.map_err(|r| {
             HookError::Refused(WitRefusal {
                 message: r.message,
-                kind: if r.permanent {
-                    FailureKind::Permanent
-                } else {
-                    FailureKind::Retryable
+                kind: match r.failure {
+                    crate::FailureKind::Permanent => FailureKind::Permanent,
+                    crate::FailureKind::Retryable => FailureKind::Retryable,
                 },
             })
         })

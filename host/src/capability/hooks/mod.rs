@@ -32,6 +32,7 @@ use serde_json::Value;
 use wasmtime::component::{HasData, Linker};
 
 use super::Scope;
+use crate::FailureKind;
 
 /// The generated bindings of `lifecycle-hooks` and of the `types` it uses,
 /// shared with the compute world.
@@ -97,7 +98,7 @@ pub struct HookRefusal {
     pub message: String,
     /// Whether the refusal is for good (the controller's verdict; retryable when
     /// it gave none).
-    pub permanent: bool,
+    pub failure: FailureKind,
 }
 
 impl HookRefusal {
@@ -105,7 +106,7 @@ impl HookRefusal {
     pub fn retryable(message: impl Into<String>) -> HookRefusal {
         HookRefusal {
             message: message.into(),
-            permanent: false,
+            failure: FailureKind::Retryable,
         }
     }
 }
