@@ -187,7 +187,7 @@ class Server(Scopes):
             spare = None
         pid, in_w, out_r, err_r = spare or self.fork_command()
         run = {"kind": "exec", "pid": pid, "in": in_w, "out": out_r, "err": err_r,
-               "pending": [self.args_frame(args) + data],
+               "pending": [frame_bytes({"args": args}) + data],
                "closing": False, "cancelled": None}
         self.runs[rid] = run
         self.own(in_w, rid, "in")
@@ -227,12 +227,6 @@ class Server(Scopes):
             os.close(fd)
         os.set_blocking(in_w, False)
         return pid, in_w, out_r, err_r
-
-    @staticmethod
-    def args_frame(args):
-        import struct
-        body = json.dumps({"args": args}).encode("utf-8")
-        return struct.pack(">I", len(body)) + body
 
     def cancel(self, rid, run):
         # As a closed SSH channel: the exec script sees its streams go and
