@@ -11,6 +11,7 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 
 import { DriverError, Peer, RPC } from "occ-driver-host-rpc";
+import { EXIT_STATUS } from "occ-driver-host-rpc/codes";
 
 export { DriverError, RPC };
 
@@ -41,7 +42,7 @@ export function spawnHost({ binary, args, env, onRequest, onProgress, onStderr }
     child.on("exit", (code, signal) => {
       peer.close(
         new DriverError(`occ-driver-host exited (${signal ?? code})${stderrTail ? ": " + stderrTail.trim() : ""}`, {
-          failure: code === 65 ? "permanent" : "retryable",
+          failure: code === EXIT_STATUS.permanent ? "permanent" : "retryable",
           code: "host-exited",
         }),
       );

@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import { DriverError, RPC, spawnHost } from "./client.mjs";
 import { validateGatewaySettings } from "./gateway-settings.mjs";
 import { hostEnvironment, resolveHostBinary } from "occ-driver-host-rpc/host-binary";
+import { EXIT_STATUS } from "occ-driver-host-rpc/codes";
 import { LifecycleDispatcher } from "./lifecycle.mjs";
 
 export { DriverError } from "./client.mjs";
@@ -169,7 +170,7 @@ function cliError(result) {
   }
   const message = data.message ?? (result.stderr.trim().replace(/^error: /, "") || `occ-driver-host exited ${result.status}`);
   return new DriverError(message, {
-    failure: data.failure ?? (result.status === 75 ? "retryable" : "permanent"),
+    failure: data.failure ?? (result.status === EXIT_STATUS.retryable ? "retryable" : "permanent"),
     code: data.code ?? "invalid-configuration",
     host: data.host,
     refusal: data.refusal,

@@ -34,6 +34,12 @@ export const CODES = Object.freeze({
   "driver-error": "retryable",
 });
 
+/** The host binary's exit status for each failure (sysexits). */
+export const EXIT_STATUS = Object.freeze({
+  "retryable": 75,
+  "permanent": 65,
+});
+
 /** The failure `code` has; throws on a code the list does not hold. */
 export function failureOf(code) {
   const failure = CODES[code];

@@ -141,6 +141,11 @@ impl Code {
         for code in Code::ALL {
             out.push_str(&format!("  \"{code}\": \"{}\",\n", code.failure()));
         }
+        out.push_str("});\n\n/** The host binary's exit status for each failure (sysexits). */\n");
+        out.push_str("export const EXIT_STATUS = Object.freeze({\n");
+        for failure in [FailureKind::Retryable, FailureKind::Permanent] {
+            out.push_str(&format!("  \"{failure}\": {},\n", failure.exit_code()));
+        }
         out.push_str(
             "});\n\
              \n\
