@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 use occ_driver_host::capability::ssh_exec::SshMode;
 use occ_driver_host::rpc::Service;
 use occ_driver_host::world::ssh_sandbox_backend::SandboxCallOptions;
-use occ_driver_host::{CallError, CallOptions, Code, FailureKind, LoadError, Method, rpc};
+use occ_driver_host::{CallError, CallOptions, Code, LoadError, Method, rpc};
 use serde_json::json;
 
 use super::{Opened, Setup};
@@ -177,13 +177,9 @@ fn refuse_to_serve(what: &str, e: &CallError) -> ExitCode {
         .as_deref()
         .map(|h| format!(" [host {h}]"))
         .unwrap_or_default();
-    let kind = match e.failure {
-        FailureKind::Permanent => "permanent",
-        FailureKind::Retryable => "retryable",
-    };
     eprintln!(
-        "serve: {what} failed at startup, not serving: {} ({kind}){host}: {}",
-        e.code, e.message
+        "serve: {what} failed at startup, not serving: {} ({}){host}: {}",
+        e.code, e.failure, e.message
     );
     ExitCode::from(e.failure.exit_code())
 }

@@ -59,7 +59,10 @@ pub struct ExecRun<'a> {
     /// passed on. Without one, stdout is collected up to the grant's cap.
     pub output: Option<&'a OutputSink>,
     /// The same run as a request to a long-lived worker, when the world
-    /// allows one (see [`Serve`]); a backend that keeps none runs `argv`.
+    /// allows one (see [`Serve`]) and the capability lets a worker answer
+    /// it: a command, or a file operation that holds its whole input and
+    /// collects its output (decided once, where the exec is taken). A
+    /// backend that keeps no workers runs `argv`.
     pub serve: Option<&'a Serve>,
 }
 

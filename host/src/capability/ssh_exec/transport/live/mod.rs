@@ -350,11 +350,9 @@ impl ExecBackend for LiveSsh {
             }
             let started = Instant::now();
             let mut req = req;
-            // A file operation goes to the target's worker when it holds its
-            // whole input and collects its output; a command streams both.
-            if let Some(serve) = req.serve
-                && (serve.command || (req.stdin_stream.is_none() && req.output.is_none()))
-            {
+            // A worker answers it when the capability said one may
+            // (`ExecRun::serve`).
+            if let Some(serve) = req.serve {
                 let bounds = &self.grant.bounds;
                 let timeout = req.timeout.min(bounds.operation);
                 let (alias, host, cancel) = (req.alias, req.host, req.cancel);
