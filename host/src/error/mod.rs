@@ -89,12 +89,6 @@ impl CallError {
         CallError::new(code.failure(), code.as_str(), message)
     }
 
-    /// Whether this is the host's `code` (a component may use the same
-    /// spelling for its own).
-    pub fn is(&self, code: Code) -> bool {
-        self.code == code.as_str()
-    }
-
     /// An error in the parameters the controller passed.
     pub fn invalid_params(message: impl Into<String>) -> Self {
         CallError::host(Code::InvalidParams, message)

@@ -140,7 +140,7 @@ impl SandboxBackend {
                     scope,
                     method,
                     CallRoots::default(),
-                    self.admission(method, None, None),
+                    self.rules(method, None, None),
                     options,
                     move |$g, $s| Box::pin(async move { $body.await }),
                 )
@@ -188,7 +188,7 @@ macro_rules! guest {
                 $on.scope.clone(),
                 $on.method,
                 $on.roots.clone(),
-                $on.backend.admission($on.method, Some(&call.scope), $asked),
+                $on.backend.rules($on.method, Some(&call.scope), $asked),
                 $on.options,
                 move |$g, $s| {
                     Box::pin(async move {

@@ -324,10 +324,10 @@ impl SandboxBackend {
             .scope(method, options.id.clone(), options.cancel.clone())
     }
 
-    /// The say of a `method` call over its execs: the installation's
-    /// settings, the call's scope (none for a call without one) and, for a
-    /// command, what the caller asked.
-    fn admission(
+    /// The rules of a `method` call's execs: the installation's settings,
+    /// the call's scope (none for a call without one) and, for a command,
+    /// what the caller asked.
+    fn rules(
         &self,
         method: Method,
         scope: Option<&wit::SandboxScope>,
@@ -351,7 +351,7 @@ impl SandboxBackend {
         scope: Scope,
         method: Method,
         roots: CallRoots,
-        admission: Arc<CallRules>,
+        rules: Arc<CallRules>,
         options: &SandboxCallOptions,
         f: F,
     ) -> Result<R, CallError>
@@ -380,7 +380,7 @@ impl SandboxBackend {
             scope.clone(),
             no_lines.clone(),
             Arc::new(CallExecs {
-                admission: admission.clone(),
+                rules: rules.clone(),
                 worker,
                 output,
                 input,
@@ -394,7 +394,7 @@ impl SandboxBackend {
             self.ssh.clone(),
             scope.clone(),
             no_lines,
-            Arc::new(UploadExecs(admission)),
+            Arc::new(UploadExecs(rules)),
         );
         let data = SandboxCallData {
             sandbox: Sandbox::new(&self.runtime.limits()),
@@ -441,7 +441,7 @@ impl SandboxBackend {
 /// each told where its output goes, whether the caller's open stdin follows
 /// its own and whether the target's worker answers it.
 struct CallExecs {
-    admission: Arc<CallRules>,
+    rules: Arc<CallRules>,
     /// The installation's bound of a worker's request, and what the worker
     /// starts from, when the installation wants one.
     worker: Option<(Duration, Arc<WorkerPrograms>)>,
@@ -453,7 +453,7 @@ struct CallExecs {
 
 impl Admission for CallExecs {
     fn admit(&self, ask: ExecAsk<'_>) -> Result<Admitted, String> {
-        let run = self.admission.admit(ask.argv, ask.stdin, None)?;
+        let run = self.rules.admit(ask.argv, ask.stdin, None)?;
         let output = self
             .output
             .as_ref()
@@ -470,7 +470,7 @@ impl Admission for CallExecs {
         let serve = self
             .worker
             .as_ref()
-            .and_then(|(bound, programs)| self.admission.served(&run, *bound, programs));
+            .and_then(|(bound, programs)| self.rules.served(&run, *bound, programs));
         Ok(Admitted {
             output,
             input,
