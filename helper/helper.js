@@ -3373,7 +3373,8 @@ module.exports = { opDeleteNamespace, opDeleteAgent };
 // The journal and systemd as a runtime read sees them: `systemctl show` of a unit, the
 // unit's own records read from `journalctl -o json` one at a time (stopped as soon as
 // a reader has what it needs), PID 1's records about the unit as OCC's events and
-// exits, its invocations, and the journal's retention in words. Module of
+// exits, its invocations and the records of each (with the lines journald could not
+// name an invocation for), and the journal's retention in words. Module of
 // helper/helper.js; runtime.js reads an Agent's unit through it.
 
 const fs = require('node:fs');
@@ -3562,6 +3563,84 @@ async function invocations(unitName) {
   return seen;
 }
 
+// A record's __REALTIME_TIMESTAMP in microseconds (a Number holds them exactly), or null.
+function realtimeUs(entry) {
+  const us = entry.__REALTIME_TIMESTAMP;
+  return typeof us === 'string' && /^\d{1,16}$/.test(us) ? Number(us) : null;
+}
+
+// Microseconds as journalctl's --since/--until take them (both bounds inclusive).
+const at = (us) => `@${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0')}`;
+
+// Where an invocation's records lie, in microseconds: `start`, its first record (PID 1's
+// about it or its own processes'); `end`, PID 1's first record of the unit's next
+// invocation (null while there is none); `last`, its processes' last record. null when
+// the journal holds none of its records.
+//
+// journald names a line's invocation from the unit's cgroup when it reads the line: a
+// line it reads only after the process and its cgroup are gone (a gateway that writes
+// and exits at once, or a journald that lags) carries the unit but no invocation ID.
+// Such a line belongs to the invocation whose span holds it: one unit runs one
+// invocation at a time, and PID 1 logs the next one's start only after the last one
+// stopped.
+async function invocationSpan(unitName, id) {
+  const own = [`_SYSTEMD_UNIT=${unitName}`, `_SYSTEMD_INVOCATION_ID=${id}`];
+  let start = null;
+  let last = null;
+  // PID 1's records of the unit, newest first, down to the invocation's: the oldest
+  // of another invocation among them is where the next one starts. Past the bound
+  // (a thousand restarts since) the end is not known, and the span holds nothing.
+  let end = null;
+  let bounded = false;
+  let read = 0;
+  await Promise.all([
+    journal([...unitRecords(unitName), `INVOCATION_ID=${id}`, '+', ...own, '--output-fields=_PID'], (entry) => {
+      start = realtimeUs(entry);
+      return false;
+    }),
+    journal(['--reverse', '--output-fields=_PID', ...own], (entry) => {
+      last = realtimeUs(entry);
+      return false;
+    }),
+    journal(['--reverse', '--output-fields=INVOCATION_ID', ...unitRecords(unitName)], (entry) => {
+      const other = field(entry, 'INVOCATION_ID');
+      if (other === id) return false;
+      if (other !== null) end = realtimeUs(entry);
+      bounded = ++read >= MAX_INVOCATION_RECORDS;
+      return !bounded;
+    }),
+  ]);
+  if (start === null) return null;
+  return { start, end: bounded ? start : end, last: last ?? start };
+}
+
+// Whether a record of the unit is the invocation's: it carries the invocation's ID, or
+// it carries none and lies in the invocation's span ([start, end), end null: open).
+function ofInvocation(entry, id, span) {
+  const invocation = entry._SYSTEMD_INVOCATION_ID;
+  if (invocation !== undefined) return invocation === id;
+  const t = realtimeUs(entry);
+  return t !== null && t >= span.start && (span.end === null || t < span.end);
+}
+
+// Calls `each` with the invocation's last `tail` records (since `sinceUs`, when given),
+// newest first, each with MESSAGE; `each` returns false to stop. Its records are those
+// that carry its invocation ID, and those in its span that carry none (above).
+async function invocationRecords(unitName, id, { tail, sinceUs }, each) {
+  const span = await invocationSpan(unitName, id);
+  if (span === null) return;
+  // The unit's records from the span's start to the later of its end and the
+  // invocation's last own record (a line journald read late may follow the next start).
+  const args = ['--reverse', `--since=${at(Math.max(span.start, sinceUs ?? 0))}`];
+  if (span.end !== null) args.push(`--until=${at(Math.max(span.end, span.last))}`);
+  let given = 0;
+  await journal([...args, '--output-fields=MESSAGE,_SYSTEMD_INVOCATION_ID', `_SYSTEMD_UNIT=${unitName}`], (entry) => {
+    if (!ofInvocation(entry, id, span)) return true;
+    given += 1;
+    return each(entry) !== false && given < tail;
+  });
+}
+
 // What the host's journal keeps, in words: where it is, how much it holds, since when.
 async function retention() {
   const persistent = operatorDirExists('/var/log/journal') && fs.readdirSync('/var/log/journal').length > 0;
@@ -3586,7 +3665,7 @@ async function retention() {
 
 module.exports = {
   showUnit, systemdTime, journalTime, field, journal, unitEvents, termination, lastLoggedExit,
-  invocations, retention,
+  invocations, invocationSpan, ofInvocation, invocationRecords, retention,
 };
 },
 'runtime': function (module, exports, require) {
@@ -3609,7 +3688,7 @@ const { layout, readCurrent, readUnit, verifyRevision } = require('./layout');
 const { accountIdentity, loadAgent } = require('./accounts');
 const { listenersOn, readyStatus, servingReady } = require('./readiness');
 const {
-  field, invocations, journal, journalTime, lastLoggedExit, retention, showUnit, systemdTime,
+  field, invocationRecords, invocations, journalTime, lastLoggedExit, retention, showUnit, systemdTime,
   termination, unitEvents
 } = require('./journal');
 
@@ -3729,11 +3808,12 @@ function heldByUnit(listeners, uid, unitName) {
 
 // A byte budget as the link counts it: each line's text as JSON carries it, and its
 // newline. The line that crosses the budget is cut to what is left.
+const lineBytes = (raw) => Buffer.byteLength(JSON.stringify(raw), 'utf8') - 2 + 1;
 function cutLines(entries, limitBytes) {
   const lines = [];
   let used = 0;
   for (const { time, raw } of entries) {
-    const size = Buffer.byteLength(JSON.stringify(raw), 'utf8') - 2 + 1;
+    const size = lineBytes(raw);
     if (used + size <= limitBytes) {
       lines.push({ time, raw });
       used += size;
@@ -3754,6 +3834,30 @@ function cutLines(entries, limitBytes) {
   return { lines, truncated: false };
 }
 
+// A tail read newest first, held within the budget as it is read: a line that the
+// older lines alone already push past the budget can never be sent, and is let go, so
+// no more than the budget and one line is held. `lines()` is what cutLines makes of
+// the whole tail, oldest first.
+function tailWithin(limitBytes) {
+  const held = []; // newest first
+  let heldBytes = 0;
+  let dropped = false;
+  return {
+    add(time, raw) {
+      held.push({ time, raw, size: lineBytes(raw) });
+      heldBytes += held[held.length - 1].size;
+      while (held.length > 1 && heldBytes - held[0].size >= limitBytes) {
+        heldBytes -= held.shift().size;
+        dropped = true;
+      }
+    },
+    lines() {
+      const { lines, truncated } = cutLines(held.map(({ time, raw }) => ({ time, raw })).reverse(), limitBytes);
+      return { lines, truncated: truncated || dropped };
+    },
+  };
+}
+
 async function readLogs(op) {
   const request = op.logRequest;
   const { state, runsRevision } = await agentUnit(op);
@@ -3772,26 +3876,16 @@ async function readLogs(op) {
     }
     invocation = request.previous ? (known[at + 1] ?? null) : request.podUid;
   }
-  const entries = [];
+  const tailRead = tailWithin(request.limitBytes);
   if (invocation !== null) {
-    const args = [
-      `--lines=${Math.min(request.tailLines, MAX_TAIL_LINES)}`, '--output-fields=MESSAGE',
-      `_SYSTEMD_UNIT=${op.agent.unitName}`, `_SYSTEMD_INVOCATION_ID=${invocation}`,
-    ];
-    if (request.sinceSeconds !== undefined) {
-      args.unshift(`--since=@${Math.floor(Date.now() / 1000) - request.sinceSeconds}`);
-    }
-    // The bound is kept while reading: journalctl is stopped once the lines read
-    // already fill the budget, so a tail of long lines is never held whole.
-    let bytes = 0;
-    await journal(args, (entry) => {
-      const raw = field(entry, 'MESSAGE') ?? '';
-      entries.push({ time: journalTime(entry), raw });
-      bytes += Buffer.byteLength(JSON.stringify(raw), 'utf8') - 1;
-      return bytes <= request.limitBytes;
+    const tail = Math.min(request.tailLines, MAX_TAIL_LINES);
+    const sinceUs = request.sinceSeconds === undefined
+      ? undefined : (Math.floor(Date.now() / 1000) - request.sinceSeconds) * 1e6;
+    await invocationRecords(op.agent.unitName, invocation, { tail, sinceUs }, (entry) => {
+      tailRead.add(journalTime(entry), field(entry, 'MESSAGE') ?? '');
     });
   }
-  const { lines, truncated } = cutLines(entries, request.limitBytes);
+  const { lines, truncated } = tailRead.lines();
   // The stream as it is after the read: a restart meanwhile shows as a new uid.
   const after = await showUnit(op.agent.unitName);
   return {
@@ -3955,7 +4049,7 @@ async function opDiagnose(op) {
 }
 
 module.exports = {
-  opDescribeRuntime, opReadLogs, opDiagnose, cutLines, termination, systemdTime, journalTime,
+  opDescribeRuntime, opReadLogs, opDiagnose, cutLines, tailWithin, termination, systemdTime, journalTime,
   MAX_TAIL_LINES,
 };
 },
@@ -3990,8 +4084,9 @@ const {
 const { opDeleteAgent, opDeleteNamespace } = require('./removal');
 const { opProbe } = require('./probe');
 const {
-  cutLines, journalTime, opDescribeRuntime, opDiagnose, opReadLogs, systemdTime, termination
+  cutLines, tailWithin, journalTime, opDescribeRuntime, opDiagnose, opReadLogs, systemdTime, termination
 } = require('./runtime');
+const { ofInvocation } = require('./journal');
 
 const HANDLERS = {
   'probe': opProbe,
@@ -4146,8 +4241,8 @@ const api = {
   DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, DEFAULT_READINESS_MS, PLACEHOLDER_NAME, PLACEHOLDER_VALUE,
   RESERVED_PLACEHOLDER, MAX_PLACEHOLDERS, HelperError, parseEnvelope, parseOperation,
   renderSnapshot, renderUnit, canonicalJson, agentAccountName, unitHeader, WORKSPACE_FILE_NAMES,
-  WORKSPACE_SETUP_SOURCE, WORKSPACE_SETUP_FAILED, checkWorkspaceSetup, cutLines, termination,
-  systemdTime, journalTime,
+  WORKSPACE_SETUP_SOURCE, WORKSPACE_SETUP_FAILED, checkWorkspaceSetup, cutLines, tailWithin, termination,
+  systemdTime, journalTime, ofInvocation,
 };
 
 module.exports = { run, api };

@@ -2,7 +2,8 @@
 // The journal and systemd as a runtime read sees them: `systemctl show` of a unit, the
 // unit's own records read from `journalctl -o json` one at a time (stopped as soon as
 // a reader has what it needs), PID 1's records about the unit as OCC's events and
-// exits, its invocations, and the journal's retention in words. Module of
+// exits, its invocations and the records of each (with the lines journald could not
+// name an invocation for), and the journal's retention in words. Module of
 // helper/helper.js; runtime.js reads an Agent's unit through it.
 
 const fs = require('node:fs');
@@ -191,6 +192,84 @@ async function invocations(unitName) {
   return seen;
 }
 
+// A record's __REALTIME_TIMESTAMP in microseconds (a Number holds them exactly), or null.
+function realtimeUs(entry) {
+  const us = entry.__REALTIME_TIMESTAMP;
+  return typeof us === 'string' && /^\d{1,16}$/.test(us) ? Number(us) : null;
+}
+
+// Microseconds as journalctl's --since/--until take them (both bounds inclusive).
+const at = (us) => `@${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0')}`;
+
+// Where an invocation's records lie, in microseconds: `start`, its first record (PID 1's
+// about it or its own processes'); `end`, PID 1's first record of the unit's next
+// invocation (null while there is none); `last`, its processes' last record. null when
+// the journal holds none of its records.
+//
+// journald names a line's invocation from the unit's cgroup when it reads the line: a
+// line it reads only after the process and its cgroup are gone (a gateway that writes
+// and exits at once, or a journald that lags) carries the unit but no invocation ID.
+// Such a line belongs to the invocation whose span holds it: one unit runs one
+// invocation at a time, and PID 1 logs the next one's start only after the last one
+// stopped.
+async function invocationSpan(unitName, id) {
+  const own = [`_SYSTEMD_UNIT=${unitName}`, `_SYSTEMD_INVOCATION_ID=${id}`];
+  let start = null;
+  let last = null;
+  // PID 1's records of the unit, newest first, down to the invocation's: the oldest
+  // of another invocation among them is where the next one starts. Past the bound
+  // (a thousand restarts since) the end is not known, and the span holds nothing.
+  let end = null;
+  let bounded = false;
+  let read = 0;
+  await Promise.all([
+    journal([...unitRecords(unitName), `INVOCATION_ID=${id}`, '+', ...own, '--output-fields=_PID'], (entry) => {
+      start = realtimeUs(entry);
+      return false;
+    }),
+    journal(['--reverse', '--output-fields=_PID', ...own], (entry) => {
+      last = realtimeUs(entry);
+      return false;
+    }),
+    journal(['--reverse', '--output-fields=INVOCATION_ID', ...unitRecords(unitName)], (entry) => {
+      const other = field(entry, 'INVOCATION_ID');
+      if (other === id) return false;
+      if (other !== null) end = realtimeUs(entry);
+      bounded = ++read >= MAX_INVOCATION_RECORDS;
+      return !bounded;
+    }),
+  ]);
+  if (start === null) return null;
+  return { start, end: bounded ? start : end, last: last ?? start };
+}
+
+// Whether a record of the unit is the invocation's: it carries the invocation's ID, or
+// it carries none and lies in the invocation's span ([start, end), end null: open).
+function ofInvocation(entry, id, span) {
+  const invocation = entry._SYSTEMD_INVOCATION_ID;
+  if (invocation !== undefined) return invocation === id;
+  const t = realtimeUs(entry);
+  return t !== null && t >= span.start && (span.end === null || t < span.end);
+}
+
+// Calls `each` with the invocation's last `tail` records (since `sinceUs`, when given),
+// newest first, each with MESSAGE; `each` returns false to stop. Its records are those
+// that carry its invocation ID, and those in its span that carry none (above).
+async function invocationRecords(unitName, id, { tail, sinceUs }, each) {
+  const span = await invocationSpan(unitName, id);
+  if (span === null) return;
+  // The unit's records from the span's start to the later of its end and the
+  // invocation's last own record (a line journald read late may follow the next start).
+  const args = ['--reverse', `--since=${at(Math.max(span.start, sinceUs ?? 0))}`];
+  if (span.end !== null) args.push(`--until=${at(Math.max(span.end, span.last))}`);
+  let given = 0;
+  await journal([...args, '--output-fields=MESSAGE,_SYSTEMD_INVOCATION_ID', `_SYSTEMD_UNIT=${unitName}`], (entry) => {
+    if (!ofInvocation(entry, id, span)) return true;
+    given += 1;
+    return each(entry) !== false && given < tail;
+  });
+}
+
 // What the host's journal keeps, in words: where it is, how much it holds, since when.
 async function retention() {
   const persistent = operatorDirExists('/var/log/journal') && fs.readdirSync('/var/log/journal').length > 0;
@@ -215,5 +294,5 @@ async function retention() {
 
 module.exports = {
   showUnit, systemdTime, journalTime, field, journal, unitEvents, termination, lastLoggedExit,
-  invocations, retention,
+  invocations, invocationSpan, ofInvocation, invocationRecords, retention,
 };

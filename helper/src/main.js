@@ -28,8 +28,9 @@ const {
 const { opDeleteAgent, opDeleteNamespace } = require('./removal');
 const { opProbe } = require('./probe');
 const {
-  cutLines, journalTime, opDescribeRuntime, opDiagnose, opReadLogs, systemdTime, termination
+  cutLines, tailWithin, journalTime, opDescribeRuntime, opDiagnose, opReadLogs, systemdTime, termination
 } = require('./runtime');
+const { ofInvocation } = require('./journal');
 
 const HANDLERS = {
   'probe': opProbe,
@@ -184,8 +185,8 @@ const api = {
   DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS, DEFAULT_READINESS_MS, PLACEHOLDER_NAME, PLACEHOLDER_VALUE,
   RESERVED_PLACEHOLDER, MAX_PLACEHOLDERS, HelperError, parseEnvelope, parseOperation,
   renderSnapshot, renderUnit, canonicalJson, agentAccountName, unitHeader, WORKSPACE_FILE_NAMES,
-  WORKSPACE_SETUP_SOURCE, WORKSPACE_SETUP_FAILED, checkWorkspaceSetup, cutLines, termination,
-  systemdTime, journalTime,
+  WORKSPACE_SETUP_SOURCE, WORKSPACE_SETUP_FAILED, checkWorkspaceSetup, cutLines, tailWithin, termination,
+  systemdTime, journalTime, ofInvocation,
 };
 
 module.exports = { run, api };

@@ -17,7 +17,7 @@ const { layout, readCurrent, readUnit, verifyRevision } = require('./layout');
 const { accountIdentity, loadAgent } = require('./accounts');
 const { listenersOn, readyStatus, servingReady } = require('./readiness');
 const {
-  field, invocations, journal, journalTime, lastLoggedExit, retention, showUnit, systemdTime,
+  field, invocationRecords, invocations, journalTime, lastLoggedExit, retention, showUnit, systemdTime,
   termination, unitEvents
 } = require('./journal');
 
@@ -137,11 +137,12 @@ function heldByUnit(listeners, uid, unitName) {
 
 // A byte budget as the link counts it: each line's text as JSON carries it, and its
 // newline. The line that crosses the budget is cut to what is left.
+const lineBytes = (raw) => Buffer.byteLength(JSON.stringify(raw), 'utf8') - 2 + 1;
 function cutLines(entries, limitBytes) {
   const lines = [];
   let used = 0;
   for (const { time, raw } of entries) {
-    const size = Buffer.byteLength(JSON.stringify(raw), 'utf8') - 2 + 1;
+    const size = lineBytes(raw);
     if (used + size <= limitBytes) {
       lines.push({ time, raw });
       used += size;
@@ -162,6 +163,30 @@ function cutLines(entries, limitBytes) {
   return { lines, truncated: false };
 }
 
+// A tail read newest first, held within the budget as it is read: a line that the
+// older lines alone already push past the budget can never be sent, and is let go, so
+// no more than the budget and one line is held. `lines()` is what cutLines makes of
+// the whole tail, oldest first.
+function tailWithin(limitBytes) {
+  const held = []; // newest first
+  let heldBytes = 0;
+  let dropped = false;
+  return {
+    add(time, raw) {
+      held.push({ time, raw, size: lineBytes(raw) });
+      heldBytes += held[held.length - 1].size;
+      while (held.length > 1 && heldBytes - held[0].size >= limitBytes) {
+        heldBytes -= held.shift().size;
+        dropped = true;
+      }
+    },
+    lines() {
+      const { lines, truncated } = cutLines(held.map(({ time, raw }) => ({ time, raw })).reverse(), limitBytes);
+      return { lines, truncated: truncated || dropped };
+    },
+  };
+}
+
 async function readLogs(op) {
   const request = op.logRequest;
   const { state, runsRevision } = await agentUnit(op);
@@ -180,26 +205,16 @@ async function readLogs(op) {
     }
     invocation = request.previous ? (known[at + 1] ?? null) : request.podUid;
   }
-  const entries = [];
+  const tailRead = tailWithin(request.limitBytes);
   if (invocation !== null) {
-    const args = [
-      `--lines=${Math.min(request.tailLines, MAX_TAIL_LINES)}`, '--output-fields=MESSAGE',
-      `_SYSTEMD_UNIT=${op.agent.unitName}`, `_SYSTEMD_INVOCATION_ID=${invocation}`,
-    ];
-    if (request.sinceSeconds !== undefined) {
-      args.unshift(`--since=@${Math.floor(Date.now() / 1000) - request.sinceSeconds}`);
-    }
-    // The bound is kept while reading: journalctl is stopped once the lines read
-    // already fill the budget, so a tail of long lines is never held whole.
-    let bytes = 0;
-    await journal(args, (entry) => {
-      const raw = field(entry, 'MESSAGE') ?? '';
-      entries.push({ time: journalTime(entry), raw });
-      bytes += Buffer.byteLength(JSON.stringify(raw), 'utf8') - 1;
-      return bytes <= request.limitBytes;
+    const tail = Math.min(request.tailLines, MAX_TAIL_LINES);
+    const sinceUs = request.sinceSeconds === undefined
+      ? undefined : (Math.floor(Date.now() / 1000) - request.sinceSeconds) * 1e6;
+    await invocationRecords(op.agent.unitName, invocation, { tail, sinceUs }, (entry) => {
+      tailRead.add(journalTime(entry), field(entry, 'MESSAGE') ?? '');
     });
   }
-  const { lines, truncated } = cutLines(entries, request.limitBytes);
+  const { lines, truncated } = tailRead.lines();
   // The stream as it is after the read: a restart meanwhile shows as a new uid.
   const after = await showUnit(op.agent.unitName);
   return {
@@ -363,6 +378,6 @@ async function opDiagnose(op) {
 }
 
 module.exports = {
-  opDescribeRuntime, opReadLogs, opDiagnose, cutLines, termination, systemdTime, journalTime,
+  opDescribeRuntime, opReadLogs, opDiagnose, cutLines, tailWithin, termination, systemdTime, journalTime,
   MAX_TAIL_LINES,
 };

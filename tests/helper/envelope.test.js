@@ -174,6 +174,33 @@ test('a log read is cut as it crosses: by its lines\' JSON text, the last line p
   assert.deepEqual(H.cutLines([{ time: null, raw: 'é' }], 3), { lines: [{ time: null, raw: 'é' }], truncated: false });
 });
 
+test('a tail read newest first and held within the budget sends what cutting the whole tail sends', () => {
+  // Lines of 0 to 12 characters, some that JSON escapes, against budgets around them.
+  // mulberry32, seeded: the same cases each run.
+  let seed = 7;
+  const next = (n) => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) % n;
+  };
+  const alphabet = ['a', 'b', 'é', '\u001b', '"', '\\', ' '];
+  let truncated = 0;
+  for (let round = 0; round < 2000; round += 1) {
+    const tail = Array.from({ length: next(8) }, (_, i) => ({
+      time: `t${i}`, raw: Array.from({ length: next(13) }, () => alphabet[next(alphabet.length)]).join(''),
+    }));
+    const limit = 1 + next(60);
+    const read = H.tailWithin(limit);
+    for (const { time, raw } of [...tail].reverse()) read.add(time, raw);
+    const whole = H.cutLines(tail, limit);
+    assert.deepEqual(read.lines(), whole, JSON.stringify({ tail, limit }));
+    if (whole.truncated) truncated += 1;
+  }
+  // Both sides of the budget were tried, many times.
+  assert.ok(truncated > 500 && truncated < 1500, `${truncated} of 2000 cut`);
+});
+
 test('an exit systemd logged reads as OCC\'s lastTermination, and times as RFC 3339', () => {
   assert.deepEqual(H.termination('killed', '9', 't'), { reason: 'Killed', exitCode: 137, finishedAt: 't' });
   assert.deepEqual(H.termination('exited', '1', 't'), { reason: 'Error', exitCode: 1, finishedAt: 't' });
@@ -184,6 +211,26 @@ test('an exit systemd logged reads as OCC\'s lastTermination, and times as RFC 3
   assert.equal(H.systemdTime(''), null);
   assert.equal(H.journalTime({ __REALTIME_TIMESTAMP: '1796543334379355' }), '2026-12-06T07:48:54.379355Z');
   assert.equal(H.journalTime({ __REALTIME_TIMESTAMP: 'x' }), null);
+});
+
+test('a line journald left without an invocation ID counts to the invocation whose span holds it', () => {
+  const id = 'a'.repeat(32);
+  const line = (t, invocation) => ({ __REALTIME_TIMESTAMP: String(t), ...(invocation ? { _SYSTEMD_INVOCATION_ID: invocation } : {}) });
+  const span = { start: 100, end: 200 };
+  // A line journald named an invocation for is that invocation's, wherever it lies.
+  assert.equal(H.ofInvocation(line(150, id), id, span), true);
+  assert.equal(H.ofInvocation(line(250, id), id, span), true);
+  assert.equal(H.ofInvocation(line(150, 'b'.repeat(32)), id, span), false);
+  // One without is the invocation's only inside [start, end).
+  assert.equal(H.ofInvocation(line(100), id, span), true);
+  assert.equal(H.ofInvocation(line(199), id, span), true);
+  assert.equal(H.ofInvocation(line(99), id, span), false);
+  assert.equal(H.ofInvocation(line(200), id, span), false, 'the next invocation\'s start is its own');
+  // The newest invocation's span is open.
+  assert.equal(H.ofInvocation(line(10 ** 15), id, { start: 100, end: null }), true);
+  // A record without a time, or with a repeated ID, is nobody's.
+  assert.equal(H.ofInvocation({}, id, span), false);
+  assert.equal(H.ofInvocation({ __REALTIME_TIMESTAMP: '150', _SYSTEMD_INVOCATION_ID: [id, id] }, id, span), false);
 });
 
 test('the account is the first 19 characters of runtime.user, a dash and 12 hex', () => {

@@ -91,6 +91,78 @@ fn wait_restarted(rig: &Rig, host: &Host, agent: &Agent, before: &str) -> String
     }
 }
 
+/// journald names a line's invocation from the unit's cgroup when it reads the
+/// line; a line it reads only after the process and its cgroup are gone carries
+/// the unit and no invocation ID (what a gateway that writes and exits at once
+/// meets on a busy host). Here journald is paused while one start of the failing
+/// gateway runs and exits, so its line is left so. Each invocation that exited
+/// still reads its one line, and no other invocation reads it.
+fn each_exit_reads_its_own_line_though_journald_named_no_invocation(
+    rig: &Rig,
+    host: &Host,
+    failing: &Deployment,
+    agent: &Agent,
+    rev: &Value,
+) {
+    let unit = agent.unit();
+    // One start, from a stopped unit, and the pause ends once it has exited: the
+    // next start is systemd's own, RestartSec later.
+    let since = rig.sh_ok(
+        host,
+        &format!(
+            "date +%s; systemctl stop {unit}; sleep 0.3; j=$(pidof systemd-journald); \
+             trap 'kill -CONT $j' EXIT HUP INT TERM; kill -STOP $j; systemctl start {unit}; \
+             for _ in $(seq 200); do \
+               [ \"$(systemctl show -p SubState --value {unit})\" = auto-restart ] && exit 0; \
+               sleep 0.05; \
+             done; echo '{unit} did not exit' >&2; exit 1"
+        ),
+    );
+    // The gateway restarts every two seconds or so: two more exits after the pause.
+    std::thread::sleep(Duration::from_secs(5));
+    let records = |matches: &str| -> Vec<Value> {
+        rig.sh_ok(
+            host,
+            &format!("journalctl -o json --no-pager --since=@{since} {matches}"),
+        )
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+    };
+    let unnamed = records(&format!("_SYSTEMD_UNIT={unit}"))
+        .iter()
+        .filter(|r| r.get("_SYSTEMD_INVOCATION_ID").is_none())
+        .count();
+    assert!(
+        unnamed > 0,
+        "journald named an invocation for every line of {unit} since the pause: \
+         the case this test is for did not occur"
+    );
+    let exited: Vec<String> = records(&format!(
+        "_PID=1 UNIT={unit} MESSAGE_ID=98e322203f7a4ed290d09fe03c09fe15"
+    ))
+    .iter()
+    .map(|r| r["INVOCATION_ID"].as_str().unwrap().to_string())
+    .collect();
+    assert!(exited.len() >= 3, "{exited:?}");
+    for id in &exited {
+        let lines = raws(&read(
+            failing,
+            agent,
+            rev,
+            json!({"pod": unit, "podUid": id}),
+        ));
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.contains("exiting at start"))
+                .count(),
+            1,
+            "invocation {id} of {unit} ({unnamed} lines without an invocation ID): {lines:?}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs the disposable test hosts: run tests/run.sh"]
 fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
@@ -480,6 +552,9 @@ fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
             .chain(&previous)
             .any(|l| l.contains("exiting at start")),
         "{exits:?} {previous:?}"
+    );
+    each_exit_reads_its_own_line_though_journald_named_no_invocation(
+        &rig, &host, &failing, &c, &rev_c,
     );
 
     // What one read costs, beside what an operator runs by hand for the same
