@@ -163,6 +163,65 @@ fn each_exit_reads_its_own_line_though_journald_named_no_invocation(
     }
 }
 
+/// B's account writes lines that name A's unit in every field an account can
+/// write: a journal stream whose header names A's unit, and native records
+/// carrying PID 1's field names (`UNIT`, `INVOCATION_ID`, a newer invocation of
+/// A's). It is gone before journald reads them (journald paused), which is when
+/// journald falls back to a stream's own word for its unit. A's read holds none
+/// of them, its span is not cut by them, and the forged invocation is not one of
+/// A's.
+fn forged_lines_never_reach_another_agents_read(
+    rig: &Rig,
+    host: &Host,
+    d: &Deployment,
+    (a, rev_a): (&Agent, &Value),
+    b: &Agent,
+    port_a: u64,
+) {
+    let (unit, uid_a) = (a.unit(), invocation(rig, host, a));
+    let fake = "0123456789abcdef0123456789abcdef";
+    let account = b.account();
+    let forger = format!(
+        "import os, socket\n\
+         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+         s.connect('/run/systemd/journal/stdout')\n\
+         s.sendall(b'occ-forger-{account}\\n{unit}\\n6\\n0\\n0\\n0\\n0\\nforged stream line')\n\
+         n = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+         n.sendto(b'MESSAGE=forged native record\\nSYSLOG_IDENTIFIER=occ-forger-{account}\\n\
+         UNIT={unit}\\nINVOCATION_ID={fake}\\nMESSAGE_ID=39f53479d3a045ac8e11786248231fbf\\n\
+         _SYSTEMD_UNIT={unit}\\n_SYSTEMD_INVOCATION_ID={uid_a}\\n', '/run/systemd/journal/socket')\n\
+         os._exit(0)\n"
+    );
+    rig.sh_input(host, "cat > /tmp/occ-forger.py", forger.as_bytes());
+    let forged = rig.sh_ok(
+        host,
+        &format!(
+            "j=$(pidof systemd-journald); trap 'kill -CONT $j' EXIT HUP INT TERM; kill -STOP $j; \
+             for _ in 1 2 3; do \
+               setpriv --reuid={account} --regid={account} --clear-groups python3 /tmp/occ-forger.py; \
+             done; kill -CONT $j; sleep 1; rm -f /tmp/occ-forger.py; \
+             journalctl -o json --no-pager SYSLOG_IDENTIFIER=occ-forger-{account} | wc -l"
+        ),
+    );
+    assert_eq!(
+        forged, "6",
+        "the forger's records did not all reach the journal"
+    );
+    say(rig, host, port_a, "marker-a-after-forgery");
+    let lines = raws(&read(d, a, rev_a, json!({"pod": unit, "podUid": uid_a})));
+    assert!(
+        lines.contains(&"stand-in gateway: GET /marker-a-after-forgery".to_string()),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("forged")), "{lines:?}");
+    let mut named = revision_binding(a, rev_a);
+    named["request"] = json!({"source": "gateway", "container": "gateway", "pod": unit,
+        "podUid": fake, "previous": false, "tailLines": 10, "limitBytes": 4096});
+    let (code, v) = d.call("readAgentRuntimeLogs", named);
+    assert_ne!(code, 0, "{v}");
+    assert_eq!(v["code"], "stream-unavailable", "{v}");
+}
+
 #[test]
 #[ignore = "needs the disposable test hosts: run tests/run.sh"]
 fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
@@ -314,6 +373,7 @@ fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
     let bytes: usize = raws(&cut).iter().map(|l| l.len() + 1).sum();
     assert!(bytes <= 51, "{bytes}: {cut}");
     assert_eq!(cut["truncated"], true, "{cut}");
+    forged_lines_never_reach_another_agents_read(&rig, &host, &d, (&a, &rev_a), &b, port_a);
     // sinceSeconds: only what was written since.
     std::thread::sleep(Duration::from_secs(3));
     say(&rig, &host, port_a, "marker-a-late");
