@@ -260,8 +260,11 @@ async function invocationRecords(unitName, id, { tail, sinceUs }, each) {
   if (span === null) return;
   // The unit's records from the span's start to the later of its end and the
   // invocation's last own record (a line journald read late may follow the next start).
-  const args = ['--reverse', `--since=${at(Math.max(span.start, sinceUs ?? 0))}`];
-  if (span.end !== null) args.push(`--until=${at(Math.max(span.end, span.last))}`);
+  // A `since` after all of them reads nothing (journalctl refuses --since after --until).
+  const from = Math.max(span.start, sinceUs ?? 0);
+  const to = span.end === null ? null : Math.max(span.end, span.last);
+  if (to !== null && from > to) return;
+  const args = ['--reverse', `--since=${at(from)}`, ...(to === null ? [] : [`--until=${at(to)}`])];
   let given = 0;
   await journal([...args, '--output-fields=MESSAGE,_SYSTEMD_INVOCATION_ID', `_SYSTEMD_UNIT=${unitName}`], (entry) => {
     if (!ofInvocation(entry, id, span)) return true;

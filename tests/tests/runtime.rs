@@ -427,6 +427,15 @@ fn each_agent_reads_its_own_runtime_within_the_controllers_bounds() {
         "{before:?}"
     );
     assert!(!before.iter().any(|l| l.contains("marker-b")), "{before:?}");
+    // `previous` with a `since` after that invocation ended: no lines, no error.
+    std::thread::sleep(Duration::from_secs(3));
+    let late = read(
+        &d,
+        &a,
+        &rev_a,
+        json!({"pod": a.unit(), "podUid": uid_after, "previous": true, "sinceSeconds": 1}),
+    );
+    assert!(raws(&late).is_empty(), "{late}");
 
     // The diagnosis of a serving Agent: every check succeeds.
     let diagnosis = d.ok("diagnoseAgentDeployment", revision_binding(&a, &rev_a));
