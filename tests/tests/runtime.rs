@@ -165,11 +165,11 @@ fn each_exit_reads_its_own_line_though_journald_named_no_invocation(
 
 /// B's account writes lines that name A's unit in every field an account can
 /// write: a journal stream whose header names A's unit, and native records
-/// carrying PID 1's field names (`UNIT`, `INVOCATION_ID`, a newer invocation of
-/// A's). It is gone before journald reads them (journald paused), which is when
-/// journald falls back to a stream's own word for its unit. A's read holds none
-/// of them, its span is not cut by them, and the forged invocation is not one of
-/// A's.
+/// carrying PID 1's field names (`UNIT`, and `INVOCATION_ID` of an invocation A
+/// never had). It is gone before journald reads them (journald paused), which is
+/// when journald falls back to a stream's own word for its unit. A's read holds
+/// none of them and still has a line written after them, and the forged
+/// invocation is refused as not one of A's.
 fn forged_lines_never_reach_another_agents_read(
     rig: &Rig,
     host: &Host,
