@@ -3423,13 +3423,21 @@ function systemdTime(text) {
   return m ? `${m[1]}T${m[2]}${m[3] || ''}Z` : null;
 }
 
-// A journal record's __REALTIME_TIMESTAMP (microseconds) as ISO 8601 with them.
-function journalTime(entry) {
+// A journal record's __REALTIME_TIMESTAMP in microseconds, or null: a Number holds
+// them exactly (up to 2^53, the year 2255).
+function realtimeUs(entry) {
   const us = entry.__REALTIME_TIMESTAMP;
-  if (typeof us !== 'string' || !/^\d{1,17}$/.test(us)) return null;
-  const n = BigInt(us);
-  const iso = new Date(Number(n / 1000n)).toISOString();
-  return `${iso.slice(0, 19)}.${String(n % 1000000n).padStart(6, '0')}Z`;
+  if (typeof us !== 'string' || !/^\d{1,16}$/.test(us)) return null;
+  const n = Number(us);
+  return Number.isSafeInteger(n) ? n : null;
+}
+
+// A journal record's time as ISO 8601 to the microsecond, or null.
+function journalTime(entry) {
+  const us = realtimeUs(entry);
+  if (us === null) return null;
+  const iso = new Date(Math.floor(us / 1000)).toISOString();
+  return `${iso.slice(0, 19)}.${String(us % 1e6).padStart(6, '0')}Z`;
 }
 
 // A field as journalctl prints it: a string, or its bytes when they are not printable
@@ -3563,12 +3571,6 @@ async function invocations(unitName) {
   return seen;
 }
 
-// A record's __REALTIME_TIMESTAMP in microseconds (a Number holds them exactly), or null.
-function realtimeUs(entry) {
-  const us = entry.__REALTIME_TIMESTAMP;
-  return typeof us === 'string' && /^\d{1,16}$/.test(us) ? Number(us) : null;
-}
-
 // Microseconds as journalctl's --since/--until take them (both bounds inclusive).
 const at = (us) => `@${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0')}`;
 
@@ -3668,7 +3670,7 @@ async function retention() {
 
 module.exports = {
   showUnit, systemdTime, journalTime, field, journal, unitEvents, termination, lastLoggedExit,
-  invocations, invocationSpan, ofInvocation, invocationRecords, retention,
+  invocations, ofInvocation, invocationRecords, retention,
 };
 },
 'runtime': function (module, exports, require) {
@@ -3809,9 +3811,11 @@ function heldByUnit(listeners, uid, unitName) {
   return listeners.filter((l) => held.has(`socket:[${l.inode}]`));
 }
 
-// A byte budget as the link counts it: each line's text as JSON carries it, and its
-// newline. The line that crosses the budget is cut to what is left.
+// A line's bytes as the link counts them: its text as JSON carries it, and its newline.
 const lineBytes = (raw) => Buffer.byteLength(JSON.stringify(raw), 'utf8') - 2 + 1;
+
+// Lines, oldest first, within a byte budget (lineBytes each). The line that crosses
+// the budget is cut to what is left.
 function cutLines(entries, limitBytes) {
   const lines = [];
   let used = 0;

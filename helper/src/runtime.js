@@ -135,9 +135,11 @@ function heldByUnit(listeners, uid, unitName) {
   return listeners.filter((l) => held.has(`socket:[${l.inode}]`));
 }
 
-// A byte budget as the link counts it: each line's text as JSON carries it, and its
-// newline. The line that crosses the budget is cut to what is left.
+// A line's bytes as the link counts them: its text as JSON carries it, and its newline.
 const lineBytes = (raw) => Buffer.byteLength(JSON.stringify(raw), 'utf8') - 2 + 1;
+
+// Lines, oldest first, within a byte budget (lineBytes each). The line that crosses
+// the budget is cut to what is left.
 function cutLines(entries, limitBytes) {
   const lines = [];
   let used = 0;
