@@ -91,6 +91,15 @@ fn wait_restarted(rig: &Rig, host: &Host, agent: &Agent, before: &str) -> String
     }
 }
 
+/// A shell script that runs `script` with the host's journald paused
+/// (SIGSTOP), as a loaded host's journald lags, and lets it go when the script
+/// ends, however it ends.
+fn journald_paused(script: &str) -> String {
+    format!(
+        "j=$(pidof systemd-journald); trap 'kill -CONT $j' EXIT HUP INT TERM; kill -STOP $j; {script}"
+    )
+}
+
 /// journald names a line's invocation from the unit's cgroup when it reads the
 /// line; a line it reads only after the process and its cgroup are gone carries
 /// the unit and no invocation ID (what a gateway that writes and exits at once
@@ -110,12 +119,14 @@ fn each_exit_reads_its_own_line_though_journald_named_no_invocation(
     let since = rig.sh_ok(
         host,
         &format!(
-            "date +%s; systemctl stop {unit}; sleep 0.3; j=$(pidof systemd-journald); \
-             trap 'kill -CONT $j' EXIT HUP INT TERM; kill -STOP $j; systemctl start {unit}; \
-             for _ in $(seq 200); do \
-               [ \"$(systemctl show -p SubState --value {unit})\" = auto-restart ] && exit 0; \
-               sleep 0.05; \
-             done; echo '{unit} did not exit' >&2; exit 1"
+            "date +%s; systemctl stop {unit}; sleep 0.3; {}",
+            journald_paused(&format!(
+                "systemctl start {unit}; \
+                 for _ in $(seq 200); do \
+                   [ \"$(systemctl show -p SubState --value {unit})\" = auto-restart ] && exit 0; \
+                   sleep 0.05; \
+                 done; echo '{unit} did not exit' >&2; exit 1"
+            ))
         ),
     );
     // The gateway restarts every two seconds or so: two more exits after the pause.
@@ -193,13 +204,18 @@ fn forged_lines_never_reach_another_agents_read(
          os._exit(0)\n"
     );
     rig.sh_input(host, "cat > /tmp/occ-forger.py", forger.as_bytes());
+    rig.sh_ok(
+        host,
+        &journald_paused(&format!(
+            "for _ in 1 2 3; do \
+               setpriv --reuid={account} --regid={account} --clear-groups python3 /tmp/occ-forger.py; \
+             done"
+        )),
+    );
     let forged = rig.sh_ok(
         host,
         &format!(
-            "j=$(pidof systemd-journald); trap 'kill -CONT $j' EXIT HUP INT TERM; kill -STOP $j; \
-             for _ in 1 2 3; do \
-               setpriv --reuid={account} --regid={account} --clear-groups python3 /tmp/occ-forger.py; \
-             done; kill -CONT $j; sleep 1; rm -f /tmp/occ-forger.py; \
+            "sleep 1; rm -f /tmp/occ-forger.py; \
              journalctl -o json --no-pager SYSLOG_IDENTIFIER=occ-forger-{account} | wc -l"
         ),
     );
